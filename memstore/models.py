@@ -1,0 +1,186 @@
+"""Domain objects shared by the store, the exporters, synthesis and the command line.
+
+Everything that crosses a boundary (an API argument, a parsed file, an LLM answer) is
+validated here once, by pydantic, and passed inward as a typed, immutable object.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Category(StrEnum):
+    """What kind of lesson a memory holds (spec 000, "Memory Categories")."""
+
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    DISCOVERY = "DISCOVERY"
+    DANGER = "DANGER"
+    NOTE = "NOTE"
+
+
+class Persistence(StrEnum):
+    """How long a memory lives (spec 002): CORE and PERMANENT on disk, EPHEMERAL in memory."""
+
+    CORE = "core"
+    PERMANENT = "permanent"
+    EPHEMERAL = "ephemeral"
+
+    @property
+    def on_disk(self) -> bool:
+        return self is not Persistence.EPHEMERAL
+
+
+class Status(StrEnum):
+    """Confidence in a memory (spec 003): SUPERSEDED memories are kept but never shown."""
+
+    ACTIVE = "ACTIVE"
+    TENTATIVE = "TENTATIVE"
+    SUPERSEDED = "SUPERSEDED"
+
+
+#: Sentinel of the older implementation for "superseded by nothing" (spec 004).
+INVALIDATION_MARKER = "INVALIDATED"
+
+_TURNS = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_turns(turns: str) -> tuple[int, int | None]:
+    """Split a turn string ("45" or "23-24") into (start, end or None); ValueError if malformed."""
+    match = _TURNS.match(turns)
+    if match is None:
+        raise ValueError(f"turns must look like '45' or '23-24', got {turns!r}")
+    start = int(match.group(1))
+    end = int(match.group(2)) if match.group(2) is not None else None
+    if end is not None and end < start:
+        raise ValueError(f"turn range {turns!r} ends before it starts")
+    return start, end
+
+
+def format_turns(start: int, end: int | None) -> str:
+    """The inverse of parse_turns."""
+    return str(start) if end is None else f"{start}-{end}"
+
+
+def check_location_id(location_id: object) -> int:
+    """Location IDs are Z-machine object numbers: plain ints, never names (spec 000, Risk 6)."""
+    if type(location_id) is not int:  # bool is an int subclass: reject it too
+        raise TypeError(
+            f"location_id must be an int (the Z-machine location number), "
+            f"got {type(location_id).__name__} {location_id!r}"
+        )
+    if location_id < 0:
+        raise ValueError(f"location_id must not be negative, got {location_id}")
+    return location_id
+
+
+class Memory(BaseModel):
+    """One location memory.
+
+    ``persistence`` is required, with no default, so every memory is classified explicitly
+    (spec 002). The supersession fields describe how a SUPERSEDED memory ended: replaced by
+    the memory titled ``superseded_by``, or invalidated with ``invalidation_reason``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    category: Category
+    title: str = Field(min_length=1, max_length=500)
+    text: str = Field(max_length=20_000)
+    episode: int = Field(ge=1)
+    turns: str
+    score_change: int | None = None
+    persistence: Persistence
+    status: Status = Status.ACTIVE
+
+    superseded_by: str | None = None
+    superseded_at_turn: int | None = Field(default=None, ge=0)
+    superseded_at_episode: int | None = Field(default=None, ge=1)
+    invalidation_reason: str | None = None
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _category_upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("persistence", mode="before")
+    @classmethod
+    def _persistence_lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("title")
+    @classmethod
+    def _title_clean(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("title must not be blank")
+        return value
+
+    @field_validator("turns", mode="before")
+    @classmethod
+    def _turns_valid(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("turns must be a turn number or range, not a bool")
+        if isinstance(value, int):
+            value = str(value)
+        if isinstance(value, str):
+            parse_turns(value)
+        return value
+
+    @model_validator(mode="after")
+    def _supersession_consistent(self) -> Memory:
+        if self.superseded_by is not None and self.invalidation_reason is not None:
+            raise ValueError("a memory is either superseded by another or invalidated, not both")
+        if self.status is not Status.SUPERSEDED and (
+            self.superseded_by is not None or self.invalidation_reason is not None
+        ):
+            raise ValueError("only a SUPERSEDED memory can name a successor or a reason")
+        return self
+
+    @property
+    def turn_start(self) -> int:
+        return parse_turns(self.turns)[0]
+
+    @property
+    def turn_end(self) -> int | None:
+        return parse_turns(self.turns)[1]
+
+
+class LocationInfo(BaseModel):
+    """A location: its Z-machine number, display name, and visit record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int = Field(ge=0)
+    name: str
+    visit_count: int = Field(default=0, ge=0)
+    episodes: tuple[int, ...] = ()
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _int_id(cls, value: object) -> object:
+        return check_location_id(value)
+
+    @field_validator("episodes")
+    @classmethod
+    def _sorted_unique(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(value)))
+
+
+class LocationMemories(BaseModel):
+    """A location with its persistent memories, in the order they were stored.
+
+    This is the unit the Memories.md exporter renders and the parser returns.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    location: LocationInfo
+    memories: tuple[Memory, ...] = ()

@@ -1,0 +1,81 @@
+"""Z-machine triggers: the fast, deterministic "when" of memory synthesis (spec 000, Phase 1).
+
+The game adapter fills a ZMachineContext from the Z-machine's ground truth before and after
+an action; ``significance`` says why the turn is worth an LLM call. No reason, no call.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: A response longer than this may carry information worth remembering (spec 000).
+LONG_RESPONSE_CHARS = 100
+
+
+class Trigger(StrEnum):
+    SCORE_CHANGED = "score_changed"
+    LOCATION_CHANGED = "location_changed"
+    INVENTORY_CHANGED = "inventory_changed"
+    DEATH = "death"
+    FIRST_VISIT = "first_visit"
+    LONG_RESPONSE = "long_response"
+
+
+class ZMachineContext(BaseModel):
+    """Ground truth around one action: values before and after it.
+
+    Inventories are Z-machine object numbers. ``first_visit`` may be left as None: the
+    manager then works it out from the locations it has seen.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    score_before: int = 0
+    score_after: int = 0
+    location_before: int | None = None
+    location_after: int | None = None
+    inventory_before: frozenset[int] = Field(default_factory=frozenset)
+    inventory_after: frozenset[int] = Field(default_factory=frozenset)
+    died: bool = False
+    first_visit: bool | None = None
+    response_length: int = Field(default=0, ge=0)
+
+    @property
+    def score_delta(self) -> int:
+        return self.score_after - self.score_before
+
+    @property
+    def location_changed(self) -> bool:
+        return self.location_before != self.location_after
+
+    @property
+    def inventory_changed(self) -> bool:
+        return self.inventory_before != self.inventory_after
+
+    @property
+    def items_gained(self) -> frozenset[int]:
+        return self.inventory_after - self.inventory_before
+
+    @property
+    def items_lost(self) -> frozenset[int]:
+        return self.inventory_before - self.inventory_after
+
+
+def significance(ctx: ZMachineContext) -> list[Trigger]:
+    """The reasons this turn is significant, in a fixed order; empty means "skip the LLM"."""
+    reasons: list[Trigger] = []
+    if ctx.score_delta != 0:
+        reasons.append(Trigger.SCORE_CHANGED)
+    if ctx.location_changed:
+        reasons.append(Trigger.LOCATION_CHANGED)
+    if ctx.inventory_changed:
+        reasons.append(Trigger.INVENTORY_CHANGED)
+    if ctx.died:
+        reasons.append(Trigger.DEATH)
+    if ctx.first_visit:
+        reasons.append(Trigger.FIRST_VISIT)
+    if ctx.response_length > LONG_RESPONSE_CHARS:
+        reasons.append(Trigger.LONG_RESPONSE)
+    return reasons
