@@ -41,6 +41,9 @@ class ZMachineContext(BaseModel):
     died: bool = False
     first_visit: bool | None = None
     response_length: int = Field(default=0, ge=0)
+    #: optional display names, filled by the game adapter for readable offline memories
+    location_after_name: str | None = None
+    item_names: dict[int, str] = Field(default_factory=dict)
 
     @property
     def score_delta(self) -> int:

@@ -1,0 +1,108 @@
+"""Configuration: one place that says where the database is and which model to call.
+
+Precedence, highest first:
+1. arguments given in code (``load_config(model=...)``) or on the command line;
+2. environment variables ``MEMSTORE_DB``, ``MEMSTORE_MODEL``, ``MEMSTORE_API_BASE``;
+3. the ``[tool.memstore]`` table of the nearest ``pyproject.toml`` (from the working
+   directory upwards);
+4. the defaults below.
+
+The library, the command line and alembic's ``migrations/env.py`` all call ``load_config``,
+so they agree on which database they mean.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_DB = "game_files/memories.db"
+
+ENV_VARS = {
+    "db": "MEMSTORE_DB",
+    "model": "MEMSTORE_MODEL",
+    "api_base": "MEMSTORE_API_BASE",
+}
+
+
+class MemstoreConfig(BaseModel):
+    """Every setting memstore reads, validated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    db: str = DEFAULT_DB
+    #: litellm model name; None means "no LLM": the manager runs the offline recorder.
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1000, ge=1)
+    timeout: float = Field(default=30.0, gt=0)
+    num_retries: int = Field(default=2, ge=0, le=10)
+    #: recent turns shown to the synthesis LLM (spec 003: 1 to 10, default 3)
+    history_window: int = Field(default=3, ge=1, le=50)
+    #: tokens of memory text given to the agent per location (spec 000: 200-300)
+    token_budget: int = Field(default=300, ge=20)
+    #: "[spawn]" / "[session]" markers in the agent's context (spec 002)
+    show_persistence_markers: bool = True
+    #: a cheap model for the query tools; defaults to ``model``
+    query_model: str | None = None
+
+    @field_validator("history_window")
+    @classmethod
+    def _window_warning(cls, value: int) -> int:
+        if value > 10:
+            warnings.warn(
+                f"history_window = {value} may use excessive context; recommended 3-8, "
+                "at most 10",
+                stacklevel=2,
+            )
+        return value
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.model)
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    """The nearest pyproject.toml from ``start`` (default: the working directory) upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _pyproject_settings(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"cannot read [tool.memstore] from {path}: {exc}") from exc
+    section = data.get("tool", {}).get("memstore", {})
+    if not isinstance(section, dict):
+        raise ValueError(f"[tool.memstore] in {path} must be a table")
+    return dict(section)
+
+
+def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConfig:
+    """Merge defaults, ``[tool.memstore]``, environment variables and ``overrides``.
+
+    Overrides whose value is None are ignored, so command-line options can be passed
+    straight through.
+    """
+    settings: dict[str, Any] = _pyproject_settings(pyproject or find_pyproject())
+    for key, var in ENV_VARS.items():
+        value = os.environ.get(var)
+        if value:
+            settings[key] = value
+    settings.update({key: value for key, value in overrides.items() if value is not None})
+    return MemstoreConfig(**settings)
