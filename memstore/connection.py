@@ -1,0 +1,146 @@
+"""Opening a memstore database: checks before touching a file, and the one connection.
+
+The ephemeral tier is an in-memory database ATTACHed to a connection. With a pool, every
+pooled connection would get its own, different in-memory database, so the engine uses a
+StaticPool: exactly one DBAPI connection for the life of the store. Correct by construction.
+
+SQLite's Python driver opens transactions lazily and never for reads; memstore turns that
+off (``isolation_level = None``) and begins its own: ``BEGIN IMMEDIATE`` for writes, so a
+writer takes the lock up front and waits for it under the busy timeout instead of failing
+with "database is locked" halfway through, and plain ``BEGIN`` for multi-statement reads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from memstore.errors import (
+    NotAMemstoreDatabase,
+    SchemaOutOfDate,
+    SchemaTooNew,
+    UnsupportedDatabase,
+)
+from memstore.schema import HEAD_REVISION, KNOWN_REVISIONS, ephemeral_ddl
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+#: info key telling the "begin" listener which BEGIN to emit
+BEGIN_KEY = "memstore_begin"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a store lives: a SQLAlchemy URL and, for a file, its path."""
+
+    url: URL
+    path: Path | None  # None for an in-memory main database
+
+    @property
+    def display(self) -> str:
+        return str(self.path) if self.path is not None else "in-memory database"
+
+
+def resolve_target(path_or_url: str | Path) -> Target:
+    """Accept a file path or a SQLAlchemy URL; only SQLite can hold the ephemeral tier."""
+    if isinstance(path_or_url, Path) or "://" not in str(path_or_url):
+        path = Path(path_or_url).expanduser().resolve()
+        return Target(URL.create("sqlite", database=str(path)), path)
+    url = make_url(str(path_or_url))
+    if url.get_backend_name() != "sqlite":
+        raise UnsupportedDatabase(
+            f"memstore needs SQLite (its ephemeral tier is an attached in-memory SQLite "
+            f"database); got a {url.get_backend_name()!r} URL"
+        )
+    if url.database in (None, "", ":memory:"):
+        return Target(url.set(drivername="sqlite", database=":memory:"), None)
+    path = Path(url.database).expanduser().resolve()
+    return Target(url.set(drivername="sqlite", database=str(path)), path)
+
+
+def check_existing(target: Target) -> bool:
+    """Look at an existing file without changing it. True if it is a new (empty) database.
+
+    Raises NotAMemstoreDatabase for anything that is not an empty file, an empty SQLite
+    database or a memstore database; SchemaOutOfDate / SchemaTooNew for other revisions.
+    """
+    path = target.path
+    if path is None or not path.exists():
+        return True
+    if not path.is_file():
+        raise NotAMemstoreDatabase(f"{path} is not a file")
+    if path.stat().st_size == 0:
+        return True
+    with path.open("rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        raise NotAMemstoreDatabase(
+            f"{path} is not a SQLite database (so not a memstore database); left untouched"
+        )
+    try:
+        probe = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
+            version = None
+            if "alembic_version" in tables:
+                row = probe.execute("SELECT version_num FROM alembic_version").fetchone()
+                version = row[0] if row else None
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
+        raise NotAMemstoreDatabase(f"{path} cannot be read as SQLite ({exc}); left untouched") from exc
+    if not tables:
+        return True
+    if "alembic_version" not in tables or "memories" not in tables:
+        raise NotAMemstoreDatabase(
+            f"{path} is a SQLite database but not a memstore database "
+            f"(tables: {', '.join(sorted(tables))}); left untouched"
+        )
+    if version == HEAD_REVISION:
+        return False
+    if version in KNOWN_REVISIONS:
+        raise SchemaOutOfDate(
+            f"{path} is at schema revision {version}, this memstore needs {HEAD_REVISION}: "
+            f"run `MEMSTORE_DB={path} alembic upgrade head` from the memstore repository"
+        )
+    raise SchemaTooNew(
+        f"{path} is at schema revision {version!r}, which this memstore does not know "
+        f"(it knows up to {HEAD_REVISION}); use a newer memstore"
+    )
+
+
+def create_store_engine(target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
+    """An engine with exactly one connection, WAL, durable commits and the ephemeral tier."""
+    engine = create_engine(
+        target.url,
+        poolclass=StaticPool,
+        connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
+    )
+    ddl = ephemeral_ddl()
+    busy_ms = int(busy_timeout_s * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None  # memstore issues BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        if target.path is not None:
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("ATTACH DATABASE ':memory:' AS ephemeral")
+        for statement in ddl:
+            cursor.execute(statement)
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        connection.exec_driver_sql(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
+
+    return engine

@@ -1,0 +1,311 @@
+"""The synthesis prompt (spec 000 "Memory Creation Mechanism", spec 002 "Synthesis Prompt
+Logic", spec 003 "Multi-Step Memory Synthesis", spec 004 "LLM-Driven Invalidation").
+
+Deterministic: the same inputs give the same messages, character for character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memstore.models import Category, Memory, Persistence, Status
+from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
+from memstore.triggers import LONG_RESPONSE_CHARS, ZMachineContext
+
+RULE = "═" * 63
+
+FAILURE_PHRASES = ("you can't", "that doesn't", "impossible")
+PLACEMENT_VERBS = ("drop", "put", "place", "insert", "leave")
+
+SYSTEM_PROMPT = (
+    "You are the memory synthesizer of an agent playing Zork I. After a significant turn "
+    "you decide whether the outcome is worth remembering at the location where the action "
+    "was taken, write the memory as a short synthesized lesson (not a raw log), classify "
+    "its category and persistence, and retire existing memories that the new evidence "
+    "contradicts. Existing memories are referred to by their handles, such as [1]. "
+    "You answer with a single JSON object and nothing else."
+)
+
+
+def context_hints(action: str, response: str, ctx: ZMachineContext, first_visit: bool) -> list[str]:
+    """The spec 002 context signals for the persistence choice, in a fixed order."""
+    hints: list[str] = []
+    response_length = ctx.response_length or len(response)
+    if first_visit and response_length > LONG_RESPONSE_CHARS:
+        hints.append("• Long response on first visit suggests room description (likely CORE)")
+    if ctx.inventory_changed and not ctx.location_changed:
+        hints.append(
+            "• Inventory changed without movement suggests item manipulation (likely EPHEMERAL)"
+        )
+    if ctx.score_delta > 0:
+        hints.append("• Score increase suggests game mechanic discovered (likely PERMANENT)")
+    if any(phrase in response.lower() for phrase in FAILURE_PHRASES):
+        hints.append("• Failed action suggests game constraint learned (likely PERMANENT)")
+    if any(verb in action.lower() for verb in PLACEMENT_VERBS):
+        hints.append("• Placement action detected (likely EPHEMERAL)")
+    return hints
+
+
+def _tier(persistence: Persistence) -> str:
+    return "persistent tier" if persistence.on_disk else "session tier"
+
+
+def _existing_section(existing: Sequence[tuple[int, Memory]]) -> str:
+    lines = ["EXISTING MEMORIES AT THIS LOCATION:"]
+    if not existing:
+        lines.append("(none yet)")
+        return "\n".join(lines)
+    lines.append(
+        "Both tiers are listed: persistent (core/permanent, kept across episodes) and session "
+        "(ephemeral, cleared when the episode ends). Refer to a memory by its handle number."
+    )
+    for handle, memory in existing:
+        lines.append(
+            f"[{handle}] [{memory.category.value}] {memory.title} "
+            f"({memory.status.value}, {memory.persistence.value}, {_tier(memory.persistence)}, "
+            f"episode {memory.episode}, turn {memory.turns})"
+        )
+        if memory.text:
+            lines.append(f"    {memory.text}")
+        if memory.status is Status.SUPERSEDED:
+            lines.append("    (already SUPERSEDED: do not supersede or invalidate it again)")
+    return "\n".join(lines)
+
+
+DEDUPLICATION_SECTION = """DE-DUPLICATION:
+- If an existing memory already says what this turn shows, answer should_remember=false.
+- Only remember something new: a new fact, a refinement, or a contradiction.
+- Do not repeat what the agent already knows (for example "I died" after a death memory).
+- Never reuse the exact title of an existing memory unless you supersede that memory."""
+
+CONTRADICTION_SECTION = f"""CONTRADICTIONS, SUPERSESSION AND INVALIDATION:
+- SUPERSEDE (field "supersedes": list of handles) when the new memory replaces an existing one:
+  a refinement or correction of the same situation, or a TENTATIVE memory now confirmed or
+  disproven. Supersession needs a new memory (should_remember=true). At most {MAX_SUPERSEDES}.
+- INVALIDATE (field "invalidates": list of handles, with "invalidation_reason") when an
+  existing memory is proven false and there is no specific replacement, for example a death
+  that disproves a speculative memory. Works with or without a new memory. At most
+  {MAX_INVALIDATES}, one shared reason.
+- A memory is either superseded or invalidated, never both.
+- A core or permanent memory may not be superseded by an ephemeral one (it would be lost at
+  the end of the episode); an ephemeral memory may be upgraded by a permanent one.
+- Only use handles listed above. If nothing is contradicted, leave both lists empty."""
+
+
+def _persistence_section(hints: list[str], first_visit: bool) -> str:
+    context_section = "\n".join(hints) if hints else "• No strong signals from context"
+    visit = "FIRST VISIT" if first_visit else "RETURN VISIT"
+    return f"""MEMORY PERSISTENCE CLASSIFICATION:
+{RULE}
+Choose based on WHAT HAPPENED (action type), not WHEN (visit timing).
+
+**CORE** - Spawn state from room description (FIRST VISIT ONLY):
+  Definition: Items/objects/fixtures in room description on first visit
+  When to use:
+    ✓ ONLY on first visit to location (first_visit=true)
+    ✓ ONLY for passive observations from room text
+    ✓ NOT for agent actions or discoveries
+  Examples:
+    ✓ "Sword here" (from "Living Room. There is a sword here.") → CORE
+    ✓ "Mailbox visible" (from "West of House" description) → CORE
+    ✗ "Dropped sword here" (agent action, not room text) → NOT CORE
+    ✗ "Sword was here" (return visit) → NOT CORE
+
+**PERMANENT** - Game mechanics and reusable knowledge:
+  Definition: How the game works; knowledge true across episodes
+  When to use:
+    ✓ ANY visit (first or return)
+    ✓ Learning rules, mechanics, dangers, constraints
+    ✓ Knowledge that stays true after episode reset
+  Examples:
+    ✓ "Troll attacks on sight" (danger behavior) → PERMANENT
+    ✓ "Taking egg grants 5 points" (scoring rule) → PERMANENT
+    ✓ "Cannot climb tree from here" (constraint) → PERMANENT
+
+**EPHEMERAL** - Agent-caused state changes:
+  Definition: What agent DID that changes state temporarily
+  When to use:
+    ✓ ANY visit (first or return)
+    ✓ Agent performed action: drop, place, open, take, move
+    ✓ State change that resets on episode boundary
+  Examples:
+    ✓ "Dropped sword here" (agent action) → EPHEMERAL
+    ✓ "Placed nest in sack" (agent organization) → EPHEMERAL
+    ✓ "Opened window from outside" (agent state change) → EPHEMERAL
+
+CONTEXT SIGNALS FOR THIS ACTION:
+{context_section}
+
+DECISION CRITERIA:
+1. CORE: Room description observation on FIRST VISIT only
+2. EPHEMERAL: Agent action that changes state (ANY VISIT)
+3. PERMANENT: Game mechanic/rule learned (ANY VISIT)
+
+If agent DOES something → likely EPHEMERAL
+If agent LEARNS something → likely PERMANENT
+If agent SEES something in room description (first visit) → likely CORE
+
+Current visit status: {visit}
+⚠️  CORE only allowed on first visit (enforced by validation)
+
+Response field: "persistence": "core" | "permanent" | "ephemeral"
+{RULE}"""
+
+
+def _history_section(
+    recent_actions: Sequence[tuple[int, str, str]],
+    recent_reasoning: Sequence[tuple[int, str, str]],
+) -> str:
+    if not recent_actions and not recent_reasoning:
+        return ""
+    lines = ["RECENT ACTION SEQUENCE:", RULE, ""]
+    if recent_actions:
+        for turn, action, response in recent_actions:
+            lines += [f"Turn {turn}: {action}", f"Response: {response.strip()}", ""]
+    else:
+        lines += ["(no recent actions)", ""]
+    if recent_reasoning:
+        responses = {turn: response for turn, _, response in recent_actions}
+        lines.append("AGENT'S REASONING:")
+        for turn, reasoning, action in recent_reasoning:
+            lines += [f"Turn {turn}:", f"Reasoning: {reasoning.strip()}", f"Action: {action}"]
+            if turn in responses:
+                lines.append(f"Response: {responses[turn].strip()}")
+            lines.append("")
+    lines.append(RULE)
+    return "\n".join(lines)
+
+
+MULTI_STEP_SECTION = """MULTI-STEP PROCEDURE DETECTION:
+Review the RECENT ACTION SEQUENCE above. Does the current outcome depend on previous actions?
+
+**Look for these patterns:**
+
+1. **Prerequisites** (action B requires action A first):
+   Example: "open window" (turn N) → "enter window" (turn N+1) → success
+   Memory: "To enter kitchen: (1) open window, (2) enter window"
+
+2. **Delayed Consequences** (action seemed successful but had delayed effect):
+   Example: "give lunch to troll" (turn N, seemed ok) → troll attacks (turn N+1)
+   Memory: "Troll attacks after accepting gift - gift strategy fails"
+   Action: supersede the earlier TENTATIVE memory
+
+3. **Progressive Discovery** (understanding deepens over multiple turns):
+   Example: rusty key fails, brass key unlocks the door, then the door opens
+   Memory: "Stone door requires brass key (not rusty key), then open door"
+
+Use status TENTATIVE when the outcome is still unclear, ACTIVE when it is confirmed."""
+
+
+def _item_list(items: frozenset[int], names: dict[int, str]) -> str:
+    return ", ".join(
+        f"{names[item]} (object {item})" if item in names else f"object {item}"
+        for item in sorted(items)
+    )
+
+
+def _action_section(
+    location_id: int,
+    location_name: str,
+    action: str,
+    response: str,
+    ctx: ZMachineContext,
+    first_visit: bool,
+    turn: int | None,
+) -> str:
+    lines = ["CURRENT ACTION:"]
+    if turn is not None:
+        lines.append(f"Turn: {turn}")
+    lines += [f"Action: {action}", "Response:", response.strip(), "", "Z-MACHINE GROUND TRUTH:"]
+    delta = ctx.score_delta
+    lines.append(
+        f"- Score delta: {delta:+d} ({ctx.score_before} → {ctx.score_after})"
+        if delta
+        else f"- Score delta: 0 (score {ctx.score_after})"
+    )
+    if ctx.location_changed:
+        before = (
+            f"{location_name} ({ctx.location_before})"
+            if ctx.location_before == location_id
+            else f"location {ctx.location_before}"
+        )
+        after = (
+            f"{ctx.location_after_name} ({ctx.location_after})"
+            if ctx.location_after_name
+            else f"location {ctx.location_after}"
+        )
+        lines.append(f"- Moved from {before} to {after}")
+    else:
+        lines.append("- Location unchanged")
+    gained, lost = ctx.items_gained, ctx.items_lost
+    lines.append(
+        f"- Items gained: {_item_list(gained, ctx.item_names)}"
+        if gained
+        else "- Items gained: none"
+    )
+    lines.append(
+        f"- Items lost: {_item_list(lost, ctx.item_names)}" if lost else "- Items lost: none"
+    )
+    lines.append(f"- Death: {'YES, the player died' if ctx.died else 'no'}")
+    lines.append(
+        f"- First visit to {location_name} ({location_id}): {'yes' if first_visit else 'no'}"
+    )
+    return "\n".join(lines)
+
+
+def _output_section() -> str:
+    categories = " | ".join(c.value for c in Category)
+    return f"""OUTPUT FORMAT:
+Answer with one JSON object only: no prose, no markdown fences.
+{{
+  "should_remember": true | false,
+  "category": "{categories}" (required when should_remember is true),
+  "memory_title": "short title, under 10 words" (required when should_remember is true),
+  "memory_text": "1-2 sentences: the lesson, not a log" (required when should_remember is true),
+  "status": "ACTIVE" | "TENTATIVE",
+  "persistence": "core" | "permanent" | "ephemeral" (required when should_remember is true),
+  "supersedes": [handles of memories this new memory replaces, e.g. 2],
+  "invalidates": [handles of memories proven false],
+  "invalidation_reason": "why they are false" (required when invalidates is not empty),
+  "reasoning": "one sentence explaining the decision"
+}}
+To retire memories without a new one: should_remember false, invalidates and its reason."""
+
+
+def build_synthesis_messages(
+    *,
+    location_id: int,
+    location_name: str,
+    action: str,
+    response: str,
+    ctx: ZMachineContext,
+    existing: Sequence[tuple[int, Memory]] = (),
+    recent_actions: Sequence[tuple[int, str, str]] = (),
+    recent_reasoning: Sequence[tuple[int, str, str]] = (),
+    first_visit: bool | None = None,
+    turn: int | None = None,
+) -> list[dict[str, str]]:
+    """The chat messages (system, user) for one synthesis call.
+
+    ``location_id``/``location_name`` are the SOURCE location (where the action was taken).
+    ``existing`` comes from ``synthesis.number_memories``; ``recent_actions`` holds
+    (turn, action, response) and ``recent_reasoning`` (turn, reasoning, action), oldest first,
+    already cut to the history window. ``first_visit`` defaults to ``ctx.first_visit``.
+    """
+    visit = bool(ctx.first_visit if first_visit is None else first_visit)
+    sections = [
+        f"Location: {location_name} (ID: {location_id})",
+        _existing_section(existing),
+        DEDUPLICATION_SECTION,
+        CONTRADICTION_SECTION,
+        _persistence_section(context_hints(action, response, ctx, visit), visit),
+        _history_section(recent_actions, recent_reasoning),
+        MULTI_STEP_SECTION if recent_actions or recent_reasoning else "",
+        _action_section(location_id, location_name, action, response, ctx, visit, turn),
+        _output_section(),
+    ]
+    user = "\n\n".join(section for section in sections if section)
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user},
+    ]

@@ -1,0 +1,154 @@
+"""The Zork I story file: where to find it, how to check it, how to fetch it.
+
+The project does not ship the story file. ``find_rom`` looks, in order, at
+
+1. an explicit path given in code or on the command line;
+2. the ``MEMSTORE_ROM`` environment variable;
+3. ``roms/zork1.z3`` relative to the working directory;
+4. ``roms/zork1.z3`` in the repository root (next to the ``memstore`` package).
+
+A missing or wrong file raises :class:`RomError`, whose message says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from memstore.errors import MemstoreError
+
+#: Zork I release 119 / serial 880429 (historicalsource/zork1, MIT licence).
+ZORK1_SHA256 = "37084966477dff679282de42974b2077156b1bd68fad92a65d4ea94d8eb64d79"
+UPSTREAM_URL = "https://github.com/historicalsource/zork1/raw/master/COMPILED/zork1.z3"
+ROM_ENV_VAR = "MEMSTORE_ROM"
+ROM_RELATIVE_PATH = Path("roms") / "zork1.z3"
+#: the repository root: the directory that holds the ``memstore`` package
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TIMEOUT = 30.0
+#: a story file is far smaller than this; anything larger is not one
+MAX_ROM_BYTES = 1024 * 1024
+
+HOW_TO_GET = (
+    f"To get it: run `memstore rom fetch` (downloads it to {ROM_RELATIVE_PATH}), "
+    f"or set {ROM_ENV_VAR}=/path/to/zork1.z3, "
+    f"or download {UPSTREAM_URL} yourself and check that its sha256 is {ZORK1_SHA256}."
+)
+
+
+class RomError(MemstoreError):
+    """The Zork I story file is missing or is not release 119 (the message says what to do)."""
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def verify_rom(path: str | Path, expected_sha256: str = ZORK1_SHA256) -> Path:
+    """Check that ``path`` is the expected story file; return it, or raise RomError."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise RomError(f"No Zork I story file at {p}. {HOW_TO_GET}") from None
+    except OSError as exc:
+        raise RomError(f"Cannot read the Zork I story file {p}: {exc}. {HOW_TO_GET}") from exc
+    digest = sha256_of(data)
+    if digest != expected_sha256:
+        raise RomError(
+            f"{p} is not Zork I release 119: its sha256 is {digest}, expected "
+            f"{expected_sha256}. Replace it with the right file. {HOW_TO_GET}"
+        )
+    return p
+
+
+def candidate_paths(path: str | Path | None = None) -> list[tuple[str, Path]]:
+    """Where ``find_rom`` looks, in order, as (where it came from, path)."""
+    found: list[tuple[str, Path]] = []
+    if path is not None:
+        found.append(("the given path", Path(path)))
+    env_value = os.environ.get(ROM_ENV_VAR)
+    if env_value:
+        found.append((f"${ROM_ENV_VAR}", Path(env_value).expanduser()))
+    found.append(("the working directory", Path.cwd() / ROM_RELATIVE_PATH))
+    found.append(("the repository root", REPO_ROOT / ROM_RELATIVE_PATH))
+    return found
+
+
+def find_rom(path: str | Path | None = None, *, verify: bool = True) -> Path:
+    """Return the Zork I story file's path, or raise RomError saying what to do.
+
+    An explicit ``path`` or a set ``MEMSTORE_ROM`` is authoritative: if it names no file,
+    that is an error (no silent fall-back to another copy). With ``verify`` the file's
+    sha256 must be release 119's.
+    """
+    for source, candidate in candidate_paths(path):
+        if candidate.is_file():
+            return verify_rom(candidate) if verify else candidate
+        if source == "the given path" or source == f"${ROM_ENV_VAR}":
+            raise RomError(f"{source} {candidate} is not a file. {HOW_TO_GET}")
+    searched = ", ".join(str(c) for _, c in candidate_paths(path))
+    raise RomError(f"The Zork I story file was not found (looked at {searched}). {HOW_TO_GET}")
+
+
+def fetch_rom(
+    dest: str | Path,
+    url: str = UPSTREAM_URL,
+    *,
+    expected_sha256: str = ZORK1_SHA256,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Path:
+    """Download the story file to ``dest``, check its sha256, write it atomically.
+
+    The bytes go to a temporary file beside ``dest``, are fsync'd and renamed into place
+    only when the checksum matches: a failed or wrong download never leaves a file at
+    ``dest`` (an existing good file there is left as it was).
+    """
+    dest = Path(dest)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            data = response.read(MAX_ROM_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise RomError(
+            f"Could not download {url}: {exc}. Check the network, or set "
+            f"{ROM_ENV_VAR}=/path/to/zork1.z3 to a copy whose sha256 is {expected_sha256}."
+        ) from exc
+    digest = sha256_of(data)
+    if len(data) > MAX_ROM_BYTES or digest != expected_sha256:
+        raise RomError(
+            f"The file downloaded from {url} is not Zork I release 119 (sha256 {digest}, "
+            f"expected {expected_sha256}); nothing was written to {dest}. Try again later, "
+            f"or set {ROM_ENV_VAR}=/path/to/zork1.z3 to a copy you have checked."
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o644)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(dest.parent)
+    return dest
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable where the platform allows it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

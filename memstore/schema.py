@@ -1,0 +1,209 @@
+"""The database schema: one MetaData for the tables on disk, and the ephemeral copy.
+
+The persistent tables are created by alembic's migrations (``migrations/versions``); a test
+checks that these definitions and the migrations produce the same schema. The ephemeral
+tables have the same shape but live in an in-memory database ATTACHed as ``ephemeral`` to
+the store's single connection, created at connect time and never written to disk.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from memstore.models import Category, Status
+
+#: The alembic revision these definitions correspond to. MemoryStore.open creates new
+#: databases at this revision and refuses older ones; a test checks it is alembic's head.
+HEAD_REVISION = "0001"
+#: every revision in order, oldest first (a test checks this against alembic's history)
+KNOWN_REVISIONS = ("0001",)
+
+EPHEMERAL_SCHEMA = "ephemeral"
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+CATEGORIES = [c.value for c in Category]
+STATUSES = [s.value for s in Status]
+
+locations = Table(
+    "locations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),
+    Column("visit_count", Integer, nullable=False, server_default=text("0")),
+    CheckConstraint("visit_count >= 0", name="visit_count_not_negative"),
+)
+
+location_episodes = Table(
+    "location_episodes",
+    metadata,
+    Column(
+        "location_id",
+        Integer,
+        ForeignKey("locations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("episode", Integer, primary_key=True),
+    CheckConstraint("episode >= 1", name="episode_positive"),
+)
+
+
+def _memory_columns(persistence_values: list[str], location_fk: bool) -> list:
+    location = (
+        Column(
+            "location_id",
+            Integer,
+            ForeignKey("locations.id", ondelete="CASCADE"),
+            nullable=False,
+        )
+        if location_fk
+        else Column("location_id", Integer, nullable=False)
+    )
+    return [
+        Column("id", Integer, primary_key=True),
+        location,
+        Column("category", Text, nullable=False),
+        Column("title", Text, nullable=False),
+        Column("text", Text, nullable=False),
+        Column("episode", Integer, nullable=False),
+        Column("turn_start", Integer, nullable=False),
+        Column("turn_end", Integer, nullable=True),
+        Column("score_change", Integer, nullable=True),
+        Column("persistence", Text, nullable=False),
+        Column("status", Text, nullable=False),
+        Column("created_at", Text, nullable=False),
+        CheckConstraint(_in("category", CATEGORIES), name="category_known"),
+        CheckConstraint(_in("status", STATUSES), name="status_known"),
+        CheckConstraint(_in("persistence", persistence_values), name="persistence_known"),
+        CheckConstraint("length(trim(title)) > 0", name="title_not_blank"),
+        CheckConstraint("episode >= 1", name="episode_positive"),
+        CheckConstraint("turn_start >= 0", name="turn_not_negative"),
+        CheckConstraint(
+            "turn_end IS NULL OR turn_end >= turn_start", name="turn_range_ordered"
+        ),
+    ]
+
+
+memories = Table(
+    "memories",
+    metadata,
+    *_memory_columns(["core", "permanent"], location_fk=True),
+)
+Index("ix_memories_location_id_status", memories.c.location_id, memories.c.status)
+# The spec's backup de-duplication, enforced by the database within the tier.
+Index(
+    "uq_memories_location_id_title_live",
+    memories.c.location_id,
+    memories.c.title,
+    unique=True,
+    sqlite_where=text("status != 'SUPERSEDED'"),
+)
+
+memory_links = Table(
+    "memory_links",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column(
+        "memory_id",
+        Integer,
+        ForeignKey("memories.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column(
+        "superseded_by_id",
+        Integer,
+        ForeignKey("memories.id", ondelete="SET NULL"),
+        nullable=True,
+    ),
+    Column("episode", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    CheckConstraint(
+        "superseded_by_id IS NULL OR reason IS NULL", name="superseded_or_invalidated"
+    ),
+    CheckConstraint("reason IS NULL OR length(trim(reason)) > 0", name="reason_not_blank"),
+)
+Index("ix_memory_links_superseded_by_id", memory_links.c.superseded_by_id)
+
+#: alembic's own bookkeeping table, as alembic creates it; MemoryStore.open stamps new files
+alembic_version = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+# --- the ephemeral tier: same shape, in the attached in-memory database ------------------
+
+ephemeral_metadata = MetaData(schema=EPHEMERAL_SCHEMA, naming_convention=NAMING_CONVENTION)
+
+ephemeral_memories = Table(
+    "memories",
+    ephemeral_metadata,
+    *_memory_columns(["ephemeral"], location_fk=False),
+)
+Index(
+    "ix_ephemeral_memories_location_id_status",
+    ephemeral_memories.c.location_id,
+    ephemeral_memories.c.status,
+)
+
+ephemeral_memory_links = Table(
+    "memory_links",
+    ephemeral_metadata,
+    Column("id", Integer, primary_key=True),
+    Column("memory_id", Integer, nullable=False, unique=True),
+    # an ephemeral memory is superseded by an ephemeral one, or upgraded to a persistent one
+    Column("superseded_by_id", Integer, nullable=True),
+    Column("superseded_by_persistent_id", Integer, nullable=True),
+    Column("episode", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    CheckConstraint(
+        "(superseded_by_id IS NULL) + (superseded_by_persistent_id IS NULL) "
+        "+ (reason IS NULL) >= 2",
+        name="one_cause",
+    ),
+)
+
+
+def ephemeral_ddl() -> list[str]:
+    """CREATE statements for the ephemeral tier, run on every new connection."""
+    dialect = sqlite.dialect()
+    statements = [
+        str(CreateTable(table).compile(dialect=dialect))
+        for table in ephemeral_metadata.sorted_tables
+    ]
+    for table in ephemeral_metadata.sorted_tables:
+        statements.extend(str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes)
+    return statements

@@ -1,0 +1,679 @@
+"""MemoryStore: the only place that speaks SQL.
+
+CORE and PERMANENT memories live in tables on disk; EPHEMERAL ones in the same tables of an
+in-memory database ATTACHed as ``ephemeral`` to the store's single connection (see
+memstore.connection). Every public write is one ``BEGIN IMMEDIATE`` transaction, committed
+with ``synchronous=FULL`` before the call returns.
+
+Statements are SQLAlchemy Core. The per-turn read (``get_location_memory``) is compiled
+from Core once and run on the DBAPI cursor, as one statement over both tiers: SQLAlchemy's
+per-execute overhead would otherwise be most of its time budget.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import OperationalError
+
+from memstore.config import MemstoreConfig
+from memstore.connection import (
+    BEGIN_KEY,
+    DEFAULT_BUSY_TIMEOUT_S,
+    Target,
+    check_existing,
+    create_store_engine,
+    resolve_target,
+)
+from memstore.errors import StoreBusy
+from memstore.models import (
+    LocationInfo,
+    LocationMemories,
+    Memory,
+    Persistence,
+    Status,
+    check_location_id,
+    format_turns,
+)
+from memstore.retrieval import ContextRow, format_location_memory
+from memstore.schema import (
+    HEAD_REVISION,
+    alembic_version,
+    ephemeral_memories,
+    ephemeral_memory_links,
+    location_episodes,
+    locations,
+    memories,
+    memory_links,
+    metadata,
+)
+
+_SUPERSEDED = literal_column("'SUPERSEDED'")  # inline, so compiled SQL keeps only the ids
+LIVE = memories.c.status != _SUPERSEDED
+EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _check_memory(memory: object) -> Memory:
+    if not isinstance(memory, Memory):
+        raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
+    return memory
+
+
+def _check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("an invalidation needs a non-empty reason")
+    return reason
+
+
+def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
+    return {
+        "location_id": location_id,
+        "category": memory.category.value,
+        "title": memory.title,
+        "text": memory.text,
+        "episode": memory.episode,
+        "turn_start": memory.turn_start,
+        "turn_end": memory.turn_end,
+        "score_change": memory.score_change,
+        "persistence": memory.persistence.value,
+        "status": memory.status.value,
+        "created_at": _now(),
+    }
+
+
+def _link_turn(memory: Memory) -> int:
+    return memory.turn_end if memory.turn_end is not None else memory.turn_start
+
+
+class MemoryStore:
+    """Location memories in SQLite, with the spec's API (spec 002 "Public API", 004)."""
+
+    def __init__(
+        self, target: Target, *, config: MemstoreConfig | None = None,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    ) -> None:
+        """Use ``MemoryStore.open``; this assumes the target was checked."""
+        self.target = target
+        self.config = config or MemstoreConfig()
+        self._lock = threading.RLock()
+        is_new = check_existing(target)
+        if is_new and target.path is not None:
+            target.path.parent.mkdir(parents=True, exist_ok=True)
+        self._engine = create_store_engine(target, busy_timeout_s)
+        self._conn: Connection = self._engine.connect()
+        if is_new:
+            self._create_schema()
+        self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
+        self._context_sql = _compile_context_query(self._conn)
+        #: the clock used for links when a caller gives no turn; the manager keeps it current
+        self.current_episode = self._max_episode()
+        self.current_turn = 0
+
+    # --- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, path_or_url: str | Path | None = None, *, config: MemstoreConfig | None = None,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    ) -> MemoryStore:
+        """Open (or create, at the head schema revision) a memstore database.
+
+        ``path_or_url`` is a file path or a SQLAlchemy SQLite URL (``sqlite://`` is an
+        in-memory database); None means the configured one. A database behind the head
+        revision is refused (SchemaOutOfDate: run ``alembic upgrade head``), and a file that
+        is not a memstore database is refused (NotAMemstoreDatabase) and left untouched.
+        """
+        config = config or MemstoreConfig()
+        target = resolve_target(path_or_url if path_or_url is not None else config.db)
+        return cls(target, config=config, busy_timeout_s=busy_timeout_s)
+
+    def close(self) -> None:
+        """Close the connection; the ephemeral tier goes with it."""
+        with self._lock:
+            self._conn.close()
+            self._engine.dispose()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _create_schema(self) -> None:
+        with self._write() as conn:
+            metadata.create_all(conn)
+            alembic_version.create(conn)
+            conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
+
+    # --- transactions --------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Connection]:
+        with self._lock:
+            self._conn.info[BEGIN_KEY] = begin
+            try:
+                with self._conn.begin():
+                    yield self._conn
+            except OperationalError as exc:
+                if "locked" in str(exc.orig) or "busy" in str(exc.orig):
+                    raise StoreBusy(
+                        f"{self.target.display} stayed locked by another process for longer "
+                        f"than the busy timeout; nothing was written"
+                    ) from exc
+                raise
+
+    def _write(self) -> Any:
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def _read(self) -> Any:
+        return self._transaction("BEGIN")
+
+    # --- locations -------------------------------------------------------------------------
+
+    @staticmethod
+    def _ensure_location(conn: Connection, location_id: int, name: str) -> None:
+        stmt = sqlite_insert(locations).values(id=location_id, name=name)
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=["id"]))
+
+    def record_visit(self, location_id: int, location_name: str, episode: int) -> None:
+        """Count a visit to a location in an episode (creates the location if new)."""
+        check_location_id(location_id)
+        if type(episode) is not int or episode < 1:
+            raise ValueError(f"episode must be an int >= 1, got {episode!r}")
+        with self._write() as conn:
+            stmt = sqlite_insert(locations).values(id=location_id, name=location_name, visit_count=1)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["id"],
+                    set_={"name": stmt.excluded.name, "visit_count": locations.c.visit_count + 1},
+                )
+            )
+            conn.execute(
+                sqlite_insert(location_episodes)
+                .values(location_id=location_id, episode=episode)
+                .on_conflict_do_nothing()
+            )
+
+    def location(self, location_id: int) -> LocationInfo | None:
+        """A location's name and visit record, or None if it was never stored."""
+        check_location_id(location_id)
+        with self._read() as conn:
+            row = conn.execute(select(locations).where(locations.c.id == location_id)).first()
+            if row is None:
+                return None
+            episodes = conn.execute(
+                select(location_episodes.c.episode)
+                .where(location_episodes.c.location_id == location_id)
+            ).scalars().all()
+        return LocationInfo(id=row.id, name=row.name, visit_count=row.visit_count,
+                            episodes=tuple(episodes))
+
+    def locations(self) -> list[LocationInfo]:
+        """Every stored location, by id."""
+        with self._read() as conn:
+            rows = conn.execute(select(locations).order_by(locations.c.id)).all()
+            episodes: dict[int, list[int]] = {}
+            for location_id, episode in conn.execute(select(location_episodes)):
+                episodes.setdefault(location_id, []).append(episode)
+        return [
+            LocationInfo(id=r.id, name=r.name, visit_count=r.visit_count,
+                         episodes=tuple(episodes.get(r.id, ())))
+            for r in rows
+        ]
+
+    def _max_episode(self) -> int:
+        with self._read() as conn:
+            found = conn.execute(
+                select(func.max(location_episodes.c.episode))
+            ).scalar()
+            found_memory = conn.execute(select(func.max(memories.c.episode))).scalar()
+        return max(found or 1, found_memory or 1)
+
+    # --- adding, superseding, invalidating ------------------------------------------------
+
+    @staticmethod
+    def _live_title_exists(
+        conn: Connection, location_id: int, title: str, exclude: tuple[str, int] | None = None
+    ) -> bool:
+        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
+            query = select(table.c.id).where(
+                table.c.location_id == location_id,
+                table.c.title == title,
+                table.c.status != Status.SUPERSEDED.value,
+            )
+            if exclude is not None and exclude[0] == tier:
+                query = query.where(table.c.id != exclude[1])
+            if conn.execute(query.limit(1)).first() is not None:
+                return True
+        return False
+
+    def _insert(self, conn: Connection, location_id: int, name: str, memory: Memory) -> tuple[str, int]:
+        row = _memory_row(location_id, memory)
+        if memory.persistence is Persistence.EPHEMERAL:
+            result = conn.execute(insert(ephemeral_memories).values(**row))
+            return "ephemeral", result.inserted_primary_key[0]
+        self._ensure_location(conn, location_id, name)
+        result = conn.execute(insert(memories).values(**row))
+        return "persistent", result.inserted_primary_key[0]
+
+    def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
+        """Store a memory, routed by its persistence: CORE/PERMANENT on disk, EPHEMERAL in memory.
+
+        Returns False, storing nothing, when a non-superseded memory with exactly the same
+        title is already at this location in either tier (the spec's backup de-duplication).
+        A memory cannot be added already SUPERSEDED (ValueError).
+        """
+        check_location_id(location_id)
+        _check_memory(memory)
+        if memory.status is Status.SUPERSEDED:
+            raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
+        with self._write() as conn:
+            if self._live_title_exists(conn, location_id, memory.title):
+                return False
+            self._insert(conn, location_id, location_name, memory)
+            return True
+
+    def _find_live(self, conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
+        """The non-superseded memory with exactly this title: persistent tier first."""
+        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
+            row = conn.execute(
+                select(table.c.id, table.c.persistence).where(
+                    table.c.location_id == location_id,
+                    table.c.title == title,
+                    table.c.status != Status.SUPERSEDED.value,
+                )
+            ).first()
+            if row is not None:
+                return tier, row
+        return None
+
+    def supersede_memory(
+        self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
+    ) -> bool:
+        """Replace the live memory titled ``old_memory_title`` (exact match) with ``new_memory``.
+
+        Allowed: ephemeral→ephemeral, ephemeral→core/permanent (the upgrade: the new memory
+        goes to disk), permanent→permanent, core→core, core→permanent. A core/permanent
+        memory cannot be superseded by an ephemeral one (False, nothing changes). The new
+        memory and the supersession are one transaction. False also when the old title is
+        not found, or the new title duplicates another live memory here.
+        """
+        check_location_id(location_id)
+        _check_memory(new_memory)
+        if new_memory.status is Status.SUPERSEDED:
+            raise ValueError("the new memory cannot itself be SUPERSEDED")
+        with self._write() as conn:
+            found = self._find_live(conn, location_id, old_memory_title)
+            if found is None:
+                return False
+            tier, old = found
+            if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
+                return False  # would lose a game mechanic or spawn state after reset
+            if self._live_title_exists(conn, location_id, new_memory.title, exclude=(tier, old.id)):
+                return False
+            self._mark_superseded(conn, tier, old.id)
+            new_tier, new_id = self._insert(conn, location_id, location_name, new_memory)
+            self._link(conn, tier, old.id, new_memory.episode, _link_turn(new_memory),
+                       successor=(new_tier, new_id))
+            return True
+
+    @staticmethod
+    def _mark_superseded(conn: Connection, tier: str, memory_id: int) -> None:
+        table = memories if tier == "persistent" else ephemeral_memories
+        conn.execute(
+            update(table).where(table.c.id == memory_id).values(status=Status.SUPERSEDED.value)
+        )
+
+    @staticmethod
+    def _link(
+        conn: Connection, tier: str, memory_id: int, episode: int, turn: int, *,
+        successor: tuple[str, int] | None = None, reason: str | None = None,
+    ) -> None:
+        row: dict[str, Any] = {
+            "memory_id": memory_id, "episode": episode, "turn": turn,
+            "reason": reason, "created_at": _now(),
+        }
+        if tier == "persistent":
+            row["superseded_by_id"] = successor[1] if successor else None
+            conn.execute(insert(memory_links).values(**row))
+            return
+        if successor is not None and successor[0] == "persistent":
+            row["superseded_by_persistent_id"] = successor[1]
+        elif successor is not None:
+            row["superseded_by_id"] = successor[1]
+        conn.execute(insert(ephemeral_memory_links).values(**row))
+
+    def invalidate_memory(
+        self, location_id: int, memory_title: str, reason: str, turn: int | None = None
+    ) -> bool:
+        """Mark the live memory titled ``memory_title`` SUPERSEDED with no replacement.
+
+        ``reason`` must not be empty. ``turn`` defaults to ``current_turn``. False if no
+        live memory has exactly that title here.
+        """
+        return self.invalidate_memories(location_id, [memory_title], reason, turn)[memory_title]
+
+    def invalidate_memories(
+        self, location_id: int, memory_titles: Iterable[str], reason: str, turn: int | None = None
+    ) -> dict[str, bool]:
+        """Invalidate several memories with one shared reason, in one transaction."""
+        check_location_id(location_id)
+        _check_reason(reason)
+        titles = list(memory_titles)
+        if isinstance(memory_titles, str):
+            raise TypeError("memory_titles must be a collection of titles, not one string")
+        at_turn = self.current_turn if turn is None else turn
+        if type(at_turn) is not int or at_turn < 0:
+            raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
+        results: dict[str, bool] = {}
+        with self._write() as conn:
+            for title in titles:
+                found = self._find_live(conn, location_id, title)
+                if found is None:
+                    results[title] = False
+                    continue
+                tier, old = found
+                self._mark_superseded(conn, tier, old.id)
+                self._link(conn, tier, old.id, self.current_episode, at_turn, reason=reason)
+                results[title] = True
+        return results
+
+    def reset_episode(self) -> int:
+        """Drop every ephemeral memory (and its links); returns how many were dropped."""
+        with self._write() as conn:
+            count = conn.execute(select(func.count()).select_from(ephemeral_memories)).scalar_one()
+            conn.execute(delete(ephemeral_memory_links))
+            conn.execute(delete(ephemeral_memories))
+        return int(count)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def get_location_memory(self, location_id: int) -> str:
+        """What the agent sees here: live memories within the token budget, or "" if none."""
+        check_location_id(location_id)
+        with self._lock:
+            rows = self._raw.execute(self._context_sql, (location_id, location_id)).fetchall()
+        return format_location_memory(
+            [ContextRow(*row) for row in rows],
+            self.config.token_budget,
+            self.config.show_persistence_markers,
+        )
+
+    def _count(self, table: Any, location_id: int | None) -> int:
+        query = select(func.count()).select_from(table).where(
+            table.c.status != Status.SUPERSEDED.value
+        )
+        if location_id is not None:
+            check_location_id(location_id)
+            query = query.where(table.c.location_id == location_id)
+        with self._read() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def get_ephemeral_count(self, location_id: int | None = None) -> int:
+        """Non-superseded ephemeral memories at a location, or everywhere."""
+        return self._count(ephemeral_memories, location_id)
+
+    def get_persistent_count(self, location_id: int | None = None) -> int:
+        """Non-superseded CORE + PERMANENT memories at a location, or everywhere."""
+        return self._count(memories, location_id)
+
+    def get_memory_breakdown(self, location_id: int) -> dict[str, int]:
+        """Non-superseded memories here by persistence: {"core", "permanent", "ephemeral"}."""
+        check_location_id(location_id)
+        breakdown = {p.value: 0 for p in Persistence}
+        with self._read() as conn:
+            for table in (memories, ephemeral_memories):
+                rows = conn.execute(
+                    select(table.c.persistence, func.count())
+                    .where(table.c.location_id == location_id, table.c.status != "SUPERSEDED")
+                    .group_by(table.c.persistence)
+                )
+                for persistence, count in rows:
+                    breakdown[persistence] = count
+        return breakdown
+
+    def memories(self, location_id: int, include_superseded: bool = False) -> list[Memory]:
+        """Memories here, persistent then ephemeral, each in the order stored."""
+        check_location_id(location_id)
+        with self._read() as conn:
+            return [
+                memory for _tier, _id, memory in
+                self._load(conn, location_id=location_id, include_superseded=include_superseded)
+            ]
+
+    def history(self, location_id: int, title: str) -> list[Memory]:
+        """The supersession chain through every memory titled ``title`` here, oldest first.
+
+        Walks links both ways (what this memory replaced, and what replaced it), across
+        tiers, so nothing is lost on supersession. Empty if no memory has that title.
+        """
+        check_location_id(location_id)
+        with self._read() as conn:
+            loaded = self._load(conn, location_id=location_id, include_superseded=True)
+            edges = self._edges(conn, location_id)
+        by_key = {(tier, mid): memory for tier, mid, memory in loaded}
+        order = {(tier, mid): i for i, (tier, mid, _m) in enumerate(loaded)}
+        neighbours: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        for old, new in edges:
+            neighbours.setdefault(old, set()).add(new)
+            neighbours.setdefault(new, set()).add(old)
+        start = [key for key, memory in by_key.items() if memory.title == title]
+        seen = set(start)
+        stack = list(start)
+        while stack:
+            for other in neighbours.get(stack.pop(), ()):
+                if other not in seen and other in by_key:
+                    seen.add(other)
+                    stack.append(other)
+        return [by_key[key] for key in _oldest_first(seen, edges, order)]
+
+    @staticmethod
+    def _edges(conn: Connection, location_id: int) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+        edges = []
+        rows = conn.execute(
+            select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
+            .join(memories, memories.c.id == memory_links.c.memory_id)
+            .where(memories.c.location_id == location_id,
+                   memory_links.c.superseded_by_id.is_not(None))
+        )
+        edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
+        rows = conn.execute(
+            select(ephemeral_memory_links.c.memory_id, ephemeral_memory_links.c.superseded_by_id,
+                   ephemeral_memory_links.c.superseded_by_persistent_id)
+            .join(ephemeral_memories, ephemeral_memories.c.id == ephemeral_memory_links.c.memory_id)
+            .where(ephemeral_memories.c.location_id == location_id)
+        )
+        for old, new_ephemeral, new_persistent in rows:
+            if new_ephemeral is not None:
+                edges.append((("ephemeral", old), ("ephemeral", new_ephemeral)))
+            if new_persistent is not None:
+                edges.append((("ephemeral", old), ("persistent", new_persistent)))
+        return edges
+
+    def _load(
+        self, conn: Connection, *, location_id: int | None, include_superseded: bool,
+        tiers: tuple[str, ...] = ("persistent", "ephemeral"),
+    ) -> list[tuple[str, int, Memory]]:
+        """Memories with their supersession details, as (tier, id, Memory)."""
+        out: list[tuple[str, int, Memory]] = []
+        for tier in tiers:
+            for row in conn.execute(_load_query(tier, location_id, include_superseded)):
+                out.append((tier, row.id, _to_memory(row)))
+        return out
+
+    def export_locations(self) -> list[LocationMemories]:
+        """Every location with its persistent memories (all statuses), for the exporter."""
+        with self._read() as conn:
+            loaded = self._load(conn, location_id=None, include_superseded=True,
+                                tiers=("persistent",))
+            location_rows = conn.execute(select(locations).order_by(locations.c.id)).all()
+            episodes: dict[int, list[int]] = {}
+            for location_id, episode in conn.execute(select(location_episodes)):
+                episodes.setdefault(location_id, []).append(episode)
+            owner = dict(conn.execute(select(memories.c.id, memories.c.location_id)).all())
+        grouped: dict[int, list[Memory]] = {}
+        for _tier, memory_id, memory in loaded:
+            grouped.setdefault(owner[memory_id], []).append(memory)
+        return [
+            LocationMemories(
+                location=LocationInfo(id=r.id, name=r.name, visit_count=r.visit_count,
+                                      episodes=tuple(episodes.get(r.id, ()))),
+                memories=tuple(grouped.get(r.id, ())),
+            )
+            for r in location_rows
+        ]
+
+    def get_status(self) -> dict[str, Any]:
+        """Counts for monitoring: locations, memories by tier, status and category, file size."""
+        with self._read() as conn:
+            by_status = dict(conn.execute(
+                select(memories.c.status, func.count()).group_by(memories.c.status)).all())
+            by_category = dict(conn.execute(
+                select(memories.c.category, func.count()).where(LIVE)
+                .group_by(memories.c.category)).all())
+            by_persistence = dict(conn.execute(
+                select(memories.c.persistence, func.count()).where(LIVE)
+                .group_by(memories.c.persistence)).all())
+            location_count = conn.execute(select(func.count()).select_from(locations)).scalar_one()
+            ephemeral = conn.execute(
+                select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
+            ).scalar_one()
+        size = 0
+        if self.target.path is not None:
+            size = sum(
+                p.stat().st_size for p in (self.target.path,
+                                           Path(f"{self.target.path}-wal"))
+                if p.exists()
+            )
+        return {
+            "database": self.target.display,
+            "schema_revision": HEAD_REVISION,
+            "locations": int(location_count),
+            "memories_by_tier": {
+                "core": by_persistence.get("core", 0),
+                "permanent": by_persistence.get("permanent", 0),
+                "ephemeral": int(ephemeral),
+            },
+            "memories_by_status": {s.value: by_status.get(s.value, 0) for s in Status},
+            "memories_by_category": dict(sorted(by_category.items())),
+            "database_bytes": size,
+            "current_episode": self.current_episode,
+        }
+
+
+def _oldest_first(
+    keys: set[tuple[str, int]], edges: list[tuple[tuple[str, int], tuple[str, int]]],
+    order: dict[tuple[str, int], int],
+) -> list[tuple[str, int]]:
+    """Every superseded memory before its successor; otherwise in the order loaded."""
+    pending = {key: 0 for key in keys}
+    for old, new in edges:
+        if old in keys and new in keys:
+            pending[new] += 1
+    result: list[tuple[str, int]] = []
+    ready = sorted((key for key, n in pending.items() if n == 0), key=order.__getitem__)
+    while ready:
+        key = ready.pop(0)
+        result.append(key)
+        for old, new in edges:
+            if old == key and new in pending:
+                pending[new] -= 1
+                if pending[new] == 0:
+                    ready.append(new)
+                    ready.sort(key=order.__getitem__)
+    return result
+
+
+# --- compiled queries -----------------------------------------------------------------------
+
+
+def _compile_context_query(conn: Connection) -> str:
+    """One statement over both tiers, so the agent's view is a single consistent snapshot."""
+    columns = ("category", "title", "text", "persistence", "status")
+    persistent = select(
+        *(memories.c[name] for name in columns), literal_column("0").label("tier"), memories.c.id
+    ).where(memories.c.location_id == bindparam("a"), LIVE)
+    ephemeral = select(
+        *(ephemeral_memories.c[name] for name in columns), literal_column("1").label("tier"),
+        ephemeral_memories.c.id,
+    ).where(ephemeral_memories.c.location_id == bindparam("b"), EPHEMERAL_LIVE)
+    union = union_all(persistent, ephemeral).subquery()
+    query = select(*(union.c[name] for name in columns)).order_by(union.c.tier, union.c.id)
+    compiled = query.compile(dialect=conn.dialect)
+    assert list(compiled.params) == ["a", "b"], compiled.params  # positional: (id, id)
+    return str(compiled)
+
+
+def _load_query(tier: str, location_id: int | None, include_superseded: bool) -> Any:
+    table = memories if tier == "persistent" else ephemeral_memories
+    if tier == "persistent":
+        links = memory_links
+        successor = memories.alias("successor")
+        joined = table.outerjoin(links, links.c.memory_id == table.c.id).outerjoin(
+            successor, successor.c.id == links.c.superseded_by_id
+        )
+        successor_title = successor.c.title
+    else:
+        links = ephemeral_memory_links
+        successor = ephemeral_memories.alias("successor")
+        upgraded = memories.alias("upgraded")
+        joined = (
+            table.outerjoin(links, links.c.memory_id == table.c.id)
+            .outerjoin(successor, successor.c.id == links.c.superseded_by_id)
+            .outerjoin(upgraded, upgraded.c.id == links.c.superseded_by_persistent_id)
+        )
+        successor_title = func.coalesce(successor.c.title, upgraded.c.title)
+    query = select(
+        table, links.c.episode.label("link_episode"), links.c.turn.label("link_turn"),
+        links.c.reason.label("link_reason"), successor_title.label("successor_title"),
+    ).select_from(joined)
+    conditions = []
+    if location_id is not None:
+        conditions.append(table.c.location_id == location_id)
+    if not include_superseded:
+        conditions.append(table.c.status != Status.SUPERSEDED.value)
+    if conditions:
+        query = query.where(and_(*conditions))
+    return query.order_by(table.c.id)
+
+
+def _to_memory(row: Any) -> Memory:
+    superseded = row.status == Status.SUPERSEDED.value
+    return Memory(
+        category=row.category,
+        title=row.title,
+        text=row.text,
+        episode=row.episode,
+        turns=format_turns(row.turn_start, row.turn_end),
+        score_change=row.score_change,
+        persistence=row.persistence,
+        status=row.status,
+        superseded_by=row.successor_title if superseded and row.link_reason is None else None,
+        superseded_at_turn=row.link_turn if superseded else None,
+        superseded_at_episode=row.link_episode if superseded else None,
+        invalidation_reason=row.link_reason if superseded else None,
+    )
+

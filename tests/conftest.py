@@ -1,0 +1,44 @@
+"""Shared fixtures: a fresh store on a temporary file, and a compact Memory factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstore.models import Memory
+from memstore.store import MemoryStore
+
+MakeMemory = Callable[..., Memory]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memories.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[MemoryStore]:
+    opened = MemoryStore.open(db_path)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def mem() -> MakeMemory:
+    def make(title: str, persistence: str = "permanent", **fields: Any) -> Memory:
+        values: dict[str, Any] = {
+            "category": "NOTE",
+            "title": title,
+            "text": f"What we learned: {title}.",
+            "episode": 1,
+            "turns": "5",
+            "score_change": 0,
+            "persistence": persistence,
+        }
+        values.update(fields)
+        return Memory(**values)
+
+    return make

@@ -1,0 +1,136 @@
+"""The schema: alembic's migrations and the library's metadata agree, and open() guards files."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from memstore.errors import NotAMemstoreDatabase, SchemaTooNew, UnsupportedDatabase
+from memstore.schema import HEAD_REVISION, KNOWN_REVISIONS
+from memstore.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def alembic_config(db: Path) -> Config:
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
+    return config
+
+
+def schema_of(db: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(db) as conn:
+        return sorted(conn.execute("SELECT type, name, sql FROM sqlite_master"))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_alembic_upgrade_head_and_open_give_the_same_schema(tmp_path: Path) -> None:
+    migrated, created = tmp_path / "migrated.db", tmp_path / "created.db"
+    command.upgrade(alembic_config(migrated), "head")
+    MemoryStore.open(created).close()
+    assert schema_of(migrated) == schema_of(created)
+    with sqlite3.connect(created) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (HEAD_REVISION,)
+        ]
+
+
+def test_head_revision_constant_is_alembics_head() -> None:
+    script = ScriptDirectory.from_config(alembic_config(Path("unused.db")))
+    assert script.get_current_head() == HEAD_REVISION
+    history = [rev.revision for rev in script.walk_revisions()]
+    assert tuple(reversed(history)) == KNOWN_REVISIONS
+
+
+def test_metadata_has_no_drift_from_migrations(tmp_path: Path) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import create_engine
+
+    from memstore.schema import metadata
+
+    db = tmp_path / "migrated.db"
+    command.upgrade(alembic_config(db), "head")
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_downgrade_to_base_and_upgrade_again(tmp_path: Path) -> None:
+    db = tmp_path / "cycle.db"
+    config = alembic_config(db)
+    command.upgrade(config, "head")
+    before = schema_of(db)
+    command.downgrade(config, "base")
+    assert [row for row in schema_of(db) if "alembic_version" not in row[1]] == []
+    command.upgrade(config, "head")
+    assert schema_of(db) == before
+
+
+def test_text_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.db"
+    notes.write_text("my shopping list\n")
+    before = digest(notes)
+    with pytest.raises(NotAMemstoreDatabase, match="not a SQLite database"):
+        MemoryStore.open(notes)
+    assert digest(notes) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+def test_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    before = digest(other)
+    with pytest.raises(NotAMemstoreDatabase, match="not a memstore database"):
+        MemoryStore.open(other)
+    assert digest(other) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+def test_unknown_newer_revision_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "future.db"
+    MemoryStore.open(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(SchemaTooNew, match="9999"):
+        MemoryStore.open(db)
+
+
+def test_empty_file_becomes_a_new_database(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    db.touch()
+    with MemoryStore.open(db) as store:
+        assert store.get_status()["schema_revision"] == HEAD_REVISION
+
+
+def test_sqlalchemy_urls_are_accepted(tmp_path: Path) -> None:
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'url.db'}") as store:
+        assert store.target.path == (tmp_path / "url.db").resolve()
+    with MemoryStore.open("sqlite://") as store:
+        assert store.target.path is None
+        assert store.get_persistent_count() == 0
+
+
+def test_non_sqlite_url_is_refused() -> None:
+    with pytest.raises(UnsupportedDatabase, match="postgresql"):
+        MemoryStore.open("postgresql://localhost/memories")
+
+
+def test_missing_parent_folder_is_created(tmp_path: Path) -> None:
+    db = tmp_path / "game_files" / "nested" / "memories.db"
+    with MemoryStore.open(db):
+        pass
+    assert db.is_file()
