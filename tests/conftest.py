@@ -28,7 +28,7 @@ def store(db_path: Path) -> Iterator[MemoryStore]:
 
 @pytest.fixture
 def mem() -> MakeMemory:
-    def make(title: str, persistence: str = "permanent", **fields: Any) -> Memory:
+    def make(title: str = "A memory", persistence: str = "permanent", **fields: Any) -> Memory:
         values: dict[str, Any] = {
             "category": "NOTE",
             "title": title,
