@@ -425,11 +425,17 @@ class ZorkGame:
         self.reader_kind = reader
         self._won = False
         self._started = False
+        self._closed = False
 
     # -- lifecycle
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise GameError("This game was closed; start a new ZorkGame.")
+
     def reset(self) -> tuple[str, GameSnapshot]:
         """Start a new game; return the opening text and the first snapshot."""
+        self._check_open()
         response, _info = self.env.reset()
         self.reader.reset()
         self._won = False
@@ -438,6 +444,7 @@ class ZorkGame:
 
     def step(self, action: str) -> StepResult:
         """Send one command; return the response with the state before and after it."""
+        self._check_open()
         if not self._started:
             self.reset()
         before = self.reader.read(False, self._won)
@@ -451,6 +458,7 @@ class ZorkGame:
 
     def snapshot(self) -> GameSnapshot:
         """The state now (``died`` is a per-turn event, so it is False here)."""
+        self._check_open()
         if not self._started:
             self.reset()
         return self.reader.read(False, self._won)
@@ -467,7 +475,10 @@ class ZorkGame:
             yield self.step(action)
 
     def close(self) -> None:
-        self.env.close()
+        """Free the emulator's memory; the game cannot be used afterwards."""
+        if not self._closed:
+            self._closed = True
+            self.env.close()
 
     def __enter__(self) -> ZorkGame:
         return self

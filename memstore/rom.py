@@ -73,8 +73,11 @@ def candidate_paths(path: str | Path | None = None) -> list[tuple[str, Path]]:
     env_value = os.environ.get(ROM_ENV_VAR)
     if env_value:
         found.append((f"${ROM_ENV_VAR}", Path(env_value).expanduser()))
-    found.append(("the working directory", Path.cwd() / ROM_RELATIVE_PATH))
-    found.append(("the repository root", REPO_ROOT / ROM_RELATIVE_PATH))
+    cwd_rom = Path.cwd() / ROM_RELATIVE_PATH
+    found.append(("the working directory", cwd_rom))
+    root_rom = REPO_ROOT / ROM_RELATIVE_PATH
+    if root_rom.resolve() != cwd_rom.resolve():
+        found.append(("the repository root", root_rom))
     return found
 
 
