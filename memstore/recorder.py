@@ -33,7 +33,7 @@ PLACEMENT_VERBS = {
 }
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_STARS = re.compile(r"\*{2,}")
+_BREAKS = re.compile(r"\*{2,}|\n\s*\n")  # "****  You have died  ****", blank lines
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ def _clean(text: str) -> str:
 
 def first_sentence(text: str) -> str:
     """The first sentence of a game response, whitespace collapsed, at most MAX_QUOTE chars."""
-    flat = _clean(_STARS.sub(" ", text))
+    pieces = (_clean(piece) for piece in _BREAKS.split(text))
+    flat = next((piece for piece in pieces if piece), "")
     if not flat:
         return ""
     sentence = _SENTENCE_END.split(flat, maxsplit=1)[0]

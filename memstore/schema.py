@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -28,9 +29,9 @@ from memstore.models import Category, Status
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0003"
 #: every revision in order, oldest first (a test checks this against alembic's history)
-KNOWN_REVISIONS = ("0001",)
+KNOWN_REVISIONS = ("0001", "0002", "0003")
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -153,6 +154,78 @@ memory_links = Table(
     CheckConstraint("reason IS NULL OR length(trim(reason)) > 0", name="reason_not_blank"),
 )
 Index("ix_memory_links_superseded_by_id", memory_links.c.superseded_by_id)
+
+# --- revision 0002: the decision log and turn records (synthesis, metrics) -------------------
+
+synthesis_decisions = Table(
+    "synthesis_decisions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("episode", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("location_id", Integer, nullable=False),
+    Column("location_name", Text, nullable=False),
+    Column("triggers", Text, nullable=False),  # comma-separated Trigger values
+    Column("mode", Text, nullable=False),  # "llm" or "offline"
+    Column("model", Text, nullable=True),
+    Column("raw_answer", Text, nullable=True),
+    Column("decision", Text, nullable=True),  # the validated answer, JSON
+    Column("applied", Text, nullable=True),  # what was written, JSON (rebuild replays this)
+    Column("error_kind", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("latency_ms", Float, nullable=True),
+    Column("prompt_tokens", Integer, nullable=True),
+    Column("completion_tokens", Integer, nullable=True),
+    Column("cost_usd", Float, nullable=True),
+    Column("created_at", Text, nullable=False),
+    CheckConstraint("mode IN ('llm', 'offline')", name="mode_known"),
+)
+Index("ix_synthesis_decisions_episode_turn", synthesis_decisions.c.episode,
+      synthesis_decisions.c.turn)
+
+turn_records = Table(
+    "turn_records",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Text, nullable=False),
+    Column("episode", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("location_id", Integer, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("score_before", Integer, nullable=False),
+    Column("score_after", Integer, nullable=False),
+    Column("location_after", Integer, nullable=True),
+    Column("state_changed", Integer, nullable=False),  # score, location or inventory changed
+    Column("died", Integer, nullable=False),
+    Column("triggers", Text, nullable=False),
+    Column("memory_tokens", Integer, nullable=False),
+    Column("overhead_us", Float, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+Index("ix_turn_records_run_id_episode_turn", turn_records.c.run_id, turn_records.c.episode,
+      turn_records.c.turn)
+
+# --- revision 0003: memories the agent flags itself (spec 001) --------------------------------
+
+flagged_memories = Table(
+    "flagged_memories",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("content", Text, nullable=False),
+    Column("importance", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("location_id", Integer, nullable=True),
+    Column("location_name", Text, nullable=False),
+    Column("score", Integer, nullable=True),
+    Column("moves", Integer, nullable=True),
+    Column("episode", Integer, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    CheckConstraint("importance BETWEEN 1 AND 1000", name="importance_in_range"),
+    CheckConstraint("length(trim(content)) > 0", name="content_not_blank"),
+)
+Index("ix_flagged_memories_importance", flagged_memories.c.importance)
+Index("ix_flagged_memories_location_id", flagged_memories.c.location_id)
 
 #: alembic's own bookkeeping table, as alembic creates it; MemoryStore.open stamps new files
 alembic_version = Table(

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from memstore.errors import MemstoreError
 from memstore.models import Category, Memory, Persistence, Status
 
 #: Takes chat messages ({"role": ..., "content": ...}), returns the model's raw text.
@@ -56,7 +57,7 @@ class SynthesisErrorKind(StrEnum):
     SCHEMA = "schema"
 
 
-class SynthesisError(Exception):
+class SynthesisError(MemstoreError):
     """A failed synthesis: ``kind`` (a SynthesisErrorKind) and a readable message."""
 
     def __init__(self, kind: SynthesisErrorKind | str, message: str) -> None:
