@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     Connection,
     and_,
@@ -65,6 +66,8 @@ from memstore.schema import (
     memories,
     memory_links,
     metadata,
+    synthesis_decisions,
+    turn_records,
 )
 
 _SUPERSEDED = literal_column("'SUPERSEDED'")  # inline, so compiled SQL keeps only the ids
@@ -106,6 +109,25 @@ def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
 
 def _link_turn(memory: Memory) -> int:
     return memory.turn_end if memory.turn_end is not None else memory.turn_start
+
+
+class AppliedSynthesis(BaseModel):
+    """What one synthesis decision actually changed (the decision log's ``applied``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    location_id: int
+    location_name: str
+    new_memory: Memory | None
+    superseded: tuple[str, ...] = ()
+    invalidated: tuple[str, ...] = ()
+    invalidation_reason: str | None = None
+    episode: int
+    turn: int
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.new_memory or self.superseded or self.invalidated)
 
 
 class MemoryStore:
@@ -400,6 +422,131 @@ class MemoryStore:
                 self._link(conn, tier, old.id, self.current_episode, at_turn, reason=reason)
                 results[title] = True
         return results
+
+    def apply_synthesis(
+        self,
+        location_id: int,
+        location_name: str,
+        *,
+        new_memory: Memory | None,
+        supersede_titles: Iterable[str] = (),
+        invalidate_titles: Iterable[str] = (),
+        invalidation_reason: str | None = None,
+        episode: int,
+        turn: int,
+        log: dict[str, Any] | None = None,
+    ) -> AppliedSynthesis:
+        """Apply one synthesis decision, and its decision-log row, as ONE transaction.
+
+        The new memory supersedes every live memory in ``supersede_titles`` (exact titles;
+        a core/permanent one is skipped when the new memory is ephemeral); the memories in
+        ``invalidate_titles`` are invalidated with ``invalidation_reason``. Titles that are
+        not live here are skipped. A new memory whose title is already live here (and not
+        being superseded) is not stored. Returns what was actually applied; the log row,
+        if given, records that too (column ``applied``).
+        """
+        check_location_id(location_id)
+        if new_memory is not None:
+            _check_memory(new_memory)
+        invalidate = list(invalidate_titles)
+        if invalidate:
+            _check_reason(invalidation_reason)
+        with self._write() as conn:
+            superseded: list[tuple[str, int, str]] = []
+            if new_memory is not None:
+                for title in supersede_titles:
+                    found = self._find_live(conn, location_id, title)
+                    if found is None or any(t == title for _tier, _id, t in superseded):
+                        continue
+                    tier, old = found
+                    if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
+                        continue
+                    superseded.append((tier, old.id, title))
+            added = False
+            if new_memory is not None and not self._title_taken(
+                conn, location_id, new_memory.title, superseded
+            ):
+                for tier, old_id, _title in superseded:
+                    self._mark_superseded(conn, tier, old_id)
+                successor = self._insert(conn, location_id, location_name, new_memory)
+                for tier, old_id, _title in superseded:
+                    self._link(conn, tier, old_id, episode, turn, successor=successor)
+                added = True
+            else:
+                superseded = []
+            invalidated: list[str] = []
+            for title in invalidate:
+                found = self._find_live(conn, location_id, title)
+                if found is None:
+                    continue
+                tier, old = found
+                self._mark_superseded(conn, tier, old.id)
+                self._link(conn, tier, old.id, episode, turn, reason=invalidation_reason)
+                invalidated.append(title)
+            applied = AppliedSynthesis(
+                location_id=location_id,
+                location_name=location_name,
+                new_memory=new_memory if added else None,
+                superseded=tuple(title for _tier, _id, title in superseded),
+                invalidated=tuple(invalidated),
+                invalidation_reason=invalidation_reason if invalidated else None,
+                episode=episode,
+                turn=turn,
+            )
+            if log is not None:
+                row = dict(log)
+                row.update(episode=episode, turn=turn, location_id=location_id,
+                           location_name=location_name, applied=applied.model_dump_json(),
+                           created_at=_now())
+                conn.execute(insert(synthesis_decisions).values(**row))
+        return applied
+
+    def _title_taken(
+        self, conn: Connection, location_id: int, title: str,
+        superseded: list[tuple[str, int, str]],
+    ) -> bool:
+        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
+            query = select(table.c.id).where(
+                table.c.location_id == location_id, table.c.title == title,
+                table.c.status != Status.SUPERSEDED.value,
+            )
+            excluded = [old_id for t, old_id, _title in superseded if t == tier]
+            if excluded:
+                query = query.where(table.c.id.not_in(excluded))
+            if conn.execute(query.limit(1)).first() is not None:
+                return True
+        return False
+
+    def log_decision(self, log: dict[str, Any], *, location_id: int,
+                              location_name: str, episode: int, turn: int) -> None:
+        """Record a synthesis call that changed nothing (it failed, or decided not to store)."""
+        row = dict(log)
+        row.update(episode=episode, turn=turn, location_id=location_id,
+                   location_name=location_name, applied=None, created_at=_now())
+        with self._write() as conn:
+            conn.execute(insert(synthesis_decisions).values(**row))
+
+    def decision_log(self) -> list[dict[str, Any]]:
+        """Every synthesis decision recorded, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(select(synthesis_decisions).order_by(synthesis_decisions.c.id))
+            return [dict(row._mapping) for row in rows]
+
+    def add_turn_records(self, records: Iterable[dict[str, Any]]) -> None:
+        """Store per-turn records (for the success metrics) in one transaction."""
+        rows = [dict(record, created_at=record.get("created_at") or _now()) for record in records]
+        if not rows:
+            return
+        with self._write() as conn:
+            conn.execute(insert(turn_records), rows)
+
+    def turn_records(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Per-turn records, optionally of one run, in order."""
+        query = select(turn_records).order_by(turn_records.c.id)
+        if run_id is not None:
+            query = query.where(turn_records.c.run_id == run_id)
+        with self._read() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
 
     def reset_episode(self) -> int:
         """Drop every ephemeral memory (and its links); returns how many were dropped."""

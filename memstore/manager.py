@@ -1,0 +1,338 @@
+"""SimpleMemoryManager: the facade an agent loop calls every turn (spec 000, 002, 003, 004).
+
+It orchestrates and nothing else: Z-machine triggers decide *when* (memstore.triggers),
+an LLM or the offline recorder decides *what* (memstore.synthesis, memstore.recorder), the
+store applies the decision and its decision-log row in one transaction (memstore.store).
+No exception from an LLM failure reaches the agent loop: it is logged, counted, recorded
+in the decision log, and the turn goes on with nothing written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Mapping
+from typing import Any
+
+from memstore.config import MemstoreConfig, load_config
+from memstore.models import Memory, check_location_id
+from memstore.prompt import build_synthesis_messages
+from memstore.recorder import record_offline
+from memstore.store import AppliedSynthesis, MemoryStore
+from memstore.synthesis import (
+    LLMCallable,
+    SynthesisDecision,
+    SynthesisError,
+    number_memories,
+    resolve_decision,
+    synthesize,
+)
+from memstore.triggers import Trigger, ZMachineContext, significance
+
+log = logging.getLogger("memstore.manager")
+
+OFFLINE_MODEL = "offline-recorder"
+
+
+class SimpleMemoryManager:
+    """Location memory for one agent: record outcomes, retrieve context, reset episodes.
+
+    ``llm`` is any callable taking chat messages and returning the model's raw text; when
+    it is None and ``config.model`` is set, litellm is used; when neither, the offline
+    recorder stores only what the Z-machine proves, and ``get_status()["mode"]`` says so.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        config: MemstoreConfig | None = None,
+        llm: LLMCallable | None = None,
+        *,
+        episode: int | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or store.config or load_config()
+        self._llm = llm
+        if llm is None and self.config.llm_configured:
+            from memstore.llm import LiteLLMCompletion
+
+            self._llm = LiteLLMCompletion(self.config)
+        self.mode = "llm" if self._llm is not None else "offline"
+        self.model = self._model_name()
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.episode = episode if episode is not None else self._next_episode()
+        self.store.current_episode = self.episode
+        self.turn = 0
+        self._visited: set[int] = set()
+        self._last_location: int | None = None
+        window = self.config.history_window
+        self._actions: deque[tuple[int, str, str]] = deque(maxlen=window)
+        self._reasoning: deque[tuple[int, str, str]] = deque(maxlen=window)
+        self._turn_buffer: list[dict[str, Any]] = []
+        self.counters: Counter[str] = Counter()
+        self.failures: Counter[str] = Counter()
+        self.tokens = {"prompt": 0, "completion": 0}
+        self.cost_usd = 0.0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def _model_name(self) -> str:
+        if self.mode == "offline":
+            return OFFLINE_MODEL
+        return self.config.model or getattr(self._llm, "__name__", type(self._llm).__name__)
+
+    def _next_episode(self) -> int:
+        """Episodes continue across runs: one after the last episode the database has seen."""
+        has_history = self.store.locations() or self.store.get_persistent_count()
+        return self.store.current_episode + 1 if has_history else 1
+
+    def reset_episode(self) -> None:
+        """Start the next episode: drop ephemeral memories and this episode's history."""
+        self.flush()
+        dropped = self.store.reset_episode()
+        log.info("episode %d ended: %d ephemeral memories dropped", self.episode, dropped)
+        self.episode += 1
+        self.store.current_episode = self.episode
+        self.turn = 0
+        self._visited.clear()
+        self._last_location = None
+        self._actions.clear()
+        self._reasoning.clear()
+
+    def flush(self) -> None:
+        """Write buffered turn records (done at each episode end and by ``close``)."""
+        if self._turn_buffer:
+            self.store.add_turn_records(self._turn_buffer)
+            self._turn_buffer = []
+
+    def close(self) -> None:
+        self.flush()
+
+    # --- the agent loop's calls ------------------------------------------------------------
+
+    def add_reasoning(self, turn: int, reasoning: str, action: str) -> None:
+        """Remember the agent's reasoning for an action, for the synthesis history window."""
+        self._reasoning.append((turn, reasoning, action))
+
+    def get_location_memory(self, location_id: int) -> str:
+        """What the agent should read at this location (see MemoryStore.get_location_memory)."""
+        return self.store.get_location_memory(location_id)
+
+    def record_action_outcome(
+        self,
+        location_id: int,
+        location_name: str,
+        action: str,
+        response: str,
+        z_machine_context: ZMachineContext | Mapping[str, Any],
+        *,
+        memory_tokens: int = 0,
+    ) -> AppliedSynthesis | None:
+        """Judge one action taken at ``location_id`` (the SOURCE location) and remember it.
+
+        Works out ``first_visit`` when the context does not give it. Returns what was
+        written, or None when nothing was (no trigger, nothing worth keeping, or a failure,
+        which is logged and counted, never raised).
+        """
+        started = time.perf_counter()
+        check_location_id(location_id)
+        ctx = _as_context(z_machine_context, response)
+        self.turn += 1
+        self.store.current_turn = self.turn
+        self.counters["turns"] += 1
+        first_visit = ctx.first_visit if ctx.first_visit is not None else (
+            location_id not in self._visited
+        )
+        if location_id != self._last_location:
+            self.store.record_visit(location_id, location_name, self.episode)
+            self._last_location = location_id
+        ctx = ctx.model_copy(update={"first_visit": first_visit})
+        triggers = significance(ctx)
+        applied = None
+        if triggers:
+            self.counters["triggers_fired"] += 1
+            applied = self._synthesize(location_id, location_name, action, response, ctx,
+                                       triggers, first_visit)
+        self._visited.add(location_id)
+        self._last_location = ctx.location_after if ctx.location_after is not None else location_id
+        self._actions.append((self.turn, action, response))
+        self._turn_buffer.append({
+            "run_id": self.run_id, "episode": self.episode, "turn": self.turn,
+            "location_id": location_id, "action": action,
+            "score_before": ctx.score_before, "score_after": ctx.score_after,
+            "location_after": ctx.location_after,
+            "state_changed": int(ctx.score_delta != 0 or ctx.location_changed
+                                 or ctx.inventory_changed),
+            "died": int(ctx.died), "triggers": ",".join(triggers),
+            "memory_tokens": memory_tokens,
+            "overhead_us": (time.perf_counter() - started) * 1e6,
+        })
+        return applied
+
+    # --- synthesis ---------------------------------------------------------------------------
+
+    def _synthesize(
+        self, location_id: int, location_name: str, action: str, response: str,
+        ctx: ZMachineContext, triggers: list[Trigger], first_visit: bool,
+    ) -> AppliedSynthesis | None:
+        existing = number_memories(self.store.memories(location_id))
+        started = time.perf_counter()
+        entry: dict[str, Any] = {"triggers": ",".join(triggers), "mode": self.mode,
+                                 "model": self.model}
+        if self._llm is None:
+            answer = record_offline(location_id=location_id, location_name=location_name,
+                                    action=action, response=response, ctx=ctx, existing=existing)
+            raw = answer.model_dump_json()
+        else:
+            self.counters["llm_calls"] += 1
+            messages = build_synthesis_messages(
+                location_id=location_id, location_name=location_name, action=action,
+                response=response, ctx=ctx, existing=existing,
+                recent_actions=list(self._actions), recent_reasoning=list(self._reasoning),
+                first_visit=first_visit, turn=self.turn,
+            )
+            try:
+                raw, answer = synthesize(self._llm, messages)
+            except SynthesisError as exc:
+                self._record_failure(exc, entry, started, location_id, location_name)
+                return None
+            finally:
+                self._count_usage(entry)
+        entry["latency_ms"] = (time.perf_counter() - started) * 1000
+        decision = resolve_decision(answer, existing, first_visit)
+        self._count_guards(decision)
+        entry.update(raw_answer=raw, decision=answer.model_dump_json())
+        if not decision.has_effect:
+            entry["applied"] = None
+            self.store.log_decision(entry, location_id=location_id,
+                                             location_name=location_name,
+                                             episode=self.episode, turn=self.turn)
+            return None
+        new_memory = self._new_memory(decision, ctx)
+        applied = self.store.apply_synthesis(
+            location_id, location_name, new_memory=new_memory,
+            supersede_titles=decision.supersede_titles,
+            invalidate_titles=decision.invalidate_titles,
+            invalidation_reason=decision.invalidation_reason,
+            episode=self.episode, turn=self.turn, log=entry,
+        )
+        self.counters["memories_written"] += int(applied.new_memory is not None)
+        self.counters["supersessions"] += len(applied.superseded)
+        self.counters["invalidations"] += len(applied.invalidated)
+        return applied if applied.changed_anything else None
+
+    def _new_memory(self, decision: SynthesisDecision, ctx: ZMachineContext) -> Memory | None:
+        if decision.new_memory is None:
+            return None
+        return decision.new_memory.to_memory(
+            episode=self.episode, turns=self.turn, score_change=ctx.score_delta
+        )
+
+    def _count_guards(self, decision: SynthesisDecision) -> None:
+        self.counters["core_downgrades"] += int(decision.core_downgraded)
+        self.counters["hallucinated_references"] += decision.hallucinated_count
+        self.counters["forbidden_transitions"] += decision.forbidden_count
+        self.counters["duplicates_dropped"] += int(decision.duplicate_title)
+        if decision.hallucinated_count:
+            log.warning("ignored references to memories that do not exist here: %s",
+                        decision.hallucinated_references)
+
+    def _count_usage(self, entry: dict[str, Any]) -> None:
+        usage = getattr(self._llm, "last_usage", None)
+        if usage is None:
+            return
+        entry.update(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                     cost_usd=usage.cost_usd)
+        self.tokens["prompt"] += usage.prompt_tokens or 0
+        self.tokens["completion"] += usage.completion_tokens or 0
+        self.cost_usd += usage.cost_usd or 0.0
+
+    def _record_failure(
+        self, exc: SynthesisError, entry: dict[str, Any], started: float,
+        location_id: int, location_name: str,
+    ) -> None:
+        kind = str(exc.kind)
+        self.failures[kind] += 1
+        log.warning("memory synthesis failed (%s): %s; turn %d skipped", kind, exc.message,
+                    self.turn)
+        entry.update(error_kind=kind, error=exc.message[:2000],
+                     latency_ms=(time.perf_counter() - started) * 1000)
+        cause = exc.__cause__
+        raw = getattr(cause, "raw", None) or getattr(exc, "raw", None)
+        if isinstance(raw, str):
+            entry["raw_answer"] = raw
+        self.store.log_decision(entry, location_id=location_id,
+                                         location_name=location_name, episode=self.episode,
+                                         turn=self.turn)
+
+    # --- monitoring --------------------------------------------------------------------------
+
+    def get_status(self) -> dict[str, Any]:
+        """Manager status for monitoring (spec 004 "Status")."""
+        store_status = self.store.get_status()
+        return {
+            "type": "SimpleMemoryManager",
+            "mode": self.mode,
+            "model": self.model,
+            "episode": self.episode,
+            "turn": self.turn,
+            "turns_seen": self.counters["turns"],
+            "triggers_fired": self.counters["triggers_fired"],
+            "llm_calls": self.counters["llm_calls"],
+            "failures": dict(self.failures),
+            "hallucinated_references": self.counters["hallucinated_references"],
+            "core_downgrades": self.counters["core_downgrades"],
+            "forbidden_transitions": self.counters["forbidden_transitions"],
+            "duplicates_dropped": self.counters["duplicates_dropped"],
+            "memories_written": self.counters["memories_written"],
+            "supersessions": self.counters["supersessions"],
+            "invalidations": self.counters["invalidations"],
+            "tokens": dict(self.tokens),
+            "cost_usd": self.cost_usd,
+            "memories_by_tier": store_status["memories_by_tier"],
+            "database": store_status["database"],
+        }
+
+
+def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZMachineContext:
+    """Accept the typed context or the spec's plain dict (response_length filled if absent)."""
+    if isinstance(value, ZMachineContext):
+        ctx = value
+    elif isinstance(value, Mapping):
+        known = set(ZMachineContext.model_fields)
+        ctx = ZMachineContext(**{k: v for k, v in value.items() if k in known})
+    else:
+        raise TypeError(
+            f"z_machine_context must be a ZMachineContext or a dict, got {type(value).__name__}"
+        )
+    if ctx.response_length == 0 and response:
+        ctx = ctx.model_copy(update={"response_length": len(response)})
+    return ctx
+
+
+def rebuild_from_log(source: MemoryStore, target: MemoryStore) -> int:
+    """Re-apply every recorded decision of ``source`` onto ``target``, without any LLM.
+
+    Returns how many decisions were replayed. Persistent memories come out the same as in
+    ``source`` (ephemeral ones too, while in the same episode).
+    """
+    replayed = 0
+    episode = None
+    for row in source.decision_log():
+        if not row["applied"]:
+            continue
+        applied = AppliedSynthesis.model_validate_json(row["applied"])
+        if episode is not None and applied.episode != episode:
+            target.reset_episode()  # ephemeral memories never outlive their episode
+        episode = applied.episode
+        target.apply_synthesis(
+            applied.location_id, applied.location_name, new_memory=applied.new_memory,
+            supersede_titles=applied.superseded, invalidate_titles=applied.invalidated,
+            invalidation_reason=applied.invalidation_reason,
+            episode=applied.episode, turn=applied.turn,
+        )
+        replayed += 1
+    return replayed
