@@ -10,6 +10,7 @@ in the decision log, and the turn goes on with nothing written.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 import time
 import uuid
 from collections import Counter, deque
@@ -20,7 +21,7 @@ from memstore.config import MemstoreConfig, load_config
 from memstore.models import Memory, check_location_id
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
-from memstore.store import AppliedSynthesis, MemoryStore
+from memstore.store import AppliedSynthesis, Bookkeeping, MemoryStore, decision_row
 from memstore.synthesis import (
     LLMCallable,
     SynthesisDecision,
@@ -71,7 +72,8 @@ class SimpleMemoryManager:
         window = self.config.history_window
         self._actions: deque[tuple[int, str, str]] = deque(maxlen=window)
         self._reasoning: deque[tuple[int, str, str]] = deque(maxlen=window)
-        self._turn_buffer: list[dict[str, Any]] = []
+        #: visits, no-op decisions and turn records wait for the next memory write
+        self._pending = Bookkeeping()
         self.counters: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
         self.tokens = {"prompt": 0, "completion": 0}
@@ -103,10 +105,14 @@ class SimpleMemoryManager:
         self._reasoning.clear()
 
     def flush(self) -> None:
-        """Write buffered turn records (done at each episode end and by ``close``)."""
-        if self._turn_buffer:
-            self.store.add_turn_records(self._turn_buffer)
-            self._turn_buffer = []
+        """Write buffered bookkeeping: visits, no-op decisions, turn records.
+
+        Done with every memory write, at each episode end and by ``close``; memories
+        themselves are never buffered.
+        """
+        if not self._pending.empty:
+            self.store.write_bookkeeping(self._pending)
+            self._pending.clear()
 
     def close(self) -> None:
         self.flush()
@@ -146,9 +152,8 @@ class SimpleMemoryManager:
         first_visit = ctx.first_visit if ctx.first_visit is not None else (
             location_id not in self._visited
         )
-        if location_id != self._last_location:
-            self.store.record_visit(location_id, location_name, self.episode)
-            self._last_location = location_id
+        if location_id != self._last_location:  # arrived here: one visit
+            self._pending.visits.append((location_id, location_name, self.episode))
         ctx = ctx.model_copy(update={"first_visit": first_visit})
         triggers = significance(ctx)
         applied = None
@@ -157,9 +162,9 @@ class SimpleMemoryManager:
             applied = self._synthesize(location_id, location_name, action, response, ctx,
                                        triggers, first_visit)
         self._visited.add(location_id)
-        self._last_location = ctx.location_after if ctx.location_after is not None else location_id
+        self._last_location = location_id
         self._actions.append((self.turn, action, response))
-        self._turn_buffer.append({
+        self._pending.turns.append({
             "run_id": self.run_id, "episode": self.episode, "turn": self.turn,
             "location_id": location_id, "action": action,
             "score_before": ctx.score_before, "score_after": ctx.score_after,
@@ -169,6 +174,7 @@ class SimpleMemoryManager:
             "died": int(ctx.died), "triggers": ",".join(triggers),
             "memory_tokens": memory_tokens,
             "overhead_us": (time.perf_counter() - started) * 1e6,
+            "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
         })
         return applied
 
@@ -206,10 +212,9 @@ class SimpleMemoryManager:
         self._count_guards(decision)
         entry.update(raw_answer=raw, decision=answer.model_dump_json())
         if not decision.has_effect:
-            entry["applied"] = None
-            self.store.log_decision(entry, location_id=location_id,
-                                             location_name=location_name,
-                                             episode=self.episode, turn=self.turn)
+            self._pending.decisions.append(decision_row(
+                entry, location_id=location_id, location_name=location_name,
+                episode=self.episode, turn=self.turn))
             return None
         new_memory = self._new_memory(decision, ctx)
         applied = self.store.apply_synthesis(
@@ -217,8 +222,9 @@ class SimpleMemoryManager:
             supersede_titles=decision.supersede_titles,
             invalidate_titles=decision.invalidate_titles,
             invalidation_reason=decision.invalidation_reason,
-            episode=self.episode, turn=self.turn, log=entry,
+            episode=self.episode, turn=self.turn, log=entry, bookkeeping=self._pending,
         )
+        self._pending.clear()
         self.counters["memories_written"] += int(applied.new_memory is not None)
         self.counters["supersessions"] += len(applied.superseded)
         self.counters["invalidations"] += len(applied.invalidated)
@@ -264,9 +270,9 @@ class SimpleMemoryManager:
         raw = getattr(cause, "raw", None) or getattr(exc, "raw", None)
         if isinstance(raw, str):
             entry["raw_answer"] = raw
-        self.store.log_decision(entry, location_id=location_id,
-                                         location_name=location_name, episode=self.episode,
-                                         turn=self.turn)
+        self._pending.decisions.append(decision_row(
+            entry, location_id=location_id, location_name=location_name,
+            episode=self.episode, turn=self.turn))
 
     # --- monitoring --------------------------------------------------------------------------
 

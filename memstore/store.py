@@ -16,7 +16,9 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,39 @@ LIVE = memories.c.status != _SUPERSEDED
 EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
 
 
+TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
+
+# Statements used on every turn are built once: building a Core statement costs more than
+# running it. Parameters are bound by name at execution.
+_FIND_LIVE = {
+    tier: select(table.c.id, table.c.persistence).where(
+        table.c.location_id == bindparam("location_id"),
+        table.c.title == bindparam("title"),
+        table.c.status != _SUPERSEDED,
+        table.c.id.not_in(bindparam("excluded", expanding=True)),
+    ).limit(1)
+    for tier, table in TIERS
+}
+_INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
+_MARK_SUPERSEDED = {
+    tier: update(table).where(table.c.id == bindparam("memory_id"))
+    .values(status=Status.SUPERSEDED.value)
+    for tier, table in TIERS
+}
+_INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
+_ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
+_upsert = sqlite_insert(locations).values(
+    id=bindparam("id"), name=bindparam("name"), visit_count=1
+)
+_VISIT_LOCATION = _upsert.on_conflict_do_update(
+    index_elements=["id"],
+    set_={"name": _upsert.excluded.name, "visit_count": locations.c.visit_count + 1},
+)
+_VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
+_INSERT_DECISION = insert(synthesis_decisions)
+_INSERT_TURNS = insert(turn_records)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -109,6 +144,40 @@ def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
 
 def _link_turn(memory: Memory) -> int:
     return memory.turn_end if memory.turn_end is not None else memory.turn_start
+
+
+DECISION_COLUMNS = tuple(c.name for c in synthesis_decisions.columns if c.name != "id")
+
+
+def decision_row(log: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A full decision-log row: every column present (None where not given)."""
+    row = dict.fromkeys(DECISION_COLUMNS)
+    row.update(log)
+    row.update(fields)
+    row["created_at"] = row["created_at"] or _now()
+    return row
+
+
+@dataclass
+class Bookkeeping:
+    """Writes that may wait for the next transaction: visits, no-op decisions, turn records.
+
+    The manager buffers these and hands them to the next memory write (or flushes them at
+    episode end and on close), so a turn that changes no memory costs no commit.
+    """
+
+    visits: list[tuple[int, str, int]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.visits or self.decisions or self.turns)
+
+    def clear(self) -> None:
+        self.visits.clear()
+        self.decisions.clear()
+        self.turns.clear()
 
 
 class AppliedSynthesis(BaseModel):
@@ -217,27 +286,32 @@ class MemoryStore:
 
     @staticmethod
     def _ensure_location(conn: Connection, location_id: int, name: str) -> None:
-        stmt = sqlite_insert(locations).values(id=location_id, name=name)
-        conn.execute(stmt.on_conflict_do_nothing(index_elements=["id"]))
+        conn.execute(_ENSURE_LOCATION, {"id": location_id, "name": name})
 
     def record_visit(self, location_id: int, location_name: str, episode: int) -> None:
         """Count a visit to a location in an episode (creates the location if new)."""
-        check_location_id(location_id)
-        if type(episode) is not int or episode < 1:
-            raise ValueError(f"episode must be an int >= 1, got {episode!r}")
+        self.write_bookkeeping(Bookkeeping(visits=[(location_id, location_name, episode)]))
+
+    def write_bookkeeping(self, bookkeeping: Bookkeeping) -> None:
+        """Write buffered visits, decision-log rows and turn records in one transaction."""
+        for location_id, _name, episode in bookkeeping.visits:
+            check_location_id(location_id)
+            if type(episode) is not int or episode < 1:
+                raise ValueError(f"episode must be an int >= 1, got {episode!r}")
+        if bookkeeping.empty:
+            return
         with self._write() as conn:
-            stmt = sqlite_insert(locations).values(id=location_id, name=location_name, visit_count=1)
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["id"],
-                    set_={"name": stmt.excluded.name, "visit_count": locations.c.visit_count + 1},
-                )
-            )
-            conn.execute(
-                sqlite_insert(location_episodes)
-                .values(location_id=location_id, episode=episode)
-                .on_conflict_do_nothing()
-            )
+            self._bookkeeping(conn, bookkeeping)
+
+    @staticmethod
+    def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
+        for location_id, name, episode in bookkeeping.visits:
+            conn.execute(_VISIT_LOCATION, {"id": location_id, "name": name})
+            conn.execute(_VISIT_EPISODE, {"location_id": location_id, "episode": episode})
+        if bookkeeping.decisions:
+            conn.execute(_INSERT_DECISION, bookkeeping.decisions)
+        if bookkeeping.turns:
+            conn.execute(_INSERT_TURNS, bookkeeping.turns)
 
     def location(self, location_id: int) -> LocationInfo | None:
         """A location's name and visit record, or None if it was never stored."""
@@ -278,28 +352,26 @@ class MemoryStore:
 
     @staticmethod
     def _live_title_exists(
-        conn: Connection, location_id: int, title: str, exclude: tuple[str, int] | None = None
+        conn: Connection, location_id: int, title: str,
+        excluded: Iterable[tuple[str, int]] = (),
     ) -> bool:
-        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
-            query = select(table.c.id).where(
-                table.c.location_id == location_id,
-                table.c.title == title,
-                table.c.status != Status.SUPERSEDED.value,
-            )
-            if exclude is not None and exclude[0] == tier:
-                query = query.where(table.c.id != exclude[1])
-            if conn.execute(query.limit(1)).first() is not None:
+        """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
+        skip = list(excluded)
+        for tier, _table in TIERS:
+            ids = [memory_id for t, memory_id in skip if t == tier]
+            params = {"location_id": location_id, "title": title, "excluded": ids}
+            if conn.execute(_FIND_LIVE[tier], params).first() is not None:
                 return True
         return False
 
-    def _insert(self, conn: Connection, location_id: int, name: str, memory: Memory) -> tuple[str, int]:
-        row = _memory_row(location_id, memory)
-        if memory.persistence is Persistence.EPHEMERAL:
-            result = conn.execute(insert(ephemeral_memories).values(**row))
-            return "ephemeral", result.inserted_primary_key[0]
-        self._ensure_location(conn, location_id, name)
-        result = conn.execute(insert(memories).values(**row))
-        return "persistent", result.inserted_primary_key[0]
+    def _insert(
+        self, conn: Connection, location_id: int, name: str, memory: Memory
+    ) -> tuple[str, int]:
+        tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
+        if tier == "persistent":
+            self._ensure_location(conn, location_id, name)
+        result = conn.execute(_INSERT_MEMORY[tier], _memory_row(location_id, memory))
+        return tier, result.inserted_primary_key[0]
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """Store a memory, routed by its persistence: CORE/PERMANENT on disk, EPHEMERAL in memory.
@@ -318,16 +390,12 @@ class MemoryStore:
             self._insert(conn, location_id, location_name, memory)
             return True
 
-    def _find_live(self, conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
+    @staticmethod
+    def _find_live(conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
         """The non-superseded memory with exactly this title: persistent tier first."""
-        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
-            row = conn.execute(
-                select(table.c.id, table.c.persistence).where(
-                    table.c.location_id == location_id,
-                    table.c.title == title,
-                    table.c.status != Status.SUPERSEDED.value,
-                )
-            ).first()
+        params = {"location_id": location_id, "title": title, "excluded": []}
+        for tier, _table in TIERS:
+            row = conn.execute(_FIND_LIVE[tier], params).first()
             if row is not None:
                 return tier, row
         return None
@@ -354,7 +422,7 @@ class MemoryStore:
             tier, old = found
             if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
                 return False  # would lose a game mechanic or spawn state after reset
-            if self._live_title_exists(conn, location_id, new_memory.title, exclude=(tier, old.id)):
+            if self._live_title_exists(conn, location_id, new_memory.title, [(tier, old.id)]):
                 return False
             self._mark_superseded(conn, tier, old.id)
             new_tier, new_id = self._insert(conn, location_id, location_name, new_memory)
@@ -364,10 +432,7 @@ class MemoryStore:
 
     @staticmethod
     def _mark_superseded(conn: Connection, tier: str, memory_id: int) -> None:
-        table = memories if tier == "persistent" else ephemeral_memories
-        conn.execute(
-            update(table).where(table.c.id == memory_id).values(status=Status.SUPERSEDED.value)
-        )
+        conn.execute(_MARK_SUPERSEDED[tier], {"memory_id": memory_id})
 
     @staticmethod
     def _link(
@@ -378,15 +443,16 @@ class MemoryStore:
             "memory_id": memory_id, "episode": episode, "turn": turn,
             "reason": reason, "created_at": _now(),
         }
-        if tier == "persistent":
-            row["superseded_by_id"] = successor[1] if successor else None
-            conn.execute(insert(memory_links).values(**row))
-            return
-        if successor is not None and successor[0] == "persistent":
-            row["superseded_by_persistent_id"] = successor[1]
+        row["superseded_by_id"] = None
+        if tier == "ephemeral":
+            row["superseded_by_persistent_id"] = None
+            if successor is not None and successor[0] == "persistent":
+                row["superseded_by_persistent_id"] = successor[1]
+            elif successor is not None:
+                row["superseded_by_id"] = successor[1]
         elif successor is not None:
             row["superseded_by_id"] = successor[1]
-        conn.execute(insert(ephemeral_memory_links).values(**row))
+        conn.execute(_INSERT_LINK[tier], row)
 
     def invalidate_memory(
         self, location_id: int, memory_title: str, reason: str, turn: int | None = None
@@ -435,6 +501,7 @@ class MemoryStore:
         episode: int,
         turn: int,
         log: dict[str, Any] | None = None,
+        bookkeeping: Bookkeeping | None = None,
     ) -> AppliedSynthesis:
         """Apply one synthesis decision, and its decision-log row, as ONE transaction.
 
@@ -463,8 +530,9 @@ class MemoryStore:
                         continue
                     superseded.append((tier, old.id, title))
             added = False
-            if new_memory is not None and not self._title_taken(
-                conn, location_id, new_memory.title, superseded
+            if new_memory is not None and not self._live_title_exists(
+                conn, location_id, new_memory.title,
+                [(tier, old_id) for tier, old_id, _title in superseded],
             ):
                 for tier, old_id, _title in superseded:
                     self._mark_superseded(conn, tier, old_id)
@@ -494,37 +562,19 @@ class MemoryStore:
                 turn=turn,
             )
             if log is not None:
-                row = dict(log)
-                row.update(episode=episode, turn=turn, location_id=location_id,
-                           location_name=location_name, applied=applied.model_dump_json(),
-                           created_at=_now())
-                conn.execute(insert(synthesis_decisions).values(**row))
+                conn.execute(_INSERT_DECISION, decision_row(
+                    log, episode=episode, turn=turn, location_id=location_id,
+                    location_name=location_name, applied=applied.model_dump_json()))
+            if bookkeeping is not None:
+                self._bookkeeping(conn, bookkeeping)
         return applied
-
-    def _title_taken(
-        self, conn: Connection, location_id: int, title: str,
-        superseded: list[tuple[str, int, str]],
-    ) -> bool:
-        for tier, table in (("persistent", memories), ("ephemeral", ephemeral_memories)):
-            query = select(table.c.id).where(
-                table.c.location_id == location_id, table.c.title == title,
-                table.c.status != Status.SUPERSEDED.value,
-            )
-            excluded = [old_id for t, old_id, _title in superseded if t == tier]
-            if excluded:
-                query = query.where(table.c.id.not_in(excluded))
-            if conn.execute(query.limit(1)).first() is not None:
-                return True
-        return False
 
     def log_decision(self, log: dict[str, Any], *, location_id: int,
                               location_name: str, episode: int, turn: int) -> None:
         """Record a synthesis call that changed nothing (it failed, or decided not to store)."""
-        row = dict(log)
-        row.update(episode=episode, turn=turn, location_id=location_id,
-                   location_name=location_name, applied=None, created_at=_now())
-        with self._write() as conn:
-            conn.execute(insert(synthesis_decisions).values(**row))
+        self.write_bookkeeping(Bookkeeping(decisions=[decision_row(
+            log, location_id=location_id, location_name=location_name, episode=episode,
+            turn=turn)]))
 
     def decision_log(self) -> list[dict[str, Any]]:
         """Every synthesis decision recorded, oldest first."""
@@ -535,10 +585,7 @@ class MemoryStore:
     def add_turn_records(self, records: Iterable[dict[str, Any]]) -> None:
         """Store per-turn records (for the success metrics) in one transaction."""
         rows = [dict(record, created_at=record.get("created_at") or _now()) for record in records]
-        if not rows:
-            return
-        with self._write() as conn:
-            conn.execute(insert(turn_records), rows)
+        self.write_bookkeeping(Bookkeeping(turns=rows))
 
     def turn_records(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Per-turn records, optionally of one run, in order."""
@@ -667,7 +714,8 @@ class MemoryStore:
         """Memories with their supersession details, as (tier, id, Memory)."""
         out: list[tuple[str, int, Memory]] = []
         for tier in tiers:
-            for row in conn.execute(_load_query(tier, location_id, include_superseded)):
+            query = _load_query(tier, location_id is not None, include_superseded)
+            for row in conn.execute(query, {"location_id": location_id}):
                 out.append((tier, row.id, _to_memory(row)))
         return out
 
@@ -774,7 +822,9 @@ def _compile_context_query(conn: Connection) -> str:
     return str(compiled)
 
 
-def _load_query(tier: str, location_id: int | None, include_superseded: bool) -> Any:
+@cache
+def _load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
+    """Memories of one tier with their link details; built once per shape."""
     table = memories if tier == "persistent" else ephemeral_memories
     if tier == "persistent":
         links = memory_links
@@ -798,8 +848,8 @@ def _load_query(tier: str, location_id: int | None, include_superseded: bool) ->
         links.c.reason.label("link_reason"), successor_title.label("successor_title"),
     ).select_from(joined)
     conditions = []
-    if location_id is not None:
-        conditions.append(table.c.location_id == location_id)
+    if by_location:
+        conditions.append(table.c.location_id == bindparam("location_id"))
     if not include_superseded:
         conditions.append(table.c.status != Status.SUPERSEDED.value)
     if conditions:

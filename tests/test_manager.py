@@ -193,6 +193,7 @@ def test_llm_failures_never_reach_the_agent_loop(
     assert result is None
     assert manager.get_status()["failures"] == {kind: 1}
     assert manager.store.get_persistent_count() == 0
+    manager.flush()  # failures wait, with other bookkeeping, for the next write
     (row,) = manager.store.decision_log()
     assert row["error_kind"] == kind and row["applied"] is None
 

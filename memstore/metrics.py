@@ -1,0 +1,125 @@
+"""The spec's success metrics (spec 000 "Success Metrics"), computed from turn records.
+
+Definitions (the README repeats them):
+- repeated failed action rate: the share of turns whose action (case-insensitive) was
+  already tried earlier in the same episode at the same location and then changed nothing
+  the Z-machine tracks (score, location, inventory); spec target < 5%.
+- memory tokens per turn: tokens of location memory given to the agent before each
+  action (median and 95th percentile); spec target 200-500.
+- location coverage by episode: of the locations visited in an episode, the share that had
+  memories by the end of it; spec target 80%+ by episode 3.
+- turns to milestone: per episode, the first turn whose score is above zero; the
+  cross-episode change is later episodes minus the first.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
+    return float(ordered[index])
+
+
+def repeated_failed_action_rate(records: Iterable[Mapping[str, Any]]) -> float:
+    """Share of turns repeating, at the same location and episode, an action that failed."""
+    failed: set[tuple[int, int, str]] = set()
+    repeats = total = 0
+    for record in records:
+        total += 1
+        key = (record["episode"], record["location_id"], record["action"].strip().lower())
+        if key in failed:
+            repeats += 1
+        if not record["state_changed"]:
+            failed.add(key)
+    return repeats / total if total else 0.0
+
+
+def turns_to_first_score(records: Iterable[Mapping[str, Any]]) -> dict[int, int | None]:
+    """Per episode, the first turn whose score went above zero (None if it never did)."""
+    result: dict[int, int | None] = {}
+    for record in records:
+        episode = record["episode"]
+        result.setdefault(episode, None)
+        if result[episode] is None and record["score_after"] > 0:
+            result[episode] = record["turn"]
+    return result
+
+
+def compute_metrics(records: list[Mapping[str, Any]],
+                    coverage: Mapping[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+    """All metrics for one run's records; ``coverage`` maps episode -> (with memory, visited)."""
+    tokens = [float(r["memory_tokens"]) for r in records]
+    overhead = [float(r["overhead_us"]) for r in records]
+    milestones = turns_to_first_score(records)
+    episodes = sorted(milestones)
+    first = milestones[episodes[0]] if episodes else None
+    change = {
+        episode: (milestones[episode] - first)
+        if milestones[episode] is not None and first is not None else None
+        for episode in episodes[1:]
+    }
+    return {
+        "turns": len(records),
+        "episodes": episodes,
+        "triggered_turns": sum(1 for r in records if r["triggers"]),
+        "repeated_failed_action_rate": repeated_failed_action_rate(records),
+        "memory_tokens_per_turn": {"median": statistics.median(tokens) if tokens else 0.0,
+                                   "p95": percentile(tokens, 0.95)},
+        "overhead_us_per_turn": {"median": statistics.median(overhead) if overhead else 0.0,
+                                 "p95": percentile(overhead, 0.95)},
+        "turns_to_first_score": milestones,
+        "turns_to_first_score_change": change,
+        "coverage_by_episode": {
+            episode: {"with_memory": have, "visited": seen,
+                      "share": have / seen if seen else 0.0}
+            for episode, (have, seen) in sorted((coverage or {}).items())
+        },
+    }
+
+
+def coverage_from_records(records: list[Mapping[str, Any]],
+                          has_memory: Mapping[int, bool]) -> dict[int, tuple[int, int]]:
+    """Coverage per episode from the locations the records visited and who has memories now."""
+    visited: dict[int, set[int]] = {}
+    for record in records:
+        places = visited.setdefault(record["episode"], set())
+        places.add(record["location_id"])
+        if record["location_after"] is not None:
+            places.add(record["location_after"])
+    return {
+        episode: (sum(1 for place in places if has_memory.get(place, False)), len(places))
+        for episode, places in visited.items()
+    }
+
+
+def format_metrics(metrics: Mapping[str, Any]) -> str:
+    """A short human-readable report."""
+    tokens, overhead = metrics["memory_tokens_per_turn"], metrics["overhead_us_per_turn"]
+    lines = [
+        f"turns: {metrics['turns']} in episodes {metrics['episodes']}; "
+        f"triggers fired on {metrics['triggered_turns']}",
+        f"repeated failed action rate: {metrics['repeated_failed_action_rate']:.1%} "
+        "(spec target < 5%)",
+        f"memory tokens given per turn: median {tokens['median']:.0f}, p95 {tokens['p95']:.0f} "
+        "(spec target 200-500)",
+        f"memory system overhead per turn: median {overhead['median']:.0f} us, "
+        f"p95 {overhead['p95']:.0f} us",
+    ]
+    for episode, cover in metrics["coverage_by_episode"].items():
+        lines.append(f"coverage, episode {episode}: {cover['with_memory']}/{cover['visited']} "
+                     f"visited locations have memories ({cover['share']:.0%})")
+    firsts = ", ".join(f"ep{e}: {t if t is not None else '-'}"
+                       for e, t in metrics["turns_to_first_score"].items())
+    lines.append(f"turns to the first point of score: {firsts}")
+    for episode, delta in metrics["turns_to_first_score_change"].items():
+        lines.append(f"  change in episode {episode} vs the first: "
+                     f"{'+' if (delta or 0) >= 0 else ''}{delta if delta is not None else '-'} turns")
+    return "\n".join(lines)
