@@ -1,0 +1,288 @@
+"""Memories the agent flags itself (spec 001): its ``remember`` field, with an importance.
+
+The spec's in-memory ``MemoryState``, on SQLite ("Future: SQLite Migration"): rows live in
+the ``flagged_memories`` table (schema revision 0003) of the same database as the location
+memories, and every statement runs through the store's own transactions
+(``MemoryStore._write`` / ``_read``), so this module is the only place that speaks SQL for
+flagged memories.
+
+Scope: the whole database. ``session_id`` records which run flagged a memory (provenance),
+but reads, de-duplication and statistics cover every session, so a new run remembers what
+earlier runs flagged.
+
+De-duplication (the spec's ``_is_similar``): two texts are the same memory when, after
+lower-casing and collapsing runs of whitespace, they are equal, or one contains the other and
+the shorter is at least 80% as long as the longer. A near-duplicate is not stored again; it
+only raises the stored importance when its own is higher.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection, func, insert, select, update
+
+from memstore.models import check_location_id
+from memstore.schema import flagged_memories as table
+
+MIN_IMPORTANCE = 1
+MAX_IMPORTANCE = 1000
+#: the shorter text must be at least this fraction of the longer one to count as contained
+SIMILARITY_THRESHOLD = 0.8
+
+
+class FlaggedMemory(BaseModel):
+    """One stored flagged memory (a row of ``flagged_memories``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    content: str
+    importance: int
+    turn: int
+    location_id: int | None
+    location_name: str
+    score: int | None = None
+    moves: int | None = None
+    episode: int = 1
+    session_id: str
+    created_at: str
+
+    @property
+    def location_label(self) -> str:
+        """``"West of House (#180)"``, or just the name when the location number is unknown."""
+        if self.location_id is None:
+            return self.location_name
+        return f"{self.location_name} (#{self.location_id})"
+
+    def __str__(self) -> str:
+        return (
+            f"[Turn {self.turn} @ {self.location_label}] {self.content} "
+            f"(importance: {self.importance})"
+        )
+
+
+def normalise(text: str) -> str:
+    """Lower case, with every run of whitespace one space and no space at either end."""
+    return " ".join(text.lower().split())
+
+
+def is_similar(text1: str, text2: str) -> bool:
+    """The spec's ``_is_similar``: equal after ``normalise``, or one contains the other and
+    the shorter is at least ``SIMILARITY_THRESHOLD`` of the longer's length."""
+    t1, t2 = normalise(text1), normalise(text2)
+    if t1 == t2:
+        return True
+    shorter, longer = (t1, t2) if len(t1) <= len(t2) else (t2, t1)
+    if not shorter:
+        return False
+    return shorter in longer and len(shorter) / len(longer) >= SIMILARITY_THRESHOLD
+
+
+def check_importance(importance: object) -> int:
+    """An int from 1 to 1000 (bools and strings are refused); ValueError otherwise."""
+    if type(importance) is not int or not MIN_IMPORTANCE <= importance <= MAX_IMPORTANCE:
+        raise ValueError(
+            f"importance must be an int from {MIN_IMPORTANCE} to {MAX_IMPORTANCE}, "
+            f"got {type(importance).__name__} {importance!r}"
+        )
+    return importance
+
+
+def _check_int(name: str, value: object, minimum: int | None, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if type(value) is not int or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(
+            f"{name} must be an int{bound}{' or None' if optional else ''}, "
+            f"got {type(value).__name__} {value!r}"
+        )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _to_model(row: Any) -> FlaggedMemory:
+    return FlaggedMemory.model_validate(dict(row._mapping))
+
+
+_ORDER = (table.c.importance.desc(), table.c.id)
+
+
+class FlaggedMemories:
+    """Flagged memories in a :class:`~memstore.store.MemoryStore`'s database.
+
+    ``session_id`` (default: a new uuid4 hex per instance) is written on every memory this
+    instance adds. Reads return :class:`FlaggedMemory` objects, most important first, then
+    oldest first (by id).
+    """
+
+    def __init__(self, store: Any, session_id: str | None = None) -> None:
+        if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        self.store = store
+        self.session_id = session_id if session_id is not None else uuid.uuid4().hex
+
+    # --- writing ------------------------------------------------------------------------
+
+    def add_flagged_memory(
+        self,
+        content: str,
+        importance: int,
+        turn: int,
+        location_id: int | None,
+        location_name: str,
+        score: int | None = None,
+        moves: int | None = None,
+        episode: int = 1,
+    ) -> bool:
+        """Store what the agent flagged; True if a new memory was stored.
+
+        Empty or blank ``content`` is ignored (False, nothing else is checked: a turn with
+        nothing to remember is normal). Otherwise ``importance`` must be an int 1..1000
+        (ValueError), ``location_id`` an int or None (TypeError), ``turn`` an int >= 0,
+        ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError).
+
+        A near-duplicate of a stored memory (see :func:`is_similar`) is not stored (False);
+        if its importance is higher, the stored memory's importance is raised to it. The
+        check and the write are one transaction.
+        """
+        if not isinstance(content, str):
+            raise TypeError(f"content must be a str, got {type(content).__name__}")
+        text = content.strip()
+        if not text:
+            return False
+        check_importance(importance)
+        if location_id is not None:
+            check_location_id(location_id)
+        if not isinstance(location_name, str):
+            raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
+        _check_int("turn", turn, 0)
+        _check_int("episode", episode, 1)
+        _check_int("score", score, None, optional=True)
+        _check_int("moves", moves, 0, optional=True)
+
+        with self.store._write() as conn:
+            duplicate = self._find_similar(conn, text)
+            if duplicate is not None:
+                existing_id, existing_importance = duplicate
+                if importance > existing_importance:
+                    conn.execute(
+                        update(table).where(table.c.id == existing_id)
+                        .values(importance=importance)
+                    )
+                return False
+            conn.execute(
+                insert(table).values(
+                    content=text,
+                    importance=importance,
+                    turn=turn,
+                    location_id=location_id,
+                    location_name=location_name.strip(),
+                    score=score,
+                    moves=moves,
+                    episode=episode,
+                    session_id=self.session_id,
+                    created_at=_now(),
+                )
+            )
+            return True
+
+    @staticmethod
+    def _find_similar(conn: Connection, text: str) -> tuple[int, int] | None:
+        """(id, importance) of the first stored near-duplicate, in importance order."""
+        rows = conn.execute(
+            select(table.c.id, table.c.content, table.c.importance).order_by(*_ORDER)
+        )
+        for row_id, stored, importance in rows:
+            if is_similar(text, stored):
+                return row_id, importance
+        return None
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _select(self, query: Any) -> list[FlaggedMemory]:
+        with self.store._read() as conn:
+            return [_to_model(row) for row in conn.execute(query)]
+
+    def top(self, limit: int = 10) -> list[FlaggedMemory]:
+        """The ``limit`` most important memories (ties: oldest first)."""
+        _check_int("limit", limit, 0)
+        return self._select(select(table).order_by(*_ORDER).limit(limit))
+
+    def all(self) -> list[FlaggedMemory]:
+        """Every memory, most important first (ties: oldest first)."""
+        return self._select(select(table).order_by(*_ORDER))
+
+    def by_location_id(self, location_id: int) -> list[FlaggedMemory]:
+        """Memories flagged at this location number, most important first."""
+        check_location_id(location_id)
+        return self._select(
+            select(table).where(table.c.location_id == location_id).order_by(*_ORDER)
+        )
+
+    def by_location_name(self, name: str) -> dict[int | None, list[FlaggedMemory]]:
+        """Memories flagged at locations with this name (case and spacing ignored), grouped
+        by location number, by number (memories without a number last).
+
+        Several keys mean the name is shared by several rooms (Zork has several
+        "Forest Path" and "Maze" rooms); an empty dict means no memory was flagged there.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        wanted = normalise(name)
+        if not wanted:
+            return {}
+        with self.store._read() as conn:
+            names = conn.execute(select(table.c.location_name).distinct()).scalars().all()
+            matching = [stored for stored in names if normalise(stored) == wanted]
+            if not matching:
+                return {}
+            rows = conn.execute(
+                select(table).where(table.c.location_name.in_(matching)).order_by(*_ORDER)
+            ).all()
+        groups: dict[int | None, list[FlaggedMemory]] = {}
+        for row in rows:
+            memory = _to_model(row)
+            groups.setdefault(memory.location_id, []).append(memory)
+        return dict(sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or 0)))
+
+    def count(self) -> int:
+        """How many memories are stored."""
+        with self.store._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+    def stats(self) -> dict[str, Any]:
+        """The spec's ``get_summary_stats``: ``total_memories``, ``avg_importance`` (a float),
+        ``locations_covered`` (distinct locations: by number, or by name when a memory has
+        no number) and ``top_location`` (the label, "Name (#id)", of the location with the
+        most memories; ties go to the one flagged first). Zeros and None when empty."""
+        memories = sorted(self.all(), key=lambda m: m.id)
+        if not memories:
+            return {
+                "total_memories": 0,
+                "avg_importance": 0.0,
+                "locations_covered": 0,
+                "top_location": None,
+            }
+        counts: dict[object, int] = {}
+        labels: dict[object, str] = {}
+        for memory in memories:
+            key: object = (
+                memory.location_id if memory.location_id is not None
+                else ("name", normalise(memory.location_name))
+            )
+            counts[key] = counts.get(key, 0) + 1
+            labels.setdefault(key, memory.location_label)
+        top_key = max(counts, key=counts.__getitem__)  # first of the most frequent: dict order
+        return {
+            "total_memories": len(memories),
+            "avg_importance": sum(m.importance for m in memories) / len(memories),
+            "locations_covered": len(counts),
+            "top_location": labels[top_key],
+        }
