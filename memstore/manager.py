@@ -10,14 +10,15 @@ in the decision log, and the turn goes on with nothing written.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
+from memstore.flagged import FlaggedMemories
 from memstore.models import Memory, check_location_id
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
@@ -299,6 +300,7 @@ class SimpleMemoryManager:
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
             "memories_by_tier": store_status["memories_by_tier"],
+            "flagged_memories": FlaggedMemories(self.store).stats(),
             "database": store_status["database"],
         }
 

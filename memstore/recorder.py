@@ -182,15 +182,15 @@ def record_offline(
             reasoning=f"{REASONING_PREFIX}: the Z-machine proves nothing worth storing "
             f"for '{_short_action(action)}' at {location_name}",
         )
-    known = _titles(existing)
-    fresh = [fact for fact in facts if fact.title not in known]
-    if not fresh:
+    # The most important fact names the memory and the text mentions the others, so a turn
+    # whose leading fact is already stored is already remembered: replaying an episode adds
+    # nothing new.
+    chosen = facts[0]
+    if chosen.title in _titles(existing):
         return MemorySynthesisResponse(
             should_remember=False,
-            reasoning=f"{REASONING_PREFIX}: already stored: "
-            + "; ".join(fact.title for fact in facts),
+            reasoning=f"{REASONING_PREFIX}: already stored: {chosen.title}",
         )
-    chosen = fresh[0]
     others = [fact.sentence for fact in facts if fact is not chosen]
     text = chosen.sentence + (" Also: " + " ".join(others) if others else "")
     return MemorySynthesisResponse(

@@ -72,6 +72,9 @@ from memstore.schema import (
     turn_records,
 )
 
+#: "every location" for the cache-invalidation argument of _write
+ALL = object()
+
 _SUPERSEDED = literal_column("'SUPERSEDED'")  # inline, so compiled SQL keeps only the ids
 LIVE = memories.c.status != _SUPERSEDED
 EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
@@ -210,6 +213,12 @@ class MemoryStore:
         self.target = target
         self.config = config or MemstoreConfig()
         self._lock = threading.RLock()
+        # Per-location caches of what changes only when the database does: dropped after
+        # every write through this store, and when PRAGMA data_version says another
+        # connection committed.
+        self._data_version: int | None = None
+        self._context_cache: dict[int, str] = {}
+        self._live_cache: dict[int, tuple[Memory, ...]] = {}
         is_new = check_existing(target)
         if is_new and target.path is not None:
             target.path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,22 +271,43 @@ class MemoryStore:
     # --- transactions --------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[Connection]:
+    def _transaction(self, begin: str, forget: object = ALL) -> Iterator[Connection]:
+        """One transaction. A write then drops the cached views it may have changed:
+        ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
         with self._lock:
             self._conn.info[BEGIN_KEY] = begin
             try:
                 with self._conn.begin():
                     yield self._conn
             except OperationalError as exc:
+                self._forget()
                 if "locked" in str(exc.orig) or "busy" in str(exc.orig):
                     raise StoreBusy(
                         f"{self.target.display} stayed locked by another process for longer "
                         f"than the busy timeout; nothing was written"
                     ) from exc
                 raise
+            finally:
+                if begin != "BEGIN":
+                    self._forget(forget)
 
-    def _write(self) -> Any:
-        return self._transaction("BEGIN IMMEDIATE")
+    def _forget(self, location_id: object = ALL) -> None:
+        if location_id is ALL:
+            self._context_cache.clear()
+            self._live_cache.clear()
+        elif location_id is not None:
+            self._context_cache.pop(location_id, None)  # type: ignore[call-overload]
+            self._live_cache.pop(location_id, None)  # type: ignore[call-overload]
+
+    def _check_cache(self) -> None:
+        """Drop the caches if another connection committed since they were filled."""
+        version = self._raw.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._forget()
+            self._data_version = version
+
+    def _write(self, forget: object = ALL) -> Any:
+        return self._transaction("BEGIN IMMEDIATE", forget)
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
@@ -300,7 +330,7 @@ class MemoryStore:
                 raise ValueError(f"episode must be an int >= 1, got {episode!r}")
         if bookkeeping.empty:
             return
-        with self._write() as conn:
+        with self._write(forget=None) as conn:
             self._bookkeeping(conn, bookkeeping)
 
     @staticmethod
@@ -384,7 +414,7 @@ class MemoryStore:
         _check_memory(memory)
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
-        with self._write() as conn:
+        with self._write(forget=location_id) as conn:
             if self._live_title_exists(conn, location_id, memory.title):
                 return False
             self._insert(conn, location_id, location_name, memory)
@@ -415,7 +445,7 @@ class MemoryStore:
         _check_memory(new_memory)
         if new_memory.status is Status.SUPERSEDED:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
-        with self._write() as conn:
+        with self._write(forget=location_id) as conn:
             found = self._find_live(conn, location_id, old_memory_title)
             if found is None:
                 return False
@@ -477,7 +507,7 @@ class MemoryStore:
         if type(at_turn) is not int or at_turn < 0:
             raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
         results: dict[str, bool] = {}
-        with self._write() as conn:
+        with self._write(forget=location_id) as conn:
             for title in titles:
                 found = self._find_live(conn, location_id, title)
                 if found is None:
@@ -518,7 +548,7 @@ class MemoryStore:
         invalidate = list(invalidate_titles)
         if invalidate:
             _check_reason(invalidation_reason)
-        with self._write() as conn:
+        with self._write(forget=location_id) as conn:
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
                 for title in supersede_titles:
@@ -609,12 +639,17 @@ class MemoryStore:
         """What the agent sees here: live memories within the token budget, or "" if none."""
         check_location_id(location_id)
         with self._lock:
-            rows = self._raw.execute(self._context_sql, (location_id, location_id)).fetchall()
-        return format_location_memory(
-            [ContextRow(*row) for row in rows],
-            self.config.token_budget,
-            self.config.show_persistence_markers,
-        )
+            self._check_cache()
+            text = self._context_cache.get(location_id)
+            if text is None:
+                rows = self._raw.execute(self._context_sql, (location_id, location_id)).fetchall()
+                text = format_location_memory(
+                    [ContextRow(*row) for row in rows],
+                    self.config.token_budget,
+                    self.config.show_persistence_markers,
+                )
+                self._context_cache[location_id] = text
+        return text
 
     def _count(self, table: Any, location_id: int | None) -> int:
         query = select(func.count()).select_from(table).where(
@@ -652,11 +687,21 @@ class MemoryStore:
     def memories(self, location_id: int, include_superseded: bool = False) -> list[Memory]:
         """Memories here, persistent then ephemeral, each in the order stored."""
         check_location_id(location_id)
-        with self._read() as conn:
-            return [
-                memory for _tier, _id, memory in
-                self._load(conn, location_id=location_id, include_superseded=include_superseded)
-            ]
+        with self._lock:
+            if not include_superseded:
+                self._check_cache()
+                cached = self._live_cache.get(location_id)
+                if cached is not None:
+                    return list(cached)
+            with self._read() as conn:
+                found = [
+                    memory for _tier, _id, memory in
+                    self._load(conn, location_id=location_id,
+                               include_superseded=include_superseded)
+                ]
+            if not include_superseded:
+                self._live_cache[location_id] = tuple(found)
+            return found
 
     def history(self, location_id: int, title: str) -> list[Memory]:
         """The supersession chain through every memory titled ``title`` here, oldest first.

@@ -125,13 +125,16 @@ def test_existing_title_is_not_stored_again() -> None:
     assert "already stored" in answer.reasoning
 
 
-def test_a_known_fact_falls_back_to_the_next_new_one() -> None:
+def test_a_turn_whose_leading_fact_is_stored_is_already_remembered() -> None:
     ctx = ZMachineContext(
         score_before=0, score_after=5, location_before=8, location_after=9, location_after_name="A"
     )
-    existing = number_memories([stored("'up' scores +5")])
-    answer = record("up", ctx, existing=existing)
-    assert answer.memory_title == "'up' leads to A (9)"
+    first = record("up", ctx)
+    assert first.memory_title == "'up' scores +5"
+    assert "leads to A (9)" in (first.memory_text or "")  # the other fact is in the text
+    again = record("up", ctx, existing=number_memories([stored("'up' scores +5")]))
+    assert again.should_remember is False
+    assert "already stored" in again.reasoning
 
 
 def test_reasoning_never_claims_to_be_an_llm() -> None:

@@ -376,3 +376,15 @@ def test_token_budget_keeps_danger_and_core_and_says_what_was_left_out(
     assert last.startswith("(") and last.endswith("more memories not shown)")
     hidden = int(last[1:].split()[0])
     assert hidden == 8 - (len(shown.splitlines()) - 1)
+
+
+def test_cached_view_sees_writes_from_another_connection(db_path: Path, mem: MakeMemory) -> None:
+    with MemoryStore.open(db_path) as reader, MemoryStore.open(db_path) as writer:
+        assert reader.get_location_memory(9) == ""
+        assert reader.memories(9) == []
+        writer.add_memory(9, "Clearing", mem("Grating in the leaves"))
+        assert "Grating in the leaves" in reader.get_location_memory(9)
+        assert [m.title for m in reader.memories(9)] == ["Grating in the leaves"]
+        writer.invalidate_memory(9, "Grating in the leaves", "it was a pile of leaves")
+        assert reader.get_location_memory(9) == ""
+        assert reader.memories(9) == []

@@ -1,0 +1,154 @@
+"""Benchmark Memories.md render and parse: ``python bench/markdown_bench.py``.
+
+Builds 1,100 memories (110 locations x 10, the size of a well-explored Zork I) and 10,000
+(1,000 x 10), with realistic title and text lengths and a few superseded memories, and
+prints the median of several runs of render and of parse next to the targets. It also
+times building the same Memory objects through pydantic alone, to show how much of the
+parse time is domain-model validation. Exits with status 1 when a median misses its
+target.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from exporters import parse_memories_md, render_memories_md  # noqa: E402
+from memstore.models import (  # noqa: E402
+    Category,
+    LocationInfo,
+    LocationMemories,
+    Memory,
+    Persistence,
+    Status,
+)
+
+TARGETS_MS = {1_100: 5.0, 10_000: 50.0}
+WORDS = (
+    "troll lantern brass window kitchen attic rope sword grating maze cyclops thief egg "
+    "canary trophy case leaflet mailbox forest clearing river dam bolt button bubble "
+    "torch coffin sceptre rainbow boat pump shovel buoy emerald temple bell candles book "
+    "opens closes reveals requires blocks attacks grants points carefully always never"
+).split()
+
+
+def sentence(rng: random.Random, words: int) -> str:
+    chosen = [rng.choice(WORDS) for _ in range(words)]
+    return " ".join(chosen).capitalize() + "."
+
+
+def build(locations: int, per_location: int, seed: int = 1) -> list[LocationMemories]:
+    rng = random.Random(seed)
+    entries = []
+    for location_id in range(1, locations + 1):
+        memories = []
+        for index in range(per_location):
+            title = sentence(rng, rng.randint(4, 8))[:-1]
+            text = " ".join(sentence(rng, rng.randint(10, 18)) for _ in range(rng.randint(2, 4)))
+            fields = {
+                "category": rng.choice(list(Category)),
+                "title": title,
+                "text": text,
+                "episode": rng.randint(1, 30),
+                "turns": str(rng.randint(1, 400)),
+                "score_change": rng.choice([None, 0, 0, 5, 10, -10]),
+                "persistence": rng.choice([Persistence.CORE, Persistence.PERMANENT]),
+            }
+            if index == 3 and location_id % 4 == 0:
+                fields["status"] = Status.SUPERSEDED
+                fields["superseded_at_turn"] = int(fields["turns"]) + 5
+                fields["superseded_at_episode"] = fields["episode"]
+                fields["superseded_by"] = memories[0].title
+            elif index == 5 and location_id % 7 == 0:
+                fields["status"] = Status.SUPERSEDED
+                fields["superseded_at_turn"] = int(fields["turns"]) + 2
+                fields["superseded_at_episode"] = fields["episode"] + 1
+                fields["invalidation_reason"] = "Proven false by death"
+            elif index == 6:
+                fields["status"] = Status.TENTATIVE
+            memories.append(Memory(**fields))
+        info = LocationInfo(
+            id=location_id,
+            name=f"Room {location_id}",
+            visit_count=rng.randint(1, 40),
+            episodes=tuple(sorted(rng.sample(range(1, 31), 3))),
+        )
+        entries.append(LocationMemories(location=info, memories=tuple(memories)))
+    return entries
+
+
+def timings_ms(action: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """(median wall time, best wall time, median CPU time) over ``runs`` runs, in ms.
+
+    CPU time and the best run are shown too because wall time swings with whatever else
+    the machine is doing.
+    """
+    action()  # warm up
+    wall, cpu = [], []
+    for _ in range(runs):
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        action()
+        wall.append((time.perf_counter() - start_wall) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    return statistics.median(wall), min(wall), statistics.median(cpu)
+
+
+def validation_only(entries: list[LocationMemories]) -> Callable[[], object]:
+    """Build every Memory and LocationInfo again through pydantic, with no text work."""
+    memory_fields = [memory.model_dump() for entry in entries for memory in entry.memories]
+    location_fields = [entry.location.model_dump() for entry in entries]
+
+    def run() -> object:
+        built = [Memory(**fields) for fields in memory_fields]
+        built.extend(LocationInfo(**fields) for fields in location_fields)
+        return built
+
+    return run
+
+
+def main() -> int:
+    print(
+        f"{'memories':>9} {'step':<16} {'median ms':>10} {'best ms':>8} {'cpu ms':>8} "
+        f"{'target ms':>10}  median vs target"
+    )
+    failed = False
+    for count, (locations, per_location, runs) in {
+        1_100: (110, 10, 41),
+        10_000: (1_000, 10, 11),
+    }.items():
+        entries = build(locations, per_location)
+        text = render_memories_md(entries)
+        result = parse_memories_md(text)
+        assert result.problems == () and list(result.locations) == entries, "round trip"
+        target = TARGETS_MS[count]
+        render_ms = timings_ms(lambda e=entries: render_memories_md(e), runs)
+        parse_ms = timings_ms(lambda t=text: parse_memories_md(t), runs)
+        validate_ms = timings_ms(validation_only(entries), runs)
+        for step, (median, best, cpu), limit in (
+            ("render", render_ms, target),
+            ("parse", parse_ms, target),
+            ("  pydantic only", validate_ms, None),
+        ):
+            verdict = "" if limit is None else ("ok" if median <= limit else "OVER")
+            failed = failed or verdict == "OVER"
+            shown = "" if limit is None else f"{limit:.1f}"
+            print(
+                f"{count:>9,} {step:<16} {median:>10.2f} {best:>8.2f} {cpu:>8.2f} "
+                f"{shown:>10}  {verdict}"
+            )
+        share = validate_ms[1] / parse_ms[1] * 100
+        print(
+            f"{'':>9} ({len(text) / 1024:.0f} KiB; best runs: pydantic "
+            f"validation alone is {share:.0f}% of parse)"
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+r"""Escaping of user content in Memories.md: the only place that knows the scheme.
+
+Every piece of free text that goes into Memories.md (location names, memory titles,
+memory texts, successor titles, invalidation reasons) is escaped so that no content can
+be mistaken for structure, and the file reads back to exactly the same strings.
+
+README-ready description:
+
+### Escaping in Memories.md
+
+Memories.md uses Markdown-style backslash escapes, so a file reads back to exactly the
+strings that were written, whatever they contain. A backslash followed by one of these
+characters stands for that character:
+
+- `\\` stands for `\`. Every backslash is escaped, everywhere.
+- `\*`, `\[`, `\]` and `\~` stand for `*`, `[`, `]` and `~`. They are escaped everywhere,
+  because they carry meaning: `**bold**` headers, the `[CATEGORY - PERSISTENCE]` marker,
+  the `[Superseded ...]` reference line and `~~struck~~` text.
+- `\"` stands for `"`. It is escaped in one-line fields (location names, titles,
+  successor titles, invalidation reasons), which may appear between quotes.
+- `\n` stands for a line break and `\r` for a carriage return. One-line fields always
+  stay on one line, so every line break in them is written `\n`. Carriage returns are
+  written `\r` everywhere.
+- `\#`, `\-`, `\ ` (backslash space) and backslash tab stand for `#`, `-`, a space and a
+  tab. They protect the first character of a text line that starts with `#`, `---`, a
+  space or a tab, so that it cannot look like a heading, a `---` separator or a blank
+  line.
+
+A memory text is written on as many lines as it has, each escaped as above. A blank
+line would end the memory, so an empty line of the text is not written on its own: the
+line break before it is written `\n` at the end of the previous line (`"a\n\nb"` is
+written as the two lines `a\n` and `b`), and an empty first line is joined to the next
+one the same way (`"\nb"` is written `\nb`). An empty text writes no line at all.
+
+Reading is lenient with older files: a backslash followed by any other character is
+kept as it is, and unescaped `*`, `[`, `]`, `~` and `"` are read literally wherever they
+cannot be mistaken for structure.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "escape_inline",
+    "unescape",
+    "escape_text_lines",
+    "unescape_text_lines",
+]
+
+#: Characters escaped everywhere, and in one-line fields (``"``, line breaks) too.
+_INLINE_TABLE = str.maketrans(
+    {
+        "\\": "\\\\",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+        "~": "\\~",
+        '"': '\\"',
+        "\n": "\\n",
+        "\r": "\\r",
+    }
+)
+_INLINE_SPECIAL = re.compile(r'[\\*\[\]~"\n\r]')
+
+#: Characters escaped everywhere in a line of memory text (the line break is handled apart).
+_TEXT_TABLE = str.maketrans(
+    {
+        "\\": "\\\\",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+        "~": "\\~",
+        "\r": "\\r",
+    }
+)
+_TEXT_SPECIAL = re.compile(r"[\\*\[\]~\r]")
+_TEXT_SPECIAL_OR_BREAK = re.compile(r"[\\*\[\]~\r\n]")
+
+#: What a backslash followed by a character stands for; anything else is kept verbatim.
+_UNESCAPES = {
+    "\\": "\\",
+    "*": "*",
+    "[": "[",
+    "]": "]",
+    "~": "~",
+    '"': '"',
+    "#": "#",
+    "-": "-",
+    " ": " ",
+    "\t": "\t",
+    "n": "\n",
+    "r": "\r",
+}
+_ESCAPE_SEQUENCE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _unescape_match(match: re.Match[str]) -> str:
+    char = match.group(1)
+    return _UNESCAPES.get(char, match.group(0))
+
+
+def escape_inline(value: str) -> str:
+    """Escape a one-line field (name, title, successor title, reason).
+
+    The result contains no line break, no unescaped ``*``, ``[``, ``]``, ``~`` or ``"``,
+    and ``unescape(escape_inline(value)) == value`` for every string.
+    """
+    if _INLINE_SPECIAL.search(value) is None:
+        return value
+    return value.translate(_INLINE_TABLE)
+
+
+def unescape(value: str) -> str:
+    """Undo the escapes of this module; unknown escape sequences are kept verbatim."""
+    if "\\" not in value:
+        return value
+    return _ESCAPE_SEQUENCE.sub(_unescape_match, value)
+
+
+def _escape_text_segment(segment: str) -> str:
+    if _TEXT_SPECIAL.search(segment) is not None:
+        segment = segment.translate(_TEXT_TABLE)
+    if segment and (segment[0] in "# \t" or segment.startswith("---")):
+        segment = "\\" + segment
+    return segment
+
+
+def escape_text_lines(text: str) -> list[str]:
+    """Escape a memory text into the lines written under its header.
+
+    Promises: an empty text gives no line; no line is blank (empty or only spaces and
+    tabs); no line starts with ``#``, ``*``, ``[``, ``~``, ``---``, a space or a tab; no
+    line ends in an unpaired backslash; ``unescape_text_lines(escape_text_lines(t)) == t``.
+    """
+    if not text:
+        return []
+    if _TEXT_SPECIAL_OR_BREAK.search(text) is None and text[0] not in "#- \t":
+        return [text]  # the common case: one line with nothing to escape
+    lines: list[str] = []
+    current: str | None = None
+    for segment in text.split("\n"):
+        encoded = _escape_text_segment(segment)
+        if current is None:
+            current = encoded
+        elif not encoded or not current:
+            # An empty line may not stand alone (it would end the memory): keep the
+            # line break as an escape on the line it follows.
+            current = current + "\\n" + encoded
+        else:
+            lines.append(current)
+            current = encoded
+    assert current is not None
+    lines.append(current)
+    return lines
+
+
+def unescape_text_lines(lines: list[str]) -> str:
+    """Read the text lines of one memory back into its text (the inverse of the above)."""
+    return "\n".join([unescape(line) for line in lines])
