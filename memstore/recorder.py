@@ -48,6 +48,13 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
+def death_words(text: str) -> str:
+    """What the game said before "****  You have died  ****", at most MAX_QUOTE chars."""
+    before = _BREAKS.split(text)[0]
+    flat = _clean(before) or first_sentence(text)
+    return flat if len(flat) <= MAX_QUOTE else flat[: MAX_QUOTE - 1] + "…"
+
+
 def first_sentence(text: str) -> str:
     """The first sentence of a game response, whitespace collapsed, at most MAX_QUOTE chars."""
     pieces = (_clean(piece) for piece in _BREAKS.split(text))
@@ -84,7 +91,7 @@ def _facts(
     quoted = f"'{_short_action(action)}'"
     facts: list[_Fact] = []
     if ctx.died:
-        said = first_sentence(response)
+        said = death_words(response)
         facts.append(
             _Fact(
                 Category.DANGER,

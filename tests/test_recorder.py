@@ -46,7 +46,7 @@ def test_score_loss_is_a_danger() -> None:
     assert answer.category is Category.DANGER
 
 
-def test_death_wins_and_quotes_the_first_sentence() -> None:
+def test_death_wins_and_quotes_what_the_game_said_before_dying() -> None:
     ctx = ZMachineContext(score_before=10, score_after=0, died=True, location_after=1)
     answer = record(
         "north",
@@ -56,7 +56,7 @@ def test_death_wins_and_quotes_the_first_sentence() -> None:
     assert answer.memory_title == "'north' is deadly"
     assert answer.category is Category.DANGER
     assert answer.persistence is Persistence.PERMANENT
-    assert '"The troll swings his axe."' in (answer.memory_text or "")
+    assert '"The troll swings his axe. It cleaves you in twain."' in (answer.memory_text or "")
     assert "Also: 'north' changed the score by -10" in (answer.memory_text or "")
 
 
