@@ -1,0 +1,123 @@
+"""Import benchmark: ``memstore import --apply`` of 1,100 memories into an empty database.
+
+    python bench/import_bench.py [--runs N]
+
+The file is 110 locations x 10 memories (each location: 8 live memories, one superseded by
+another, one invalidated), written by the exporter. Each run uses a fresh empty database.
+Prints medians of:
+
+* library: the functions the command calls - parse the text, plan against the empty
+  database (``memstore.cli.import_file``) and ``apply_import`` (one transaction);
+* command: one real in-process ``main(["--db", db, "import", file, "--apply"])``, which
+  also reads the file, opens the (existing, empty) database and prints the summary;
+* the same command when the database file does not exist yet, so ``MemoryStore.open``
+  also creates the schema (a fixed cost of the store, not of the import).
+
+Target: <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from exporters import render_memories_md  # noqa: E402
+from memstore.cli import import_file, main  # noqa: E402
+from memstore.models import LocationInfo, LocationMemories, Memory  # noqa: E402
+from memstore.store import MemoryStore  # noqa: E402
+from memstore.store_import import apply_import  # noqa: E402
+
+LOCATIONS = 110
+PER_LOCATION = 10
+TARGET_MS = 100.0
+TEXT = "The troll blocks the passage and swings his axe; a sword is the only defence."
+
+
+def build_file() -> str:
+    entries = []
+    for location_id in range(1, LOCATIONS + 1):
+        memories = []
+        for n in range(PER_LOCATION - 2):
+            memories.append(Memory(
+                category="DISCOVERY", title=f"Fact {n}", text=TEXT, episode=1,
+                turns=str(n + 1), score_change=n % 3, persistence="permanent",
+            ))
+        memories.insert(0, Memory(
+            category="NOTE", title="Old fact", text=TEXT, episode=1, turns="1",
+            persistence="core", status="SUPERSEDED", superseded_by="Fact 0",
+            superseded_at_turn=9, superseded_at_episode=1,
+        ))
+        memories.insert(1, Memory(
+            category="DANGER", title="Wrong idea", text=TEXT, episode=1, turns="2-3",
+            persistence="permanent", status="SUPERSEDED", invalidation_reason="it was wrong",
+            superseded_at_turn=12, superseded_at_episode=2,
+        ))
+        entries.append(LocationMemories(
+            location=LocationInfo(id=location_id, name=f"Room {location_id}",
+                                  visit_count=3, episodes=(1, 2)),
+            memories=tuple(memories),
+        ))
+    return render_memories_md(entries)
+
+
+def library_run(folder: Path, text: str, i: int) -> float:
+    with MemoryStore.open(folder / f"lib{i}.db") as store:
+        start = time.perf_counter()
+        _parsed, plan = import_file(store, text)
+        apply_import(store, plan, prune=False)
+        elapsed = time.perf_counter() - start
+        assert store.get_persistent_count() == LOCATIONS * (PER_LOCATION - 2)
+    assert len(plan.added) == LOCATIONS * PER_LOCATION and plan.ok
+    return elapsed
+
+
+def command_run(folder: Path, file: Path, i: int, *, create: bool = False) -> float:
+    db = folder / f"cmd{i}{'-new' if create else ''}.db"
+    if not create:  # an empty database that already exists (created untimed)
+        MemoryStore.open(db).close()
+    sink = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(sink):
+        code = main(["--db", str(db), "import", str(file), "--apply"])
+    elapsed = time.perf_counter() - start
+    assert code == 0 and "added 1100" in sink.getvalue(), sink.getvalue()
+    return elapsed
+
+
+def main_bench(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args(argv)
+    text = build_file()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        file = folder / "Memories.md"
+        file.write_text(text, encoding="utf-8")
+        library_run(folder, text, -1)  # warm-up: imports, tokenizer, compiled statements
+        command_run(folder, file, -1)
+        library = [library_run(folder, text, i) for i in range(args.runs)]
+        command = [command_run(folder, file, i) for i in range(args.runs)]
+        creating = [command_run(folder, file, i, create=True) for i in range(args.runs)]
+    total = LOCATIONS * PER_LOCATION
+    print(f"import of {total} memories ({LOCATIONS} locations x {PER_LOCATION}) into an empty "
+          f"database, {len(text):,} bytes of Memories.md, median of {args.runs} runs:")
+    for name, samples in (("library (parse + plan + apply)", library),
+                          ("command main([... 'import', FILE, '--apply'])", command),
+                          ("same, the command also creating the database", creating)):
+        median = statistics.median(samples) * 1000
+        verdict = "ok" if median <= TARGET_MS else "OVER TARGET"
+        print(f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
+              f"min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_bench())

@@ -1,0 +1,452 @@
+"""The ``memstore`` command line: thin commands over the library.
+
+Commands are registered with the :func:`command` decorator into :data:`COMMANDS`; each has a
+``configure(parser)`` that adds its arguments and a ``run(args, ctx) -> exit code``. Another
+module adds a subcommand without touching this one: create ``memstore/cli_<name>.py`` (it is
+imported when the parser is built) containing, for example::
+
+    from memstore.cli import command
+
+    def _configure(parser):
+        parser.add_argument("--episodes", type=int, default=1)
+
+    @command("demo", help="play a short demo", configure=_configure)
+    def demo(args, ctx):
+        with ctx.open_store(create=True) as store:
+            ...
+        return 0
+
+Heavy modules (SQLAlchemy, the store, the exporters) are imported inside the commands, and
+litellm never: ``memstore`` starts fast. Expected failures (missing files, a database behind
+the schema head, a locked database, a bad location number, ...) end as one line on stderr,
+``memstore: error: ...``, with exit code 1; usage errors are argparse's (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["COMMANDS", "CliError", "Command", "Context", "build_parser", "command", "main"]
+
+PROG = "memstore"
+DEFAULT_EXPORT = Path("game_files") / "Memories.md"
+#: modules named like this, inside the memstore package, may register more commands
+PLUGIN_PREFIX = "cli_"
+
+
+class CliError(Exception):
+    """A user error found by the command line itself (one line, exit code 1)."""
+
+
+RunFunction = Callable[[argparse.Namespace, "Context"], int]
+ConfigureFunction = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    run: RunFunction
+    configure: ConfigureFunction | None = None
+
+
+#: every subcommand, by name, in registration order (the order of ``memstore --help``)
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, *, help: str, configure: ConfigureFunction | None = None
+) -> Callable[[RunFunction], RunFunction]:
+    """Register ``run(args, ctx) -> int`` as the subcommand ``name``."""
+
+    def register(run: RunFunction) -> RunFunction:
+        if name in COMMANDS and COMMANDS[name].run is not run:
+            raise ValueError(f"memstore command {name!r} is registered twice")
+        COMMANDS[name] = Command(name, help, run, configure)
+        return run
+
+    return register
+
+
+class Context:
+    """What a command gets besides its arguments: the database, and where to print."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.out = out
+        self.err = err
+        self._db: str | None = None
+
+    @property
+    def db(self) -> str:
+        """The database path or URL: --db, else MEMSTORE_DB, [tool.memstore], the default."""
+        if self._db is None:
+            from memstore.config import load_config
+
+            self._db = load_config(db=self.args.db).db
+        return self._db
+
+    @property
+    def db_display(self) -> str:
+        from memstore.connection import resolve_target
+
+        return resolve_target(self.db).display
+
+    def db_exists(self) -> bool:
+        from memstore.connection import resolve_target
+
+        path = resolve_target(self.db).path
+        return path is None or path.exists()
+
+    def print(self, *parts: object) -> None:
+        print(*parts, file=self.out)
+
+    def open_store(self, *, create: bool = False) -> Any:
+        """Open the database (printing which one); without ``create`` it must exist."""
+        from memstore.config import load_config
+        from memstore.store import MemoryStore
+
+        if not create and not self.db_exists():
+            raise CliError(
+                f"no database at {self.db_display} (give --db PATH or set MEMSTORE_DB)"
+            )
+        store = MemoryStore.open(
+            self.db, config=load_config(db=self.db), busy_timeout_s=self.args.busy_timeout
+        )
+        self.print(f"database: {store.target.display}")
+        return store
+
+
+# --- argument helpers --------------------------------------------------------------------------
+
+
+def location_id(value: str) -> int:
+    """A location number from the command line (checked here, so the error is one line)."""
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise CliError(
+            f"location must be an integer (the Z-machine location number), got {value!r}"
+        ) from None
+    if number < 0:
+        raise CliError(f"location must not be negative, got {number}")
+    return number
+
+
+def _read_text(path: str) -> str:
+    file = Path(path)
+    if file.is_dir():
+        raise CliError(f"{file} is a folder, not a Memories.md file")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+# --- export ------------------------------------------------------------------------------------
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=str(DEFAULT_EXPORT),
+                        help=f"the file to write (default: {DEFAULT_EXPORT})")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the file differs from the database")
+
+
+@command("export", help="write the database's memories to Memories.md (atomically)",
+         configure=_configure_export)
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    from exporters import render_memories_md
+    from memstore.export_file import export_check, write_atomically
+
+    with ctx.open_store() as store:
+        entries = store.export_locations()
+    text = render_memories_md(entries)
+    count = sum(len(entry.memories) for entry in entries)
+    if args.check:
+        if export_check(args.out, text):
+            ctx.print(f"{args.out} is up to date ({len(entries)} locations, {count} memories)")
+            return 0
+        reason = "does not exist" if not Path(args.out).exists() else "differs from"
+        what = "" if reason == "does not exist" else " what the database would export"
+        print(f"{PROG}: {args.out} {reason}{what}; run `memstore export --out {args.out}`",
+              file=ctx.err)
+        return 1
+    write_atomically(args.out, text)
+    ctx.print(f"wrote {args.out}: {len(entries)} locations, {count} memories")
+    return 0
+
+
+# --- import ------------------------------------------------------------------------------------
+
+
+def _configure_import(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the Memories.md file to read")
+    parser.add_argument("--apply", action="store_true",
+                        help="write the changes (without it: only print the plan)")
+    parser.add_argument("--prune", action="store_true",
+                        help="delete database memories that are missing from the file")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="apply the valid parts of a file that has problems")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every memory and location that would change")
+
+
+def import_file(
+    store: Any, text: str, *, prune: bool = False
+) -> tuple[Any, Any]:
+    """Parse ``text`` and plan its import into ``store``: (ParseResult, ImportPlan)."""
+    from exporters import parse_memories_md
+    from memstore.importing import plan_import
+
+    parsed = parse_memories_md(text)
+    current = store.export_locations() if store is not None else []
+    plan = plan_import(current, parsed.locations, parsed.problems, source=text, prune=prune)
+    return parsed, plan
+
+
+@command("import", help="compare Memories.md with the database; --apply writes the changes",
+         configure=_configure_import)
+def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
+    text = _read_text(args.file)
+    if ctx.db_exists():
+        with ctx.open_store() as store:
+            _parsed, plan = import_file(store, text, prune=args.prune)
+            return _import_with_plan(args, ctx, store, plan)
+    # No database yet: plan against nothing, and create it only when there is work to do.
+    ctx.print(f"database: {ctx.db_display} (does not exist yet)")
+    _parsed, plan = import_file(None, text, prune=args.prune)
+    if not args.apply or (plan.problems and not args.skip_invalid) or not plan.has_changes:
+        return _import_with_plan(args, ctx, None, plan)
+    with ctx.open_store(create=True) as store:
+        return _import_with_plan(args, ctx, store, plan)
+
+
+def _import_with_plan(args: argparse.Namespace, ctx: Context, store: Any, plan: Any) -> int:
+    from memstore.store_import import apply_import
+
+    if args.apply and plan.problems and not args.skip_invalid:
+        _report_plan(args, ctx, plan, applied=False, refused=True)
+        raise CliError(
+            f"{args.file} has {len(plan.problems)} problem(s); nothing was applied "
+            f"(fix them, or use --skip-invalid to apply the valid parts)"
+        )
+    pending = plan.has_changes or (args.prune and plan.ok and bool(plan.missing))
+    if args.apply and pending:
+        apply_import(store, plan, prune=args.prune)
+    return _report_plan(args, ctx, plan, applied=args.apply and pending)
+
+
+def _report_plan(
+    args: argparse.Namespace, ctx: Context, plan: Any, *, applied: bool, refused: bool = False
+) -> int:
+    ctx.print(f"import {args.file}:")
+    ctx.print(plan.summary(prune=args.prune))
+    if args.verbose and plan.has_changes:
+        ctx.print(plan.details())
+    if refused:
+        return 1
+    if applied:
+        skipped = " (the problems listed were skipped)" if plan.problems else ""
+        ctx.print(f"applied{skipped}")
+    elif args.apply:
+        ctx.print("nothing to apply: the database already matches the file")
+    else:
+        ctx.print("dry run: nothing written (use --apply to write)")
+    return 0
+
+
+# --- show, history, stats ----------------------------------------------------------------------
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("location", help="the location's number (Z-machine object id)")
+
+
+@command("show", help="print what the agent sees at a location", configure=_configure_show)
+def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    location = location_id(args.location)
+    with ctx.open_store() as store:
+        info = store.location(location)
+        text = store.get_location_memory(location)
+    name = info.name if info is not None else "(not in the database)"
+    ctx.print(f"Location {location}: {name}")
+    ctx.print(text if text else f"no memories at location {location}")
+    return 0
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("location", help="the location's number")
+    parser.add_argument("title", help="the memory's exact title")
+
+
+def _describe(memory: Any) -> str:
+    where = f"Ep{memory.episode}, T{memory.turns}"
+    line = f"[{memory.status.value}] {memory.title} ({memory.category.value}, "
+    line += f"{memory.persistence.value}, {where})"
+    at_parts = []
+    if memory.superseded_at_episode is not None:
+        at_parts.append(f"Ep{memory.superseded_at_episode}")
+    if memory.superseded_at_turn is not None:
+        at_parts.append(f"T{memory.superseded_at_turn}")
+    at = f" at {', '.join(at_parts)}" if at_parts else ""
+    if memory.invalidation_reason is not None:
+        line += f" -> invalidated{at}: {memory.invalidation_reason}"
+    elif memory.superseded_by is not None:
+        line += f" -> superseded{at} by {memory.superseded_by!r}"
+    elif memory.status.value == "SUPERSEDED":
+        line += f" -> superseded{at}"
+    return line
+
+
+@command("history", help="the supersession chain of a memory", configure=_configure_history)
+def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.errors import MemoryNotFound
+
+    location = location_id(args.location)
+    with ctx.open_store() as store:
+        chain = store.history(location, args.title)
+    if not chain:
+        raise MemoryNotFound(f"no memory titled {args.title!r} at location {location}")
+    ctx.print(f"history of {args.title!r} at location {location} ({len(chain)} memories, "
+              f"oldest first):")
+    for number, memory in enumerate(chain, 1):
+        ctx.print(f"{number}. {_describe(memory)}")
+    return 0
+
+
+@command("stats", help="counts of locations and memories, and the database size")
+def cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.open_store() as store:
+        status = store.get_status()
+
+    def joined(counts: dict[str, int]) -> str:
+        return ", ".join(f"{key} {value}" for key, value in counts.items()) or "none"
+
+    ctx.print(f"schema revision: {status['schema_revision']}")
+    ctx.print(f"locations: {status['locations']}")
+    ctx.print(f"live memories by tier: {joined(status['memories_by_tier'])}")
+    ctx.print(f"memories by status: {joined(status['memories_by_status'])}")
+    ctx.print(f"live memories by category: {joined(status['memories_by_category'])}")
+    ctx.print(f"database size: {status['database_bytes']:,} bytes")
+    return 0
+
+
+# --- rom ---------------------------------------------------------------------------------------
+
+
+def _configure_rom(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="rom_command", metavar="{fetch,check}", required=True)
+    fetch = sub.add_parser("fetch", help="download the Zork I story file and check it")
+    fetch.add_argument("--dest", default=None, help="where to write it (default: roms/zork1.z3)")
+    fetch.add_argument("--url", default=None, help="where to download it from")
+    check = sub.add_parser("check", help="find the story file and check its sha256")
+    check.add_argument("--path", default=None, help="check this file instead of searching")
+
+
+@command("rom", help="fetch or check the Zork I story file", configure=_configure_rom)
+def cmd_rom(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore import rom
+
+    if args.rom_command == "fetch":
+        dest = Path(args.dest) if args.dest else rom.ROM_RELATIVE_PATH
+        written = rom.fetch_rom(dest, args.url or rom.UPSTREAM_URL)
+        ctx.print(f"fetched Zork I release 119 to {written} (sha256 {rom.ZORK1_SHA256})")
+        return 0
+    found = rom.find_rom(args.path)
+    ctx.print(f"{found} (Zork I release 119, sha256 ok)")
+    return 0
+
+
+# --- the parser and main -----------------------------------------------------------------------
+
+
+def _load_plugins() -> None:
+    """Import ``memstore/cli_*.py`` so their ``@command`` registrations run."""
+    package = sys.modules["memstore"]
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith(PLUGIN_PREFIX):
+            importlib.import_module(f"memstore.{info.name}")
+
+
+def _busy_timeout(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return seconds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    _load_plugins()
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Spatial memory for LLM agents playing Zork I."
+    )
+    parser.add_argument(
+        "--db", default=None,
+        help="database path or sqlite URL (default: $MEMSTORE_DB, [tool.memstore] db, "
+             "or game_files/memories.db)",
+    )
+    parser.add_argument(
+        "--busy-timeout", type=_busy_timeout, default=30.0, metavar="SECONDS",
+        help="how long to wait for another process's lock (default: 30)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for entry in COMMANDS.values():
+        child = sub.add_parser(entry.name, help=entry.help, description=entry.help)
+        if entry.configure is not None:
+            entry.configure(child)
+        child.set_defaults(_run=entry.run)
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        message = f"{exc.filename}: {exc.strerror}"
+    else:
+        message = str(exc) or type(exc).__name__
+    return " ".join(message.split())
+
+
+def _expected(exc: Exception) -> bool:
+    from memstore.errors import MemstoreError
+
+    if isinstance(exc, MemstoreError | CliError | OSError | ValueError | TypeError):
+        return True
+    sqlalchemy = sys.modules.get("sqlalchemy.exc")
+    if sqlalchemy is not None and isinstance(exc, sqlalchemy.SQLAlchemyError):
+        return True
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``memstore`` with ``argv`` (default: the process arguments); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    ctx = Context(args, sys.stdout, sys.stderr)
+    try:
+        return int(args._run(args, ctx))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if not _expected(exc):
+            raise
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # python -m memstore.cli: use the importable module's registry
+    from memstore.cli import main as _main
+
+    sys.exit(_main())
