@@ -162,9 +162,12 @@ def bench_with_memory_manager(rom: Path, actions: list[str], repeats: int) -> Be
                 result = game.step(action)
                 c = clock()
                 manager.record_action_outcome(
-                    result.before.location_id, result.before.location_name, action,
-                    result.response, z_machine_context(result.before, result.after,
-                                                       result.response))
+                    result.before.location_id,
+                    result.before.location_name,
+                    action,
+                    result.response,
+                    z_machine_context(result.before, result.after, result.response),
+                )
                 overhead.append((b - a + clock() - c) * 1e6)
                 snapshot = result.after
             manager.reset_episode()
@@ -184,14 +187,18 @@ MODES: dict[str, Callable[[Path, list[str], int], BenchResult]] = {
 
 
 def report(results: list[BenchResult]) -> str:
-    lines = [f"{'mode':<10}{'turns':>8}{'turns/s':>12}{'µs/turn':>10}  "
-             "state read (adapter) / memory overhead (memory) per turn"]
+    lines = [
+        f"{'mode':<10}{'turns':>8}{'turns/s':>12}{'µs/turn':>10}  "
+        "state read (adapter) / memory overhead (memory) per turn"
+    ]
     for r in results:
         stats = r.read_stats()
         if stats and r.mode == "memory":
-            read = (f"median {stats['median_us']:.1f} µs, p95 {stats['p95_us']:.1f} µs; "
-                    f"{r.turns_per_second:,.0f} turns/s (target >= {MEMORY_TARGET_TPS:,}: "
-                    f"{'met' if r.turns_per_second >= MEMORY_TARGET_TPS else 'MISSED'})")
+            read = (
+                f"median {stats['median_us']:.1f} µs, p95 {stats['p95_us']:.1f} µs; "
+                f"{r.turns_per_second:,.0f} turns/s (target >= {MEMORY_TARGET_TPS:,}: "
+                f"{'met' if r.turns_per_second >= MEMORY_TARGET_TPS else 'MISSED'})"
+            )
         elif stats:
             read = (
                 f"median {stats['median_us']:.1f} µs, p95 {stats['p95_us']:.1f} µs "

@@ -46,25 +46,55 @@ def build_file() -> str:
     for location_id in range(1, LOCATIONS + 1):
         memories = []
         for n in range(PER_LOCATION - 2):
-            memories.append(Memory(
-                category="DISCOVERY", title=f"Fact {n}", text=TEXT, episode=1,
-                turns=str(n + 1), score_change=n % 3, persistence="permanent",
-            ))
-        memories.insert(0, Memory(
-            category="NOTE", title="Old fact", text=TEXT, episode=1, turns="1",
-            persistence="core", status="SUPERSEDED", superseded_by="Fact 0",
-            superseded_at_turn=9, superseded_at_episode=1,
-        ))
-        memories.insert(1, Memory(
-            category="DANGER", title="Wrong idea", text=TEXT, episode=1, turns="2-3",
-            persistence="permanent", status="SUPERSEDED", invalidation_reason="it was wrong",
-            superseded_at_turn=12, superseded_at_episode=2,
-        ))
-        entries.append(LocationMemories(
-            location=LocationInfo(id=location_id, name=f"Room {location_id}",
-                                  visit_count=3, episodes=(1, 2)),
-            memories=tuple(memories),
-        ))
+            memories.append(
+                Memory(
+                    category="DISCOVERY",
+                    title=f"Fact {n}",
+                    text=TEXT,
+                    episode=1,
+                    turns=str(n + 1),
+                    score_change=n % 3,
+                    persistence="permanent",
+                )
+            )
+        memories.insert(
+            0,
+            Memory(
+                category="NOTE",
+                title="Old fact",
+                text=TEXT,
+                episode=1,
+                turns="1",
+                persistence="core",
+                status="SUPERSEDED",
+                superseded_by="Fact 0",
+                superseded_at_turn=9,
+                superseded_at_episode=1,
+            ),
+        )
+        memories.insert(
+            1,
+            Memory(
+                category="DANGER",
+                title="Wrong idea",
+                text=TEXT,
+                episode=1,
+                turns="2-3",
+                persistence="permanent",
+                status="SUPERSEDED",
+                invalidation_reason="it was wrong",
+                superseded_at_turn=12,
+                superseded_at_episode=2,
+            ),
+        )
+        entries.append(
+            LocationMemories(
+                location=LocationInfo(
+                    id=location_id, name=f"Room {location_id}", visit_count=3, episodes=(1, 2)
+                ),
+                memories=tuple(memories),
+            )
+        )
     return render_memories_md(entries)
 
 
@@ -107,15 +137,21 @@ def main_bench(argv: list[str] | None = None) -> int:
         command = [command_run(folder, file, i) for i in range(args.runs)]
         creating = [command_run(folder, file, i, create=True) for i in range(args.runs)]
     total = LOCATIONS * PER_LOCATION
-    print(f"import of {total} memories ({LOCATIONS} locations x {PER_LOCATION}) into an empty "
-          f"database, {len(text):,} bytes of Memories.md, median of {args.runs} runs:")
-    for name, samples in (("library (parse + plan + apply)", library),
-                          ("command main([... 'import', FILE, '--apply'])", command),
-                          ("same, the command also creating the database", creating)):
+    print(
+        f"import of {total} memories ({LOCATIONS} locations x {PER_LOCATION}) into an empty "
+        f"database, {len(text):,} bytes of Memories.md, median of {args.runs} runs:"
+    )
+    for name, samples in (
+        ("library (parse + plan + apply)", library),
+        ("command main([... 'import', FILE, '--apply'])", command),
+        ("same, the command also creating the database", creating),
+    ):
         median = statistics.median(samples) * 1000
         verdict = "ok" if median <= TARGET_MS else "OVER TARGET"
-        print(f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
-              f"min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})")
+        print(
+            f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
+            f"min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})"
+        )
     return 0
 
 

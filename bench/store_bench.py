@@ -30,8 +30,15 @@ TEXT = "The troll blocks the passage and swings his axe; a sword is the only def
 
 
 def memory(title: str, persistence: str = "permanent", turn: int = 1) -> Memory:
-    return Memory(category="DISCOVERY", title=title, text=TEXT, episode=1, turns=str(turn),
-                  score_change=0, persistence=persistence)
+    return Memory(
+        category="DISCOVERY",
+        title=title,
+        text=TEXT,
+        episode=1,
+        turns=str(turn),
+        score_change=0,
+        persistence=persistence,
+    )
 
 
 def median_us(samples: list[float]) -> float:
@@ -60,13 +67,23 @@ def fill(store: MemoryStore, total: int) -> None:
 
     location_count = total // 10
     with store._write() as conn:  # noqa: SLF001 - benchmark setup
-        conn.execute(insert(locations),
-                     [{"id": i, "name": f"Room {i}"} for i in range(location_count)])
+        conn.execute(
+            insert(locations), [{"id": i, "name": f"Room {i}"} for i in range(location_count)]
+        )
         rows = [
-            {"location_id": i % location_count, "category": "NOTE", "title": f"fact {i}",
-             "text": TEXT,
-             "episode": 1, "turn_start": i, "turn_end": None, "score_change": 0,
-             "persistence": "permanent", "status": "ACTIVE", "created_at": "2026-11-22T00:00:00"}
+            {
+                "location_id": i % location_count,
+                "category": "NOTE",
+                "title": f"fact {i}",
+                "text": TEXT,
+                "episode": 1,
+                "turn_start": i,
+                "turn_end": None,
+                "score_change": 0,
+                "persistence": "permanent",
+                "status": "ACTIVE",
+                "created_at": "2026-11-22T00:00:00",
+            }
             for i in range(total)
         ]
         conn.execute(insert(memories), rows)
@@ -77,16 +94,23 @@ def bench_size(total: int, runs: int, folder: Path) -> dict[str, float]:
     results: dict[str, float] = {}
     with MemoryStore.open(db) as store:
         fill(store, total)
-        results["add_memory (durable)"] = median_us(timed(
-            lambda i: store.add_memory(i % LOCATIONS, "Room", memory(f"new {i}")), runs))
-        results["supersede_memory"] = median_us(timed(
-            lambda i: store.supersede_memory(i % LOCATIONS, "Room", f"new {i}",
-                                             memory(f"newer {i}")), runs))
+        results["add_memory (durable)"] = median_us(
+            timed(lambda i: store.add_memory(i % LOCATIONS, "Room", memory(f"new {i}")), runs)
+        )
+        results["supersede_memory"] = median_us(
+            timed(
+                lambda i: store.supersede_memory(
+                    i % LOCATIONS, "Room", f"new {i}", memory(f"newer {i}")
+                ),
+                runs,
+            )
+        )
         # a location holding 10 live memories, as in the 110 x 10 layout
         location = 7
         live = store.get_persistent_count(location)
-        results["get_location_memory"] = median_us(timed(
-            lambda _i: store.get_location_memory(location), max(runs, 2000)))
+        results["get_location_memory"] = median_us(
+            timed(lambda _i: store.get_location_memory(location), max(runs, 2000))
+        )
         results["(live memories at the queried location)"] = live
 
         def reset(_i: int) -> None:
@@ -108,25 +132,31 @@ def raw_baselines(total: int, runs: int, folder: Path) -> dict[str, float]:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, loc INTEGER, title TEXT, text TEXT, "
-                 "status TEXT)")
+    conn.execute(
+        "CREATE TABLE m (id INTEGER PRIMARY KEY, loc INTEGER, title TEXT, text TEXT, status TEXT)"
+    )
     conn.execute("CREATE INDEX ix ON m (loc, status)")
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO m (loc, title, text, status) VALUES (?, ?, ?, 'ACTIVE')",
-                     ((i % LOCATIONS, f"fact {i}", TEXT) for i in range(total)))
+    conn.executemany(
+        "INSERT INTO m (loc, title, text, status) VALUES (?, ?, ?, 'ACTIVE')",
+        ((i % LOCATIONS, f"fact {i}", TEXT) for i in range(total)),
+    )
     conn.execute("COMMIT")
 
     def insert(i: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO m (loc, title, text, status) VALUES (?, ?, ?, 'ACTIVE')",
-                     (i % LOCATIONS, f"raw {i}", TEXT))
+        conn.execute(
+            "INSERT INTO m (loc, title, text, status) VALUES (?, ?, ?, 'ACTIVE')",
+            (i % LOCATIONS, f"raw {i}", TEXT),
+        )
         conn.execute("COMMIT")
 
     query = "SELECT title, text FROM m WHERE loc = ? AND status != 'SUPERSEDED' ORDER BY id"
     out = {
         "raw sqlite3 durable insert": median_us(timed(insert, runs)),
-        "raw sqlite3 indexed per-location query": median_us(timed(
-            lambda _i: conn.execute(query, (7,)).fetchall(), max(runs, 2000))),
+        "raw sqlite3 indexed per-location query": median_us(
+            timed(lambda _i: conn.execute(query, (7,)).fetchall(), max(runs, 2000))
+        ),
     }
     conn.close()
     return out
@@ -151,7 +181,9 @@ def main() -> None:
                 target = targets.get(name)
                 verdict = ""
                 if target is not None:
-                    verdict = f"  target <= {target:.0f} us: {'met' if value <= target else 'MISSED'}"
+                    verdict = (
+                        f"  target <= {target:.0f} us: {'met' if value <= target else 'MISSED'}"
+                    )
                 print(f"  {name:42s} {value:9.1f} us{verdict}")
 
 

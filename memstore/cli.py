@@ -37,6 +37,7 @@ __all__ = ["COMMANDS", "CliError", "Command", "Context", "build_parser", "comman
 
 PROG = "memstore"
 DEFAULT_EXPORT = Path("game_files") / "Memories.md"
+DEFAULT_NOTES = Path("game_files") / "Notes.md"
 #: modules named like this, inside the memstore package, may register more commands
 PLUGIN_PREFIX = "cli_"
 
@@ -114,9 +115,7 @@ class Context:
         from memstore.store import MemoryStore
 
         if not create and not self.db_exists():
-            raise CliError(
-                f"no database at {self.db_display} (give --db PATH or set MEMSTORE_DB)"
-            )
+            raise CliError(f"no database at {self.db_display} (give --db PATH or set MEMSTORE_DB)")
         store = MemoryStore.open(
             self.db, config=load_config(db=self.db), busy_timeout_s=self.args.busy_timeout
         )
@@ -154,34 +153,70 @@ def _read_text(path: str) -> str:
 
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=str(DEFAULT_EXPORT),
-                        help=f"the file to write (default: {DEFAULT_EXPORT})")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if the file differs from the database")
+    parser.add_argument(
+        "--out", default=str(DEFAULT_EXPORT), help=f"the file to write (default: {DEFAULT_EXPORT})"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the file differs from the database",
+    )
+    parser.add_argument(
+        "--notes",
+        nargs="?",
+        const=str(DEFAULT_NOTES),
+        default=None,
+        metavar="PATH",
+        help="also write the agent-flagged memories to PATH "
+        f"(default when given without PATH: {DEFAULT_NOTES})",
+    )
 
 
-@command("export", help="write the database's memories to Memories.md (atomically)",
-         configure=_configure_export)
+@command(
+    "export",
+    help="write the database's memories to Memories.md (atomically)",
+    configure=_configure_export,
+)
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters import render_memories_md
     from memstore.export_file import export_check, write_atomically
 
     with ctx.open_store() as store:
         entries = store.export_locations()
+        notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries)
     count = sum(len(entry.memories) for entry in entries)
     if args.check:
+        if notes is not None and not export_check(args.notes, notes):
+            print(
+                f"{PROG}: {args.notes} differs from what the database would export; run "
+                f"`memstore export --notes {args.notes}`",
+                file=ctx.err,
+            )
+            return 1
         if export_check(args.out, text):
             ctx.print(f"{args.out} is up to date ({len(entries)} locations, {count} memories)")
             return 0
         reason = "does not exist" if not Path(args.out).exists() else "differs from"
         what = "" if reason == "does not exist" else " what the database would export"
-        print(f"{PROG}: {args.out} {reason}{what}; run `memstore export --out {args.out}`",
-              file=ctx.err)
+        print(
+            f"{PROG}: {args.out} {reason}{what}; run `memstore export --out {args.out}`",
+            file=ctx.err,
+        )
         return 1
     write_atomically(args.out, text)
     ctx.print(f"wrote {args.out}: {len(entries)} locations, {count} memories")
+    if notes is not None:
+        write_atomically(args.notes, notes)
+        ctx.print(f"wrote {args.notes}: agent-flagged memories")
     return 0
+
+
+def _notes_text(store: Any) -> str:
+    from exporters import render_notes_md
+    from memstore.flagged import FlaggedMemories
+
+    return render_notes_md(FlaggedMemories(store).all())
 
 
 # --- import ------------------------------------------------------------------------------------
@@ -189,19 +224,28 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
 
 def _configure_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the Memories.md file to read")
-    parser.add_argument("--apply", action="store_true",
-                        help="write the changes (without it: only print the plan)")
-    parser.add_argument("--prune", action="store_true",
-                        help="delete database memories that are missing from the file")
-    parser.add_argument("--skip-invalid", action="store_true",
-                        help="apply the valid parts of a file that has problems")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="list every memory and location that would change")
+    parser.add_argument(
+        "--apply", action="store_true", help="write the changes (without it: only print the plan)"
+    )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete database memories that are missing from the file",
+    )
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="apply the valid parts of a file that has problems",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every memory and location that would change",
+    )
 
 
-def import_file(
-    store: Any, text: str, *, prune: bool = False
-) -> tuple[Any, Any]:
+def import_file(store: Any, text: str, *, prune: bool = False) -> tuple[Any, Any]:
     """Parse ``text`` and plan its import into ``store``: (ParseResult, ImportPlan)."""
     from exporters import parse_memories_md
     from memstore.importing import plan_import
@@ -212,8 +256,11 @@ def import_file(
     return parsed, plan
 
 
-@command("import", help="compare Memories.md with the database; --apply writes the changes",
-         configure=_configure_import)
+@command(
+    "import",
+    help="compare Memories.md with the database; --apply writes the changes",
+    configure=_configure_import,
+)
 def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     text = _read_text(args.file)
     if ctx.db_exists():
@@ -267,11 +314,35 @@ def _report_plan(
 
 
 def _configure_show(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("location", help="the location's number (Z-machine object id)")
+    parser.add_argument("location", nargs="?", help="the location's number (Z-machine object id)")
+    parser.add_argument(
+        "--flagged",
+        type=int,
+        nargs="?",
+        const=20,
+        default=None,
+        metavar="N",
+        help="list the N most important agent-flagged memories (default 20)",
+    )
 
 
-@command("show", help="print what the agent sees at a location", configure=_configure_show)
+@command(
+    "show",
+    help="print what the agent sees at a location, or the agent's flagged notes",
+    configure=_configure_show,
+)
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    if args.flagged is not None:
+        from memstore.flagged import FlaggedMemories
+        from memstore.memory_tools import format_top_memories
+
+        with ctx.open_store() as store:
+            top = FlaggedMemories(store).top(max(1, args.flagged))
+        ctx.print(format_top_memories(top) if top else "no agent-flagged memories")
+        if args.location is None:
+            return 0
+    if args.location is None:
+        raise CliError("give a location number, or --flagged")
     location = location_id(args.location)
     with ctx.open_store() as store:
         info = store.location(location)
@@ -315,8 +386,9 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
         chain = store.history(location, args.title)
     if not chain:
         raise MemoryNotFound(f"no memory titled {args.title!r} at location {location}")
-    ctx.print(f"history of {args.title!r} at location {location} ({len(chain)} memories, "
-              f"oldest first):")
+    ctx.print(
+        f"history of {args.title!r} at location {location} ({len(chain)} memories, oldest first):"
+    )
     for number, memory in enumerate(chain, 1):
         ctx.print(f"{number}. {_describe(memory)}")
     return 0
@@ -392,12 +464,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Spatial memory for LLM agents playing Zork I."
     )
     parser.add_argument(
-        "--db", default=None,
+        "--db",
+        default=None,
         help="database path or sqlite URL (default: $MEMSTORE_DB, [tool.memstore] db, "
-             "or game_files/memories.db)",
+        "or game_files/memories.db)",
     )
     parser.add_argument(
-        "--busy-timeout", type=_busy_timeout, default=30.0, metavar="SECONDS",
+        "--busy-timeout",
+        type=_busy_timeout,
+        default=30.0,
+        metavar="SECONDS",
         help="how long to wait for another process's lock (default: 30)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -58,8 +58,7 @@ class MemstoreConfig(BaseModel):
     def _window_warning(cls, value: int) -> int:
         if value > 10:
             warnings.warn(
-                f"history_window = {value} may use excessive context; recommended 3-8, "
-                "at most 10",
+                f"history_window = {value} may use excessive context; recommended 3-8, at most 10",
                 stacklevel=2,
             )
         return value

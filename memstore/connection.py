@@ -94,7 +94,9 @@ def check_existing(target: Target) -> bool:
         finally:
             probe.close()
     except sqlite3.DatabaseError as exc:
-        raise NotAMemstoreDatabase(f"{path} cannot be read as SQLite ({exc}); left untouched") from exc
+        raise NotAMemstoreDatabase(
+            f"{path} cannot be read as SQLite ({exc}); left untouched"
+        ) from exc
     if not tables:
         return True
     if "alembic_version" not in tables or "memories" not in tables:

@@ -60,8 +60,10 @@ class DemoReport:
         ]
         for episode, (have, seen) in self.coverage.items():
             share = have / seen if seen else 0.0
-            lines.append(f"coverage, episode {episode}: {have}/{seen} visited locations have "
-                         f"memories ({share:.0%})")
+            lines.append(
+                f"coverage, episode {episode}: {have}/{seen} visited locations have "
+                f"memories ({share:.0%})"
+            )
         lines += [
             "memories by tier: " + ", ".join(f"{k} {v}" for k, v in self.by_tier.items()),
             "memories by category: "
@@ -85,8 +87,10 @@ def mode_line(config: MemstoreConfig, llm: LLMCallable | None) -> str:
         return "memory synthesis: injected LLM callable"
     if config.llm_configured:
         return f"memory synthesis: LLM through litellm, model {config.model}"
-    return ("memory synthesis: OFFLINE RECORDER (no model configured; it stores only facts "
-            "the Z-machine proves; set --model or MEMSTORE_MODEL to use an LLM)")
+    return (
+        "memory synthesis: OFFLINE RECORDER (no model configured; it stores only facts "
+        "the Z-machine proves; set --model or MEMSTORE_MODEL to use an LLM)"
+    )
 
 
 class _Progress:
@@ -99,8 +103,9 @@ class _Progress:
             return
         width = 30
         filled = width * self.done // self.total
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] "
-                          f"{self.done}/{self.total} {label[:30]:30s}")
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label[:30]:30s}"
+        )
         if self.done == self.total:
             self.stream.write("\n")
         self.stream.flush()
@@ -137,8 +142,7 @@ def run_demo(
     report.triggers_fired = status["triggers_fired"]
     report.llm_calls = status["llm_calls"]
     store_status = store.get_status()
-    report.by_tier = {k: v for k, v in store_status["memories_by_tier"].items()
-                      if k != "ephemeral"}
+    report.by_tier = {k: v for k, v in store_status["memories_by_tier"].items() if k != "ephemeral"}
     report.by_category = store_status["memories_by_category"]
     if out is not None:
         from exporters import render_memories_md
@@ -149,8 +153,13 @@ def run_demo(
     return report
 
 
-def _play_episode(game: ZorkGame, manager: SimpleMemoryManager, actions: list[str],
-                  report: DemoReport, bar: _Progress) -> None:
+def _play_episode(
+    game: ZorkGame,
+    manager: SimpleMemoryManager,
+    actions: list[str],
+    report: DemoReport,
+    bar: _Progress,
+) -> None:
     episode = manager.episode
     report.episodes.append(episode)
     _, snapshot = game.reset()
@@ -163,7 +172,10 @@ def _play_episode(game: ZorkGame, manager: SimpleMemoryManager, actions: list[st
         result = game.step(action)
         t2 = time.perf_counter()
         manager.record_action_outcome(
-            result.before.location_id, result.before.location_name, action, result.response,
+            result.before.location_id,
+            result.before.location_name,
+            action,
+            result.response,
             z_machine_context(result.before, result.after, result.response),
             memory_tokens=tokens,
         )
@@ -176,8 +188,8 @@ def _play_episode(game: ZorkGame, manager: SimpleMemoryManager, actions: list[st
         bar.advance(f"ep{episode} {snapshot.location_name}")
     report.scores[episode] = snapshot.score
     with_memory = sum(
-        1 for place in visited
+        1
+        for place in visited
         if manager.store.get_persistent_count(place) + manager.store.get_ephemeral_count(place)
     )
     report.coverage[episode] = (with_memory, len(visited))
-

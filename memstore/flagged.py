@@ -173,8 +173,7 @@ class FlaggedMemories:
                 existing_id, existing_importance = duplicate
                 if importance > existing_importance:
                     conn.execute(
-                        update(table).where(table.c.id == existing_id)
-                        .values(importance=importance)
+                        update(table).where(table.c.id == existing_id).values(importance=importance)
                     )
                 return False
             conn.execute(
@@ -274,7 +273,8 @@ class FlaggedMemories:
         labels: dict[object, str] = {}
         for memory in memories:
             key: object = (
-                memory.location_id if memory.location_id is not None
+                memory.location_id
+                if memory.location_id is not None
                 else ("name", normalise(memory.location_name))
             )
             counts[key] = counts.get(key, 0) + 1

@@ -293,7 +293,8 @@ def _escape_inline(value: str) -> str:
 
 def _differences(old: Memory, new: Memory) -> tuple[str, ...]:
     return tuple(
-        name for name in (*CONTENT_FIELDS, *STATUS_FIELDS)
+        name
+        for name in (*CONTENT_FIELDS, *STATUS_FIELDS)
         if getattr(old, name) != getattr(new, name)
     )
 
@@ -372,20 +373,24 @@ def plan_import(
             found = lines.memory_lines(location.id, title) or [
                 lines.location_lines.get(location.id, 0)
             ]
-            all_problems.append(ImportProblem(
-                found[min(1, len(found) - 1)],
-                f"location {location.id} has {live_titles[title]} non-superseded memories "
-                f"titled {title!r} (one is allowed): all of them skipped",
-            ))
+            all_problems.append(
+                ImportProblem(
+                    found[min(1, len(found) - 1)],
+                    f"location {location.id} has {live_titles[title]} non-superseded memories "
+                    f"titled {title!r} (one is allowed): all of them skipped",
+                )
+            )
 
         for memory in entry.memories:
             key = memory_key(location.id, memory)
             if memory.persistence is Persistence.EPHEMERAL:
-                all_problems.append(ImportProblem(
-                    lines.memory_line(location.id, memory.title),
-                    f"EPHEMERAL memory {memory.title!r} at location {location.id} skipped: "
-                    f"ephemeral memories are never stored from Memories.md",
-                ))
+                all_problems.append(
+                    ImportProblem(
+                        lines.memory_line(location.id, memory.title),
+                        f"EPHEMERAL memory {memory.title!r} at location {location.id} skipped: "
+                        f"ephemeral memories are never stored from Memories.md",
+                    )
+                )
                 protected.add(key)
                 continue
             if memory.status is not Status.SUPERSEDED and memory.title in duplicates:
@@ -397,13 +402,15 @@ def plan_import(
                 used[key] = occurrence + 1
                 old = candidates[occurrence]
                 fields = _differences(old, memory)
-                changes.append(MemoryChange(
-                    _kind(fields), location.id, location.name, old, memory, occurrence, fields
-                ))
+                changes.append(
+                    MemoryChange(
+                        _kind(fields), location.id, location.name, old, memory, occurrence, fields
+                    )
+                )
             else:
-                changes.append(MemoryChange(
-                    ChangeKind.ADDED, location.id, location.name, None, memory
-                ))
+                changes.append(
+                    MemoryChange(ChangeKind.ADDED, location.id, location.name, None, memory)
+                )
 
     missing: list[MemoryChange] = []
     seen: dict[MemoryKey, int] = {}
@@ -413,9 +420,7 @@ def plan_import(
         if occurrence < used.get(key, 0) or key in protected:
             continue
         old = db_memories[key][occurrence]
-        missing.append(MemoryChange(
-            ChangeKind.MISSING, location_id, name, old, None, occurrence
-        ))
+        missing.append(MemoryChange(ChangeKind.MISSING, location_id, name, old, None, occurrence))
 
     changes = _drop_title_conflicts(changes, missing, prune, lines, all_problems)
     return ImportPlan(
@@ -453,13 +458,15 @@ def _drop_title_conflicts(
         )
         if holder is not None and becomes_live:
             old = holder.memory
-            problems.append(ImportProblem(
-                lines.memory_line(change.location_id, memory.title),
-                f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
-                f"{change.location_id} would replace the database's live memory with that "
-                f"title (Ep{old.episode}, T{old.turns}), which is not in the file: "
-                f"use --prune to delete it, or keep it in the file; memory skipped",
-            ))
+            problems.append(
+                ImportProblem(
+                    lines.memory_line(change.location_id, memory.title),
+                    f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
+                    f"{change.location_id} would replace the database's live memory with that "
+                    f"title (Ep{old.episode}, T{old.turns}), which is not in the file: "
+                    f"use --prune to delete it, or keep it in the file; memory skipped",
+                )
+            )
             continue
         kept.append(change)
     return kept

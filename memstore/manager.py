@@ -150,8 +150,8 @@ class SimpleMemoryManager:
         self.turn += 1
         self.store.current_turn = self.turn
         self.counters["turns"] += 1
-        first_visit = ctx.first_visit if ctx.first_visit is not None else (
-            location_id not in self._visited
+        first_visit = (
+            ctx.first_visit if ctx.first_visit is not None else (location_id not in self._visited)
         )
         if location_id != self._last_location:  # arrived here: one visit
             self._pending.visits.append((location_id, location_name, self.episode))
@@ -160,46 +160,76 @@ class SimpleMemoryManager:
         applied = None
         if triggers:
             self.counters["triggers_fired"] += 1
-            applied = self._synthesize(location_id, location_name, action, response, ctx,
-                                       triggers, first_visit)
+            applied = self._synthesize(
+                location_id, location_name, action, response, ctx, triggers, first_visit
+            )
         self._visited.add(location_id)
         self._last_location = location_id
         self._actions.append((self.turn, action, response))
-        self._pending.turns.append({
-            "run_id": self.run_id, "episode": self.episode, "turn": self.turn,
-            "location_id": location_id, "action": action,
-            "score_before": ctx.score_before, "score_after": ctx.score_after,
-            "location_after": ctx.location_after,
-            "state_changed": int(ctx.score_delta != 0 or ctx.location_changed
-                                 or ctx.inventory_changed),
-            "died": int(ctx.died), "triggers": ",".join(triggers),
-            "memory_tokens": memory_tokens,
-            "overhead_us": (time.perf_counter() - started) * 1e6,
-            "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
-        })
+        self._pending.turns.append(
+            {
+                "run_id": self.run_id,
+                "episode": self.episode,
+                "turn": self.turn,
+                "location_id": location_id,
+                "action": action,
+                "score_before": ctx.score_before,
+                "score_after": ctx.score_after,
+                "location_after": ctx.location_after,
+                "state_changed": int(
+                    ctx.score_delta != 0 or ctx.location_changed or ctx.inventory_changed
+                ),
+                "died": int(ctx.died),
+                "triggers": ",".join(triggers),
+                "memory_tokens": memory_tokens,
+                "overhead_us": (time.perf_counter() - started) * 1e6,
+                "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            }
+        )
         return applied
 
     # --- synthesis ---------------------------------------------------------------------------
 
     def _synthesize(
-        self, location_id: int, location_name: str, action: str, response: str,
-        ctx: ZMachineContext, triggers: list[Trigger], first_visit: bool,
+        self,
+        location_id: int,
+        location_name: str,
+        action: str,
+        response: str,
+        ctx: ZMachineContext,
+        triggers: list[Trigger],
+        first_visit: bool,
     ) -> AppliedSynthesis | None:
         existing = number_memories(self.store.memories(location_id))
         started = time.perf_counter()
-        entry: dict[str, Any] = {"triggers": ",".join(triggers), "mode": self.mode,
-                                 "model": self.model}
+        entry: dict[str, Any] = {
+            "triggers": ",".join(triggers),
+            "mode": self.mode,
+            "model": self.model,
+        }
         if self._llm is None:
-            answer = record_offline(location_id=location_id, location_name=location_name,
-                                    action=action, response=response, ctx=ctx, existing=existing)
+            answer = record_offline(
+                location_id=location_id,
+                location_name=location_name,
+                action=action,
+                response=response,
+                ctx=ctx,
+                existing=existing,
+            )
             raw = answer.model_dump_json()
         else:
             self.counters["llm_calls"] += 1
             messages = build_synthesis_messages(
-                location_id=location_id, location_name=location_name, action=action,
-                response=response, ctx=ctx, existing=existing,
-                recent_actions=list(self._actions), recent_reasoning=list(self._reasoning),
-                first_visit=first_visit, turn=self.turn,
+                location_id=location_id,
+                location_name=location_name,
+                action=action,
+                response=response,
+                ctx=ctx,
+                existing=existing,
+                recent_actions=list(self._actions),
+                recent_reasoning=list(self._reasoning),
+                first_visit=first_visit,
+                turn=self.turn,
             )
             try:
                 raw, answer = synthesize(self._llm, messages)
@@ -213,17 +243,28 @@ class SimpleMemoryManager:
         self._count_guards(decision)
         entry.update(raw_answer=raw, decision=answer.model_dump_json())
         if not decision.has_effect:
-            self._pending.decisions.append(decision_row(
-                entry, location_id=location_id, location_name=location_name,
-                episode=self.episode, turn=self.turn))
+            self._pending.decisions.append(
+                decision_row(
+                    entry,
+                    location_id=location_id,
+                    location_name=location_name,
+                    episode=self.episode,
+                    turn=self.turn,
+                )
+            )
             return None
         new_memory = self._new_memory(decision, ctx)
         applied = self.store.apply_synthesis(
-            location_id, location_name, new_memory=new_memory,
+            location_id,
+            location_name,
+            new_memory=new_memory,
             supersede_titles=decision.supersede_titles,
             invalidate_titles=decision.invalidate_titles,
             invalidation_reason=decision.invalidation_reason,
-            episode=self.episode, turn=self.turn, log=entry, bookkeeping=self._pending,
+            episode=self.episode,
+            turn=self.turn,
+            log=entry,
+            bookkeeping=self._pending,
         )
         self._pending.clear()
         self.counters["memories_written"] += int(applied.new_memory is not None)
@@ -244,36 +285,55 @@ class SimpleMemoryManager:
         self.counters["forbidden_transitions"] += decision.forbidden_count
         self.counters["duplicates_dropped"] += int(decision.duplicate_title)
         if decision.hallucinated_count:
-            log.warning("ignored references to memories that do not exist here: %s",
-                        decision.hallucinated_references)
+            log.warning(
+                "ignored references to memories that do not exist here: %s",
+                decision.hallucinated_references,
+            )
 
     def _count_usage(self, entry: dict[str, Any]) -> None:
         usage = getattr(self._llm, "last_usage", None)
         if usage is None:
             return
-        entry.update(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                     cost_usd=usage.cost_usd)
+        entry.update(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+        )
         self.tokens["prompt"] += usage.prompt_tokens or 0
         self.tokens["completion"] += usage.completion_tokens or 0
         self.cost_usd += usage.cost_usd or 0.0
 
     def _record_failure(
-        self, exc: SynthesisError, entry: dict[str, Any], started: float,
-        location_id: int, location_name: str,
+        self,
+        exc: SynthesisError,
+        entry: dict[str, Any],
+        started: float,
+        location_id: int,
+        location_name: str,
     ) -> None:
         kind = str(exc.kind)
         self.failures[kind] += 1
-        log.warning("memory synthesis failed (%s): %s; turn %d skipped", kind, exc.message,
-                    self.turn)
-        entry.update(error_kind=kind, error=exc.message[:2000],
-                     latency_ms=(time.perf_counter() - started) * 1000)
+        log.warning(
+            "memory synthesis failed (%s): %s; turn %d skipped", kind, exc.message, self.turn
+        )
+        entry.update(
+            error_kind=kind,
+            error=exc.message[:2000],
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
         cause = exc.__cause__
         raw = getattr(cause, "raw", None) or getattr(exc, "raw", None)
         if isinstance(raw, str):
             entry["raw_answer"] = raw
-        self._pending.decisions.append(decision_row(
-            entry, location_id=location_id, location_name=location_name,
-            episode=self.episode, turn=self.turn))
+        self._pending.decisions.append(
+            decision_row(
+                entry,
+                location_id=location_id,
+                location_name=location_name,
+                episode=self.episode,
+                turn=self.turn,
+            )
+        )
 
     # --- monitoring --------------------------------------------------------------------------
 
@@ -337,10 +397,14 @@ def rebuild_from_log(source: MemoryStore, target: MemoryStore) -> int:
             target.reset_episode()  # ephemeral memories never outlive their episode
         episode = applied.episode
         target.apply_synthesis(
-            applied.location_id, applied.location_name, new_memory=applied.new_memory,
-            supersede_titles=applied.superseded, invalidate_titles=applied.invalidated,
+            applied.location_id,
+            applied.location_name,
+            new_memory=applied.new_memory,
+            supersede_titles=applied.superseded,
+            invalidate_titles=applied.invalidated,
             invalidation_reason=applied.invalidation_reason,
-            episode=applied.episode, turn=applied.turn,
+            episode=applied.episode,
+            turn=applied.turn,
         )
         replayed += 1
     return replayed

@@ -224,7 +224,7 @@ def parse_query_answer(raw: str) -> tuple[list[int], str]:
         marker = _ANSWER.match(line)
         if marker and not in_answer:
             in_answer = True
-            answer_lines = [line[marker.end():]]
+            answer_lines = [line[marker.end() :]]
             continue
         answer_lines.append(line)
     return cited, "\n".join(answer_lines).strip()
@@ -307,8 +307,14 @@ class MemoryToolkit:
         """Store what the agent flagged this turn (``FlaggedMemories.add_flagged_memory``):
         True if stored, False if empty or a near-duplicate. Raises on invalid arguments."""
         return self.memories.add_flagged_memory(
-            content, importance, turn, location_id, location_name,
-            score=score, moves=moves, episode=episode,
+            content,
+            importance,
+            turn,
+            location_id,
+            location_name,
+            score=score,
+            moves=moves,
+            episode=episode,
         )
 
     def get_memory_count(self) -> int:
@@ -379,8 +385,12 @@ class MemoryToolkit:
             if dropped:
                 lines.append(f"{dropped_note} The model's answer was discarded.")
             return "\n".join(lines)
-        lines = [f"Question: {question}", f"Answer: {answer or '(no answer given)'}", "",
-                 "Relevant memories:"]
+        lines = [
+            f"Question: {question}",
+            f"Answer: {answer or '(no answer given)'}",
+            "",
+            "Relevant memories:",
+        ]
         for number in valid:
             memory = memories[number - 1]
             lines.append(
@@ -417,7 +427,8 @@ class MemoryToolkit:
         if len(groups) == 1:
             return self._describe_group(next(iter(groups.values())))
         listing = ", ".join(
-            f"#{location_id} {group[0].location_name}" if location_id is not None
+            f"#{location_id} {group[0].location_name}"
+            if location_id is not None
             else f"{group[0].location_name} (no number)"
             for location_id, group in groups.items()
         )

@@ -53,8 +53,9 @@ def turns_to_first_score(records: Iterable[Mapping[str, Any]]) -> dict[int, int 
     return result
 
 
-def compute_metrics(records: list[Mapping[str, Any]],
-                    coverage: Mapping[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+def compute_metrics(
+    records: list[Mapping[str, Any]], coverage: Mapping[int, tuple[int, int]] | None = None
+) -> dict[str, Any]:
     """All metrics for one run's records; ``coverage`` maps episode -> (with memory, visited)."""
     tokens = [float(r["memory_tokens"]) for r in records]
     overhead = [float(r["overhead_us"]) for r in records]
@@ -63,7 +64,8 @@ def compute_metrics(records: list[Mapping[str, Any]],
     first = milestones[episodes[0]] if episodes else None
     change = {
         episode: (milestones[episode] - first)
-        if milestones[episode] is not None and first is not None else None
+        if milestones[episode] is not None and first is not None
+        else None
         for episode in episodes[1:]
     }
     return {
@@ -71,22 +73,26 @@ def compute_metrics(records: list[Mapping[str, Any]],
         "episodes": episodes,
         "triggered_turns": sum(1 for r in records if r["triggers"]),
         "repeated_failed_action_rate": repeated_failed_action_rate(records),
-        "memory_tokens_per_turn": {"median": statistics.median(tokens) if tokens else 0.0,
-                                   "p95": percentile(tokens, 0.95)},
-        "overhead_us_per_turn": {"median": statistics.median(overhead) if overhead else 0.0,
-                                 "p95": percentile(overhead, 0.95)},
+        "memory_tokens_per_turn": {
+            "median": statistics.median(tokens) if tokens else 0.0,
+            "p95": percentile(tokens, 0.95),
+        },
+        "overhead_us_per_turn": {
+            "median": statistics.median(overhead) if overhead else 0.0,
+            "p95": percentile(overhead, 0.95),
+        },
         "turns_to_first_score": milestones,
         "turns_to_first_score_change": change,
         "coverage_by_episode": {
-            episode: {"with_memory": have, "visited": seen,
-                      "share": have / seen if seen else 0.0}
+            episode: {"with_memory": have, "visited": seen, "share": have / seen if seen else 0.0}
             for episode, (have, seen) in sorted((coverage or {}).items())
         },
     }
 
 
-def coverage_from_records(records: list[Mapping[str, Any]],
-                          has_memory: Mapping[int, bool]) -> dict[int, tuple[int, int]]:
+def coverage_from_records(
+    records: list[Mapping[str, Any]], has_memory: Mapping[int, bool]
+) -> dict[int, tuple[int, int]]:
     """Coverage per episode from the locations the records visited and who has memories now."""
     visited: dict[int, set[int]] = {}
     for record in records:
@@ -114,12 +120,17 @@ def format_metrics(metrics: Mapping[str, Any]) -> str:
         f"p95 {overhead['p95']:.0f} us",
     ]
     for episode, cover in metrics["coverage_by_episode"].items():
-        lines.append(f"coverage, episode {episode}: {cover['with_memory']}/{cover['visited']} "
-                     f"visited locations have memories ({cover['share']:.0%})")
-    firsts = ", ".join(f"ep{e}: {t if t is not None else '-'}"
-                       for e, t in metrics["turns_to_first_score"].items())
+        lines.append(
+            f"coverage, episode {episode}: {cover['with_memory']}/{cover['visited']} "
+            f"visited locations have memories ({cover['share']:.0%})"
+        )
+    firsts = ", ".join(
+        f"ep{e}: {t if t is not None else '-'}" for e, t in metrics["turns_to_first_score"].items()
+    )
     lines.append(f"turns to the first point of score: {firsts}")
     for episode, delta in metrics["turns_to_first_score_change"].items():
-        lines.append(f"  change in episode {episode} vs the first: "
-                     f"{'+' if (delta or 0) >= 0 else ''}{delta if delta is not None else '-'} turns")
+        lines.append(
+            f"  change in episode {episode} vs the first: "
+            f"{'+' if (delta or 0) >= 0 else ''}{delta if delta is not None else '-'} turns"
+        )
     return "\n".join(lines)

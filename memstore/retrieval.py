@@ -68,9 +68,7 @@ def format_location_memory(
     return _assemble(rows, lines, chosen)
 
 
-def _choose(
-    rows: list[ContextRow], costs: list[int], budget: int, header_cost: int
-) -> set[int]:
+def _choose(rows: list[ContextRow], costs: list[int], budget: int, header_cost: int) -> set[int]:
     """Greedy by priority; reserves room for the "not shown" line and the tentative header."""
     remaining = budget - (count_tokens(left_out_line(len(rows))) + 1)
     chosen: set[int] = set()

@@ -106,9 +106,7 @@ def _memory_columns(persistence_values: list[str], location_fk: bool) -> list:
         CheckConstraint("length(trim(title)) > 0", name="title_not_blank"),
         CheckConstraint("episode >= 1", name="episode_positive"),
         CheckConstraint("turn_start >= 0", name="turn_not_negative"),
-        CheckConstraint(
-            "turn_end IS NULL OR turn_end >= turn_start", name="turn_range_ordered"
-        ),
+        CheckConstraint("turn_end IS NULL OR turn_end >= turn_start", name="turn_range_ordered"),
     ]
 
 
@@ -148,9 +146,7 @@ memory_links = Table(
     Column("turn", Integer, nullable=False),
     Column("reason", Text, nullable=True),
     Column("created_at", Text, nullable=False),
-    CheckConstraint(
-        "superseded_by_id IS NULL OR reason IS NULL", name="superseded_or_invalidated"
-    ),
+    CheckConstraint("superseded_by_id IS NULL OR reason IS NULL", name="superseded_or_invalidated"),
     CheckConstraint("reason IS NULL OR length(trim(reason)) > 0", name="reason_not_blank"),
 )
 Index("ix_memory_links_superseded_by_id", memory_links.c.superseded_by_id)
@@ -180,8 +176,9 @@ synthesis_decisions = Table(
     Column("created_at", Text, nullable=False),
     CheckConstraint("mode IN ('llm', 'offline')", name="mode_known"),
 )
-Index("ix_synthesis_decisions_episode_turn", synthesis_decisions.c.episode,
-      synthesis_decisions.c.turn)
+Index(
+    "ix_synthesis_decisions_episode_turn", synthesis_decisions.c.episode, synthesis_decisions.c.turn
+)
 
 turn_records = Table(
     "turn_records",
@@ -202,8 +199,12 @@ turn_records = Table(
     Column("overhead_us", Float, nullable=False),
     Column("created_at", Text, nullable=False),
 )
-Index("ix_turn_records_run_id_episode_turn", turn_records.c.run_id, turn_records.c.episode,
-      turn_records.c.turn)
+Index(
+    "ix_turn_records_run_id_episode_turn",
+    turn_records.c.run_id,
+    turn_records.c.episode,
+    turn_records.c.turn,
+)
 
 # --- revision 0003: memories the agent flags itself (spec 001) --------------------------------
 
@@ -278,5 +279,7 @@ def ephemeral_ddl() -> list[str]:
         for table in ephemeral_metadata.sorted_tables
     ]
     for table in ephemeral_metadata.sorted_tables:
-        statements.extend(str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes)
+        statements.extend(
+            str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes
+        )
     return statements

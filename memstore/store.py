@@ -85,25 +85,26 @@ TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
 # Statements used on every turn are built once: building a Core statement costs more than
 # running it. Parameters are bound by name at execution.
 _FIND_LIVE = {
-    tier: select(table.c.id, table.c.persistence).where(
+    tier: select(table.c.id, table.c.persistence)
+    .where(
         table.c.location_id == bindparam("location_id"),
         table.c.title == bindparam("title"),
         table.c.status != _SUPERSEDED,
         table.c.id.not_in(bindparam("excluded", expanding=True)),
-    ).limit(1)
+    )
+    .limit(1)
     for tier, table in TIERS
 }
 _INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
 _MARK_SUPERSEDED = {
-    tier: update(table).where(table.c.id == bindparam("memory_id"))
+    tier: update(table)
+    .where(table.c.id == bindparam("memory_id"))
     .values(status=Status.SUPERSEDED.value)
     for tier, table in TIERS
 }
 _INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
 _ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
-_upsert = sqlite_insert(locations).values(
-    id=bindparam("id"), name=bindparam("name"), visit_count=1
-)
+_upsert = sqlite_insert(locations).values(id=bindparam("id"), name=bindparam("name"), visit_count=1)
 _VISIT_LOCATION = _upsert.on_conflict_do_update(
     index_elements=["id"],
     set_={"name": _upsert.excluded.name, "visit_count": locations.c.visit_count + 1},
@@ -206,7 +207,10 @@ class MemoryStore:
     """Location memories in SQLite, with the spec's API (spec 002 "Public API", 004)."""
 
     def __init__(
-        self, target: Target, *, config: MemstoreConfig | None = None,
+        self,
+        target: Target,
+        *,
+        config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
         """Use ``MemoryStore.open``; this assumes the target was checked."""
@@ -236,7 +240,10 @@ class MemoryStore:
 
     @classmethod
     def open(
-        cls, path_or_url: str | Path | None = None, *, config: MemstoreConfig | None = None,
+        cls,
+        path_or_url: str | Path | None = None,
+        *,
+        config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> MemoryStore:
         """Open (or create, at the head schema revision) a memstore database.
@@ -350,12 +357,18 @@ class MemoryStore:
             row = conn.execute(select(locations).where(locations.c.id == location_id)).first()
             if row is None:
                 return None
-            episodes = conn.execute(
-                select(location_episodes.c.episode)
-                .where(location_episodes.c.location_id == location_id)
-            ).scalars().all()
-        return LocationInfo(id=row.id, name=row.name, visit_count=row.visit_count,
-                            episodes=tuple(episodes))
+            episodes = (
+                conn.execute(
+                    select(location_episodes.c.episode).where(
+                        location_episodes.c.location_id == location_id
+                    )
+                )
+                .scalars()
+                .all()
+            )
+        return LocationInfo(
+            id=row.id, name=row.name, visit_count=row.visit_count, episodes=tuple(episodes)
+        )
 
     def locations(self) -> list[LocationInfo]:
         """Every stored location, by id."""
@@ -365,16 +378,18 @@ class MemoryStore:
             for location_id, episode in conn.execute(select(location_episodes)):
                 episodes.setdefault(location_id, []).append(episode)
         return [
-            LocationInfo(id=r.id, name=r.name, visit_count=r.visit_count,
-                         episodes=tuple(episodes.get(r.id, ())))
+            LocationInfo(
+                id=r.id,
+                name=r.name,
+                visit_count=r.visit_count,
+                episodes=tuple(episodes.get(r.id, ())),
+            )
             for r in rows
         ]
 
     def _max_episode(self) -> int:
         with self._read() as conn:
-            found = conn.execute(
-                select(func.max(location_episodes.c.episode))
-            ).scalar()
+            found = conn.execute(select(func.max(location_episodes.c.episode))).scalar()
             found_memory = conn.execute(select(func.max(memories.c.episode))).scalar()
         return max(found or 1, found_memory or 1)
 
@@ -382,7 +397,9 @@ class MemoryStore:
 
     @staticmethod
     def _live_title_exists(
-        conn: Connection, location_id: int, title: str,
+        conn: Connection,
+        location_id: int,
+        title: str,
         excluded: Iterable[tuple[str, int]] = (),
     ) -> bool:
         """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
@@ -456,8 +473,14 @@ class MemoryStore:
                 return False
             self._mark_superseded(conn, tier, old.id)
             new_tier, new_id = self._insert(conn, location_id, location_name, new_memory)
-            self._link(conn, tier, old.id, new_memory.episode, _link_turn(new_memory),
-                       successor=(new_tier, new_id))
+            self._link(
+                conn,
+                tier,
+                old.id,
+                new_memory.episode,
+                _link_turn(new_memory),
+                successor=(new_tier, new_id),
+            )
             return True
 
     @staticmethod
@@ -466,12 +489,21 @@ class MemoryStore:
 
     @staticmethod
     def _link(
-        conn: Connection, tier: str, memory_id: int, episode: int, turn: int, *,
-        successor: tuple[str, int] | None = None, reason: str | None = None,
+        conn: Connection,
+        tier: str,
+        memory_id: int,
+        episode: int,
+        turn: int,
+        *,
+        successor: tuple[str, int] | None = None,
+        reason: str | None = None,
     ) -> None:
         row: dict[str, Any] = {
-            "memory_id": memory_id, "episode": episode, "turn": turn,
-            "reason": reason, "created_at": _now(),
+            "memory_id": memory_id,
+            "episode": episode,
+            "turn": turn,
+            "reason": reason,
+            "created_at": _now(),
         }
         row["superseded_by_id"] = None
         if tier == "ephemeral":
@@ -561,7 +593,9 @@ class MemoryStore:
                     superseded.append((tier, old.id, title))
             added = False
             if new_memory is not None and not self._live_title_exists(
-                conn, location_id, new_memory.title,
+                conn,
+                location_id,
+                new_memory.title,
                 [(tier, old_id) for tier, old_id, _title in superseded],
             ):
                 for tier, old_id, _title in superseded:
@@ -592,19 +626,38 @@ class MemoryStore:
                 turn=turn,
             )
             if log is not None:
-                conn.execute(_INSERT_DECISION, decision_row(
-                    log, episode=episode, turn=turn, location_id=location_id,
-                    location_name=location_name, applied=applied.model_dump_json()))
+                conn.execute(
+                    _INSERT_DECISION,
+                    decision_row(
+                        log,
+                        episode=episode,
+                        turn=turn,
+                        location_id=location_id,
+                        location_name=location_name,
+                        applied=applied.model_dump_json(),
+                    ),
+                )
             if bookkeeping is not None:
                 self._bookkeeping(conn, bookkeeping)
         return applied
 
-    def log_decision(self, log: dict[str, Any], *, location_id: int,
-                              location_name: str, episode: int, turn: int) -> None:
+    def log_decision(
+        self, log: dict[str, Any], *, location_id: int, location_name: str, episode: int, turn: int
+    ) -> None:
         """Record a synthesis call that changed nothing (it failed, or decided not to store)."""
-        self.write_bookkeeping(Bookkeeping(decisions=[decision_row(
-            log, location_id=location_id, location_name=location_name, episode=episode,
-            turn=turn)]))
+        self.write_bookkeeping(
+            Bookkeeping(
+                decisions=[
+                    decision_row(
+                        log,
+                        location_id=location_id,
+                        location_name=location_name,
+                        episode=episode,
+                        turn=turn,
+                    )
+                ]
+            )
+        )
 
     def decision_log(self) -> list[dict[str, Any]]:
         """Every synthesis decision recorded, oldest first."""
@@ -652,8 +705,8 @@ class MemoryStore:
         return text
 
     def _count(self, table: Any, location_id: int | None) -> int:
-        query = select(func.count()).select_from(table).where(
-            table.c.status != Status.SUPERSEDED.value
+        query = (
+            select(func.count()).select_from(table).where(table.c.status != Status.SUPERSEDED.value)
         )
         if location_id is not None:
             check_location_id(location_id)
@@ -695,9 +748,10 @@ class MemoryStore:
                     return list(cached)
             with self._read() as conn:
                 found = [
-                    memory for _tier, _id, memory in
-                    self._load(conn, location_id=location_id,
-                               include_superseded=include_superseded)
+                    memory
+                    for _tier, _id, memory in self._load(
+                        conn, location_id=location_id, include_superseded=include_superseded
+                    )
                 ]
             if not include_superseded:
                 self._live_cache[location_id] = tuple(found)
@@ -735,13 +789,17 @@ class MemoryStore:
         rows = conn.execute(
             select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
             .join(memories, memories.c.id == memory_links.c.memory_id)
-            .where(memories.c.location_id == location_id,
-                   memory_links.c.superseded_by_id.is_not(None))
+            .where(
+                memories.c.location_id == location_id, memory_links.c.superseded_by_id.is_not(None)
+            )
         )
         edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
         rows = conn.execute(
-            select(ephemeral_memory_links.c.memory_id, ephemeral_memory_links.c.superseded_by_id,
-                   ephemeral_memory_links.c.superseded_by_persistent_id)
+            select(
+                ephemeral_memory_links.c.memory_id,
+                ephemeral_memory_links.c.superseded_by_id,
+                ephemeral_memory_links.c.superseded_by_persistent_id,
+            )
             .join(ephemeral_memories, ephemeral_memories.c.id == ephemeral_memory_links.c.memory_id)
             .where(ephemeral_memories.c.location_id == location_id)
         )
@@ -753,7 +811,11 @@ class MemoryStore:
         return edges
 
     def _load(
-        self, conn: Connection, *, location_id: int | None, include_superseded: bool,
+        self,
+        conn: Connection,
+        *,
+        location_id: int | None,
+        include_superseded: bool,
         tiers: tuple[str, ...] = ("persistent", "ephemeral"),
     ) -> list[tuple[str, int, Memory]]:
         """Memories with their supersession details, as (tier, id, Memory)."""
@@ -767,8 +829,9 @@ class MemoryStore:
     def export_locations(self) -> list[LocationMemories]:
         """Every location with its persistent memories (all statuses), for the exporter."""
         with self._read() as conn:
-            loaded = self._load(conn, location_id=None, include_superseded=True,
-                                tiers=("persistent",))
+            loaded = self._load(
+                conn, location_id=None, include_superseded=True, tiers=("persistent",)
+            )
             location_rows = conn.execute(select(locations).order_by(locations.c.id)).all()
             episodes: dict[int, list[int]] = {}
             for location_id, episode in conn.execute(select(location_episodes)):
@@ -779,8 +842,12 @@ class MemoryStore:
             grouped.setdefault(owner[memory_id], []).append(memory)
         return [
             LocationMemories(
-                location=LocationInfo(id=r.id, name=r.name, visit_count=r.visit_count,
-                                      episodes=tuple(episodes.get(r.id, ()))),
+                location=LocationInfo(
+                    id=r.id,
+                    name=r.name,
+                    visit_count=r.visit_count,
+                    episodes=tuple(episodes.get(r.id, ())),
+                ),
                 memories=tuple(grouped.get(r.id, ())),
             )
             for r in location_rows
@@ -789,14 +856,25 @@ class MemoryStore:
     def get_status(self) -> dict[str, Any]:
         """Counts for monitoring: locations, memories by tier, status and category, file size."""
         with self._read() as conn:
-            by_status = dict(conn.execute(
-                select(memories.c.status, func.count()).group_by(memories.c.status)).all())
-            by_category = dict(conn.execute(
-                select(memories.c.category, func.count()).where(LIVE)
-                .group_by(memories.c.category)).all())
-            by_persistence = dict(conn.execute(
-                select(memories.c.persistence, func.count()).where(LIVE)
-                .group_by(memories.c.persistence)).all())
+            by_status = dict(
+                conn.execute(
+                    select(memories.c.status, func.count()).group_by(memories.c.status)
+                ).all()
+            )
+            by_category = dict(
+                conn.execute(
+                    select(memories.c.category, func.count())
+                    .where(LIVE)
+                    .group_by(memories.c.category)
+                ).all()
+            )
+            by_persistence = dict(
+                conn.execute(
+                    select(memories.c.persistence, func.count())
+                    .where(LIVE)
+                    .group_by(memories.c.persistence)
+                ).all()
+            )
             location_count = conn.execute(select(func.count()).select_from(locations)).scalar_one()
             ephemeral = conn.execute(
                 select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
@@ -804,8 +882,8 @@ class MemoryStore:
         size = 0
         if self.target.path is not None:
             size = sum(
-                p.stat().st_size for p in (self.target.path,
-                                           Path(f"{self.target.path}-wal"))
+                p.stat().st_size
+                for p in (self.target.path, Path(f"{self.target.path}-wal"))
                 if p.exists()
             )
         return {
@@ -825,7 +903,8 @@ class MemoryStore:
 
 
 def _oldest_first(
-    keys: set[tuple[str, int]], edges: list[tuple[tuple[str, int], tuple[str, int]]],
+    keys: set[tuple[str, int]],
+    edges: list[tuple[tuple[str, int], tuple[str, int]]],
     order: dict[tuple[str, int], int],
 ) -> list[tuple[str, int]]:
     """Every superseded memory before its successor; otherwise in the order loaded."""
@@ -857,7 +936,8 @@ def _compile_context_query(conn: Connection) -> str:
         *(memories.c[name] for name in columns), literal_column("0").label("tier"), memories.c.id
     ).where(memories.c.location_id == bindparam("a"), LIVE)
     ephemeral = select(
-        *(ephemeral_memories.c[name] for name in columns), literal_column("1").label("tier"),
+        *(ephemeral_memories.c[name] for name in columns),
+        literal_column("1").label("tier"),
         ephemeral_memories.c.id,
     ).where(ephemeral_memories.c.location_id == bindparam("b"), EPHEMERAL_LIVE)
     union = union_all(persistent, ephemeral).subquery()
@@ -889,8 +969,11 @@ def _load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
         )
         successor_title = func.coalesce(successor.c.title, upgraded.c.title)
     query = select(
-        table, links.c.episode.label("link_episode"), links.c.turn.label("link_turn"),
-        links.c.reason.label("link_reason"), successor_title.label("successor_title"),
+        table,
+        links.c.episode.label("link_episode"),
+        links.c.turn.label("link_turn"),
+        links.c.reason.label("link_reason"),
+        successor_title.label("successor_title"),
     ).select_from(joined)
     conditions = []
     if by_location:
@@ -918,4 +1001,3 @@ def _to_memory(row: Any) -> Memory:
         superseded_at_episode=row.link_episode if superseded else None,
         invalidation_reason=row.link_reason if superseded else None,
     )
-

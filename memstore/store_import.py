@@ -77,9 +77,14 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
         new = change.new
         assert new is not None
         conn.execute(
-            update(memories).where(memories.c.id == memory_id).values(
-                category=new.category.value, text=new.text, score_change=new.score_change,
-                persistence=new.persistence.value, status=new.status.value,
+            update(memories)
+            .where(memories.c.id == memory_id)
+            .values(
+                category=new.category.value,
+                text=new.text,
+                score_change=new.score_change,
+                persistence=new.persistence.value,
+                status=new.status.value,
             )
         )
         if change.status_changed:
@@ -96,9 +101,13 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
         now = _now()
         # plain executemany: SQLAlchemy's per-row parameter processing would double the time
         conn.exec_driver_sql(_INSERT_MEMORY, [_row(c.location_id, c.new, now) for c in added])
-        new_ids = conn.execute(
-            select(memories.c.id).where(memories.c.id > before).order_by(memories.c.id)
-        ).scalars().all()
+        new_ids = (
+            conn.execute(
+                select(memories.c.id).where(memories.c.id > before).order_by(memories.c.id)
+            )
+            .scalars()
+            .all()
+        )
         if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
             raise ImportConflict("the database changed while the import was writing")
         relink.extend(
@@ -119,10 +128,13 @@ def _write_locations(conn: Connection, plan: ImportPlan) -> None:
             "visit_count": func.max(locations.c.visit_count, stmt.excluded.visit_count),
         },
     )
-    conn.execute(stmt, [
-        {"id": change.location_id, "name": change.name, "visit_count": change.visit_count}
-        for change in plan.locations
-    ])
+    conn.execute(
+        stmt,
+        [
+            {"id": change.location_id, "name": change.name, "visit_count": change.visit_count}
+            for change in plan.locations
+        ],
+    )
     episodes = [
         {"location_id": change.location_id, "episode": episode}
         for change in plan.locations
@@ -135,8 +147,14 @@ def _write_locations(conn: Connection, plan: ImportPlan) -> None:
 def _ids_by_key(conn: Connection, location_ids: Iterable[int]) -> dict[MemoryKey, list[int]]:
     found: dict[MemoryKey, list[int]] = {}
     rows = conn.execute(
-        select(memories.c.id, memories.c.location_id, memories.c.title, memories.c.episode,
-               memories.c.turn_start, memories.c.turn_end)
+        select(
+            memories.c.id,
+            memories.c.location_id,
+            memories.c.title,
+            memories.c.episode,
+            memories.c.turn_start,
+            memories.c.turn_end,
+        )
         .where(memories.c.location_id.in_(sorted(location_ids)))
         .order_by(memories.c.id)
     )
@@ -147,8 +165,17 @@ def _ids_by_key(conn: Connection, location_ids: Iterable[int]) -> dict[MemoryKey
 
 
 _MEMORY_COLUMNS = (
-    "location_id", "category", "title", "text", "episode", "turn_start", "turn_end",
-    "score_change", "persistence", "status", "created_at",
+    "location_id",
+    "category",
+    "title",
+    "text",
+    "episode",
+    "turn_start",
+    "turn_end",
+    "score_change",
+    "persistence",
+    "status",
+    "created_at",
 )
 _INSERT_MEMORY = (
     f"INSERT INTO {memories.name} ({', '.join(_MEMORY_COLUMNS)}) "
@@ -161,16 +188,30 @@ def _row(location_id: int, memory: Memory | None, now: str) -> tuple[Any, ...]:
     assert memory is not None
     start, end = parse_turns(memory.turns)
     return (
-        location_id, memory.category.value, memory.title, memory.text, memory.episode,
-        start, end, memory.score_change, memory.persistence.value, memory.status.value, now,
+        location_id,
+        memory.category.value,
+        memory.title,
+        memory.text,
+        memory.episode,
+        start,
+        end,
+        memory.score_change,
+        memory.persistence.value,
+        memory.status.value,
+        now,
     )
 
 
 def _has_link(memory: Memory) -> bool:
-    return any(value is not None for value in (
-        memory.superseded_by, memory.invalidation_reason,
-        memory.superseded_at_turn, memory.superseded_at_episode,
-    ))
+    return any(
+        value is not None
+        for value in (
+            memory.superseded_by,
+            memory.invalidation_reason,
+            memory.superseded_at_turn,
+            memory.superseded_at_episode,
+        )
+    )
 
 
 def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> None:
@@ -180,8 +221,14 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
     # every memory of the locations concerned, by title: (id, live, last turn) in stored order
     by_title: dict[tuple[int, str], list[tuple[int, bool, int]]] = {}
     rows = conn.execute(
-        select(memories.c.id, memories.c.location_id, memories.c.title, memories.c.status,
-               memories.c.turn_start, memories.c.turn_end)
+        select(
+            memories.c.id,
+            memories.c.location_id,
+            memories.c.title,
+            memories.c.status,
+            memories.c.turn_start,
+            memories.c.turn_end,
+        )
         .where(memories.c.location_id.in_(sorted({entry[1] for entry in entries})))
         .order_by(memories.c.id)
     )
@@ -190,12 +237,16 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
             (memory_id, status != Status.SUPERSEDED.value, end if end is not None else start)
         )
     # the links already there (memory -> successor), so a new link never closes a cycle
-    next_of: dict[int, int] = dict(conn.execute(
-        select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
-        .join(memories, memories.c.id == memory_links.c.memory_id)
-        .where(memories.c.location_id.in_(sorted({entry[1] for entry in entries})),
-               memory_links.c.superseded_by_id.is_not(None))
-    ).all())
+    next_of: dict[int, int] = dict(
+        conn.execute(
+            select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
+            .join(memories, memories.c.id == memory_links.c.memory_id)
+            .where(
+                memories.c.location_id.in_(sorted({entry[1] for entry in entries})),
+                memory_links.c.superseded_by_id.is_not(None),
+            )
+        ).all()
+    )
 
     def leads_back(start: int, memory_id: int) -> bool:
         seen = set()
@@ -212,28 +263,36 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
     for memory_id, location_id, memory in entries:
         successor: tuple[int, bool, int] | None = None
         if memory.superseded_by is not None:
-            candidates = [c for c in by_title.get((location_id, memory.superseded_by), [])
-                          if c[0] != memory_id]
+            candidates = [
+                c
+                for c in by_title.get((location_id, memory.superseded_by), [])
+                if c[0] != memory_id
+            ]
             # the live one; else the latest later one (a successor is normally newer); else
             # the latest earlier one that does not lead back here
             ordered = [c for c in candidates if c[1]] + sorted(
                 (c for c in candidates if not c[1]),
-                key=lambda c: (c[0] > memory_id, c[0]), reverse=True,
+                key=lambda c: (c[0] > memory_id, c[0]),
+                reverse=True,
             )
             successor = next((c for c in ordered if not leads_back(c[0], memory_id)), None)
             if successor is not None:
                 next_of[memory_id] = successor[0]
         turn = memory.superseded_at_turn
         if turn is None:
-            turn = successor[2] if successor is not None else (
-                memory.turn_end if memory.turn_end is not None else memory.turn_start
+            turn = (
+                successor[2]
+                if successor is not None
+                else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
             )
-        links.append({
-            "memory_id": memory_id,
-            "superseded_by_id": successor[0] if successor is not None else None,
-            "episode": memory.superseded_at_episode or memory.episode,
-            "turn": turn,
-            "reason": memory.invalidation_reason,
-            "created_at": now,
-        })
+        links.append(
+            {
+                "memory_id": memory_id,
+                "superseded_by_id": successor[0] if successor is not None else None,
+                "episode": memory.superseded_at_episode or memory.episode,
+                "turn": turn,
+                "reason": memory.invalidation_reason,
+                "created_at": now,
+            }
+        )
     conn.execute(insert(memory_links), links)

@@ -25,8 +25,12 @@ def database_url() -> str:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata,
-                      literal_binds=True, render_as_batch=True)
+    context.configure(
+        url=database_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -36,8 +40,9 @@ def run_migrations_online() -> None:
     with engine.connect() as connection:
         connection.exec_driver_sql("PRAGMA foreign_keys = OFF")  # batch table rebuilds
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
-        context.configure(connection=connection, target_metadata=target_metadata,
-                          render_as_batch=True)
+        context.configure(
+            connection=connection, target_metadata=target_metadata, render_as_batch=True
+        )
         with context.begin_transaction():
             context.run_migrations()
         connection.commit()

@@ -16,8 +16,14 @@ def main() -> None:
     with MemoryStore.open(db) as store:
         for i in range(count):
             title = f"{name} memory {i}"
-            memory = Memory(category="NOTE", title=title, text="x" * 200, episode=1,
-                            turns=str(i), persistence="permanent")
+            memory = Memory(
+                category="NOTE",
+                title=title,
+                text="x" * 200,
+                episode=1,
+                turns=str(i),
+                persistence="permanent",
+            )
             ok = store.add_memory(i % 37, f"Room {i % 37}", memory)
             if not ok:
                 raise SystemExit(f"add_memory refused {title}")

@@ -42,8 +42,9 @@ def populate(store: MemoryStore, mem: MakeMemory) -> None:
     store.record_visit(15, "West of House", 2)
     store.add_memory(15, "West of House", mem("Open window", category="SUCCESS", turns="23-24"))
     store.add_memory(15, "West of House", mem("Mailbox", persistence="core"))
-    store.supersede_memory(15, "West of House", "Open window",
-                           mem("Window stays open", episode=2, turns="40-41"))
+    store.supersede_memory(
+        15, "West of House", "Open window", mem("Window stays open", episode=2, turns="40-41")
+    )
     store.invalidate_memory(15, "Mailbox", "it was a lie", turn=9)
     store.record_visit(33, "Troll Room", 2)
     store.add_memory(33, "Troll Room", mem("Troll", category="DANGER", score_change=-10))
@@ -168,17 +169,18 @@ def test_a_corrupted_file_is_refused_unless_skip_invalid(
     corrupt = tmp_path / "corrupt.md"
     corrupt.write_text(text + CORRUPT_SECTION, encoding="utf-8")
     bad_memory_line = (text + CORRUPT_SECTION).splitlines().index(
-        "**[NOTE - PERMANENT] Broken** *(Ep1, Tomorrow)*") + 1
-    bad_header_line = (text + CORRUPT_SECTION).splitlines().index(
-        "## Locaton sixty: Garbage") + 1
+        "**[NOTE - PERMANENT] Broken** *(Ep1, Tomorrow)*"
+    ) + 1
+    bad_header_line = (text + CORRUPT_SECTION).splitlines().index("## Locaton sixty: Garbage") + 1
 
     code, out, err = run(capsys, "--db", str(db), "import", str(corrupt), "--apply")
     assert_one_error_line(code, err, "2 problem(s)", "nothing was applied", "--skip-invalid")
     assert "problems 2" in out and f"line {bad_memory_line}:" in out
     assert export(capsys, db, tmp_path / "after.md") == text
 
-    code, out, err = run(capsys, "--db", str(db), "import", str(corrupt), "--apply",
-                         "--skip-invalid")
+    code, out, err = run(
+        capsys, "--db", str(db), "import", str(corrupt), "--apply", "--skip-invalid"
+    )
     assert code == 0 and err == ""
     assert f"line {bad_memory_line}: malformed metadata" in out
     assert f"line {bad_header_line}: malformed location header" in out
@@ -187,7 +189,10 @@ def test_a_corrupted_file_is_refused_unless_skip_invalid(
         assert [m.title for m in store.memories(50)] == ["Dark"]
         assert [m.title for m in store.memories(70)] == ["Rope"]
         assert [m.title for m in store.memories(15, include_superseded=True)] == [
-            "Open window", "Mailbox", "Window stays open"]
+            "Open window",
+            "Mailbox",
+            "Window stays open",
+        ]
 
 
 def test_prune_deletes_and_nothing_is_deleted_without_it(
@@ -201,8 +206,7 @@ def test_prune_deletes_and_nothing_is_deleted_without_it(
     code, out, _err = run(capsys, "--db", str(db), "import", str(smaller), "--apply")
     assert code == 0 and "would delete 1 (only with --prune)" in out
     assert export(capsys, db, tmp_path / "after.md") == text
-    code, out, _err = run(capsys, "--db", str(db), "import", str(smaller), "--apply",
-                          "--prune")
+    code, out, _err = run(capsys, "--db", str(db), "import", str(smaller), "--apply", "--prune")
     assert code == 0 and "would delete 1 (deleted with --prune)" in out and "applied" in out
     assert export(capsys, db, tmp_path / "pruned.md") == smaller.read_text(encoding="utf-8")
 
@@ -220,9 +224,7 @@ def test_import_verbose_lists_the_changes(
 # --- show, history, stats ----------------------------------------------------------------------
 
 
-def test_show_prints_what_the_agent_sees(
-    capsys: pytest.CaptureFixture[str], db: Path
-) -> None:
+def test_show_prints_what_the_agent_sees(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     code, out, err = run(capsys, "--db", str(db), "show", "33")
     assert (code, err) == (0, "")
     with MemoryStore.open(db) as store:
@@ -232,9 +234,7 @@ def test_show_prints_what_the_agent_sees(
     assert code == 0 and "no memories at location 99" in out
 
 
-def test_show_rejects_a_non_integer_location(
-    capsys: pytest.CaptureFixture[str], db: Path
-) -> None:
+def test_show_rejects_a_non_integer_location(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     code, _out, err = run(capsys, "--db", str(db), "show", "abc")
     assert_one_error_line(code, err, "location must be an integer", "'abc'")
 
@@ -282,8 +282,12 @@ def test_missing_files_are_one_line_errors(
     code, _out, err = run(capsys, "--db", str(db), "import", str(tmp_path))
     assert_one_error_line(code, err, "is a folder")
     missing_db = tmp_path / "missing.db"
-    for argv in (["show", "1"], ["stats"], ["export", "--out", str(tmp_path / "x.md")],
-                 ["history", "1", "x"]):
+    for argv in (
+        ["show", "1"],
+        ["stats"],
+        ["export", "--out", str(tmp_path / "x.md")],
+        ["history", "1", "x"],
+    ):
         code, _out, err = run(capsys, "--db", str(missing_db), *argv)
         assert_one_error_line(code, err, "no database at", "missing.db")
     assert not missing_db.exists()
@@ -316,17 +320,16 @@ def test_a_database_behind_the_head_revision(
     assert_one_error_line(code, err, "alembic upgrade head", "0001")
 
 
-def test_a_locked_database(
-    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
-) -> None:
+def test_a_locked_database(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> None:
     text = export(capsys, db, tmp_path / "M.md")
     edited = tmp_path / "edited.md"
     edited.write_text(text.replace("one\ntwo", "changed"), encoding="utf-8")
     blocker = sqlite3.connect(db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        code, _out, err = run(capsys, "--db", str(db), "--busy-timeout", "0.2",
-                              "import", str(edited), "--apply")
+        code, _out, err = run(
+            capsys, "--db", str(db), "--busy-timeout", "0.2", "import", str(edited), "--apply"
+        )
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
@@ -336,7 +339,7 @@ def test_a_locked_database(
 
 def test_usage_errors_are_argparses(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["show"])
+        cli.main(["history", "3"])
     assert exit_info.value.code == 2
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["no-such-command"])
@@ -368,8 +371,11 @@ def test_rom_fetch_and_check_succeed_with_the_right_file(
     story = tmp_path / "source.z3"
     story.write_bytes(b"pretend story file")
     monkeypatch.setattr(rom, "ZORK1_SHA256", rom.sha256_of(b"pretend story file"))
-    monkeypatch.setattr(rom.fetch_rom, "__kwdefaults__",
-                        {**rom.fetch_rom.__kwdefaults__, "expected_sha256": rom.ZORK1_SHA256})
+    monkeypatch.setattr(
+        rom.fetch_rom,
+        "__kwdefaults__",
+        {**rom.fetch_rom.__kwdefaults__, "expected_sha256": rom.ZORK1_SHA256},
+    )
     monkeypatch.setattr(rom.verify_rom, "__defaults__", (rom.ZORK1_SHA256,))
     dest = tmp_path / "roms" / "zork1.z3"
     code, out, _err = run(capsys, "rom", "fetch", "--dest", str(dest), "--url", story.as_uri())
@@ -407,7 +413,7 @@ def test_a_cli_module_in_the_package_is_discovered(
     monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
     (tmp_path / "cli_zz_metrics_test.py").write_text(
         "from memstore.cli import command\n\n"
-        "@command('metrics', help='turn metrics')\n"
+        "@command('zz-example', help='an example plugin')\n"
         "def metrics(args, ctx):\n"
         "    ctx.print('metrics for', ctx.db)\n"
         "    return 0\n",
@@ -416,7 +422,7 @@ def test_a_cli_module_in_the_package_is_discovered(
     monkeypatch.setattr(memstore, "__path__", [*memstore.__path__, str(tmp_path)])
     monkeypatch.delitem(sys.modules, "memstore.cli_zz_metrics_test", raising=False)
     try:
-        code, out, _err = run(capsys, "--db", "x.db", "metrics")
+        code, out, _err = run(capsys, "--db", "x.db", "zz-example")
     finally:
         sys.modules.pop("memstore.cli_zz_metrics_test", None)
     assert code == 0 and out == "metrics for x.db\n"
@@ -431,8 +437,9 @@ def test_show_and_export_do_not_import_litellm(db: Path, tmp_path: Path) -> None
         f"assert main(['--db', {str(db)!r}, 'stats']) == 0\n"
         "print('litellm loaded:', 'litellm' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "litellm loaded: False" in result.stdout
 
@@ -440,14 +447,24 @@ def test_show_and_export_do_not_import_litellm(db: Path, tmp_path: Path) -> None
 def test_the_console_script_runs(db: Path, tmp_path: Path) -> None:
     script = shutil.which("memstore", path=str(Path(sys.executable).parent))
     assert script is not None, "the memstore console script is not installed"
-    env = {**os.environ, "MEMSTORE_DB": str(db),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([script, "export", "--out", str(tmp_path / "M.md")], env=env,
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "MEMSTORE_DB": str(db),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [script, "export", "--out", str(tmp_path / "M.md")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "M.md").read_text(encoding="utf-8").startswith("# Location Memories")
-    result = subprocess.run([script, "show", "abc"], env=env, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [script, "show", "abc"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert result.stderr.strip().startswith("memstore: error: location must be an integer")
     assert "Traceback" not in result.stderr

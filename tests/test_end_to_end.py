@@ -27,7 +27,10 @@ def play(game: ZorkGame, manager: SimpleMemoryManager, actions: list[str]) -> li
         manager.get_location_memory(snapshot.location_id)
         result = game.step(action)
         manager.record_action_outcome(
-            result.before.location_id, result.before.location_name, action, result.response,
+            result.before.location_id,
+            result.before.location_name,
+            action,
+            result.response,
             z_machine_context(result.before, result.after, result.response),
         )
         results.append(result)
@@ -50,12 +53,14 @@ def test_episode_two_sees_episode_ones_persistent_memories_but_not_its_ephemeral
     assert results[-1].before.location_name == "Kitchen"
     ephemeral = [m for m in store.memories(kitchen) if m.persistence is Persistence.EPHEMERAL]
     assert [m.title for m in ephemeral] == ["Dropped brown sack here"]
-    seen_in_episode_one = {r.before.location_id: store.get_location_memory(r.before.location_id)
-                           for r in results}
+    seen_in_episode_one = {
+        r.before.location_id: store.get_location_memory(r.before.location_id) for r in results
+    }
     manager.reset_episode()
     results_two = play(game, manager, KITCHEN_DROP[:4])
-    assert [r.before.location_id for r in results_two] == [r.before.location_id
-                                                           for r in results[:4]]
+    assert [r.before.location_id for r in results_two] == [
+        r.before.location_id for r in results[:4]
+    ]
     kitchen_view = manager.get_location_memory(kitchen)
     assert "Dropped brown sack here" not in kitchen_view
     assert "Dropped brown sack here" in seen_in_episode_one[kitchen]
@@ -72,7 +77,9 @@ def test_the_memory_of_a_move_is_stored_where_the_move_started(
     results = play(game, manager, ["N", "E"])
     north_of_house, behind_house = results[0].after, results[1].after
     assert (north_of_house.location_name, behind_house.location_name) == (
-        "North of House", "Behind House")
+        "North of House",
+        "Behind House",
+    )
     titles = [m.title for m in store.memories(north_of_house.location_id)]
     assert f"'e' leads to Behind House ({behind_house.location_id})" in titles
     assert store.memories(behind_house.location_id) == []
@@ -85,8 +92,7 @@ def test_dying_in_the_dark_leaves_a_danger_memory_where_it_happened(
     results = play(game, manager, list(GRUE_DEATH_SEQUENCE))
     fatal = results[-1]
     assert fatal.after.died
-    dangers = [m for m in store.memories(fatal.before.location_id)
-               if m.category is Category.DANGER]
+    dangers = [m for m in store.memories(fatal.before.location_id) if m.category is Category.DANGER]
     assert len(dangers) == 1
     assert dangers[0].persistence is Persistence.PERMANENT
     assert "grue" in dangers[0].text.lower()
@@ -111,11 +117,13 @@ def test_the_demo_reproduces_the_committed_memories_md(tmp_path: Path) -> None:
     rom_or_skip()
     out = tmp_path / "Memories.md"
     with MemoryStore.open(tmp_path / "demo.db") as store:
-        report = run_demo(store, episodes=DEFAULT_EPISODES, moves=DEFAULT_MOVES, out=out,
-                          progress=False)
+        report = run_demo(
+            store, episodes=DEFAULT_EPISODES, moves=DEFAULT_MOVES, out=out, progress=False
+        )
     assert report.mode == "offline" and report.llm_calls == 0
     assert out.read_text(encoding="utf-8") == (ROOT / "game_files" / "Memories.md").read_text(
-        encoding="utf-8")
+        encoding="utf-8"
+    )
 
 
 def test_rerunning_the_demo_continues_episodes_and_duplicates_nothing(tmp_path: Path) -> None:

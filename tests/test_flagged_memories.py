@@ -32,8 +32,14 @@ def add(flagged: FlaggedMemories, content: str, importance: int = 100, **fields:
 
 def test_a_memory_is_stored_with_every_field(flagged: FlaggedMemories) -> None:
     assert flagged.add_flagged_memory(
-        "  Mailbox contains a leaflet  ", 300, 5, 180, " West of House ",
-        score=0, moves=5, episode=2,
+        "  Mailbox contains a leaflet  ",
+        300,
+        5,
+        180,
+        " West of House ",
+        score=0,
+        moves=5,
+        episode=2,
     )
     [memory] = flagged.all()
     assert isinstance(memory, FlaggedMemory)
@@ -203,14 +209,38 @@ def test_location_name_must_be_a_string(flagged: FlaggedMemories) -> None:
 
 def populate(flagged: FlaggedMemories) -> None:
     add(flagged, "Mailbox contains a leaflet", 300, turn=5)
-    add(flagged, "Brass lantern on the trophy case", 800, turn=9,
-        location_id=193, location_name="Living Room")
-    add(flagged, "A songbird sings in the trees", 200, turn=12,
-        location_id=34, location_name="Forest Path")
-    add(flagged, "The path winds north to a clearing", 300, turn=14,
-        location_id=36, location_name="forest path")
-    add(flagged, "Tree with a jewelled egg nest", 900, turn=15,
-        location_id=34, location_name="Forest Path")
+    add(
+        flagged,
+        "Brass lantern on the trophy case",
+        800,
+        turn=9,
+        location_id=193,
+        location_name="Living Room",
+    )
+    add(
+        flagged,
+        "A songbird sings in the trees",
+        200,
+        turn=12,
+        location_id=34,
+        location_name="Forest Path",
+    )
+    add(
+        flagged,
+        "The path winds north to a clearing",
+        300,
+        turn=14,
+        location_id=36,
+        location_name="forest path",
+    )
+    add(
+        flagged,
+        "Tree with a jewelled egg nest",
+        900,
+        turn=15,
+        location_id=34,
+        location_name="Forest Path",
+    )
 
 
 def test_all_and_top_are_by_importance_then_oldest(flagged: FlaggedMemories) -> None:
@@ -289,11 +319,14 @@ def test_memories_survive_reopening_the_store(db_path: Path) -> None:
         assert again.all() == before
         assert again.by_location_id(180)[0].importance == 650
         assert add(again, "Mailbox contains a leaflet", 10) is False  # still a duplicate
-        assert add(again, "The kitchen window is ajar", 400, location_id=205,
-                   location_name="Behind House")
-    rows = sqlite3.connect(db_path).execute(
-        "SELECT session_id, count(*) FROM flagged_memories GROUP BY session_id ORDER BY 1"
-    ).fetchall()
+        assert add(
+            again, "The kitchen window is ajar", 400, location_id=205, location_name="Behind House"
+        )
+    rows = (
+        sqlite3.connect(db_path)
+        .execute("SELECT session_id, count(*) FROM flagged_memories GROUP BY session_id ORDER BY 1")
+        .fetchall()
+    )
     assert rows == [("run-1", 5), ("run-2", 1)]
 
 

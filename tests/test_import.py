@@ -30,11 +30,18 @@ def populate(store: MemoryStore, mem: MakeMemory) -> None:
     store.record_visit(15, "West of House", 2)
     store.add_memory(15, "West of House", mem("Open window", category="SUCCESS", turns="23-24"))
     store.add_memory(15, "West of House", mem("Mailbox", persistence="core", score_change=None))
-    store.supersede_memory(15, "West of House", "Open window",
-                           mem("Window stays open", episode=2, turns="40-41", score_change=5))
+    store.supersede_memory(
+        15,
+        "West of House",
+        "Open window",
+        mem("Window stays open", episode=2, turns="40-41", score_change=5),
+    )
     store.invalidate_memory(15, "Mailbox", 'the "leaflet" was a lie', turn=9)
-    store.add_memory(15, "West of House", mem("Guess *maybe*", status="TENTATIVE",
-                                              text="line one\nline [two] ~~\n\n# not a heading"))
+    store.add_memory(
+        15,
+        "West of House",
+        mem("Guess *maybe*", status="TENTATIVE", text="line one\nline [two] ~~\n\n# not a heading"),
+    )
     # a chain through one title: Troll -> Troll -> Troll
     store.add_memory(33, "Troll Room", mem("Troll", category="DANGER", score_change=-10))
     store.supersede_memory(33, "Troll Room", "Troll", mem("Troll", episode=2, turns="7"))
@@ -49,8 +56,9 @@ def export_text(store: MemoryStore) -> str:
 
 def plan_for(store: MemoryStore, text: str, *, prune: bool = False) -> ImportPlan:
     parsed = parse_memories_md(text)
-    return plan_import(store.export_locations(), parsed.locations, parsed.problems,
-                       source=text, prune=prune)
+    return plan_import(
+        store.export_locations(), parsed.locations, parsed.problems, source=text, prune=prune
+    )
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -91,13 +99,17 @@ def test_plan_classifies_changed_status_changed_and_missing(
     populate(store, mem)
     text = export_text(store)
     text = edit(text, "line one", "line uno")  # text changed
-    text = edit(text, "[DANGER - PERMANENT - SUPERSEDED] Troll** *(Ep1, T5, -10)*",
-                "[DANGER - PERMANENT - SUPERSEDED] Troll** *(Ep1, T5, -12)*")  # score
+    text = edit(
+        text,
+        "[DANGER - PERMANENT - SUPERSEDED] Troll** *(Ep1, T5, -10)*",
+        "[DANGER - PERMANENT - SUPERSEDED] Troll** *(Ep1, T5, -12)*",
+    )  # score
     text = edit(text, "[NOTE - PERMANENT - TENTATIVE] Guess", "[NOTE - PERMANENT] Guess")
     text = edit(text, '"the \\"leaflet\\" was a lie"', '"it was a lie"')  # reason: status
     text = edit(text, "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*\n\n", "")  # missing
-    text = edit(text, "## Location 40: Kitchen\n**Visits:** 1",
-                "## Location 40: Big Kitchen\n**Visits:** 7")
+    text = edit(
+        text, "## Location 40: Kitchen\n**Visits:** 1", "## Location 40: Big Kitchen\n**Visits:** 7"
+    )
     plan = plan_for(store, text)
     assert plan.ok, plan.problems
     kinds = {(c.location_id, c.memory.title, c.memory.episode): c for c in plan.memories}
@@ -119,12 +131,13 @@ def test_plan_classifies_changed_status_changed_and_missing(
     assert "Rope" in plan.details()
 
 
-def test_visits_never_go_down_and_episodes_are_merged(
-    store: MemoryStore, mem: MakeMemory
-) -> None:
+def test_visits_never_go_down_and_episodes_are_merged(store: MemoryStore, mem: MakeMemory) -> None:
     populate(store, mem)
-    text = edit(export_text(store), "**Visits:** 3 | **Episodes:** 1, 2",
-                "**Visits:** 1 | **Episodes:** 2, 5")
+    text = edit(
+        export_text(store),
+        "**Visits:** 3 | **Episodes:** 1, 2",
+        "**Visits:** 1 | **Episodes:** 2, 5",
+    )
     plan = plan_for(store, text)
     change = next(c for c in plan.locations if c.location_id == 15)
     assert change.visit_count == 3 and change.episodes == (1, 2, 5)
@@ -151,10 +164,12 @@ def test_two_live_memories_with_one_title_are_a_problem_with_a_line_number(
 
 
 def test_an_ephemeral_memory_is_a_problem(store: MemoryStore, mem: MakeMemory) -> None:
-    incoming = [LocationMemories(
-        location=LocationInfo(id=3, name="Room"),
-        memories=(mem("Spawned", persistence="ephemeral"), mem("Kept")),
-    )]
+    incoming = [
+        LocationMemories(
+            location=LocationInfo(id=3, name="Room"),
+            memories=(mem("Spawned", persistence="ephemeral"), mem("Kept")),
+        )
+    ]
     plan = plan_import([], incoming, [])
     assert len(plan.problems) == 1 and "EPHEMERAL" in plan.problems[0].message
     assert [c.memory.title for c in plan.added] == ["Kept"]
@@ -210,14 +225,20 @@ def test_apply_updates_fields_statuses_and_links(store: MemoryStore, mem: MakeMe
     populate(store, mem)
     text = export_text(store)
     text = edit(text, "[NOTE - PERMANENT] Window stays open", "[NOTE - CORE] Window stays open")
-    text = edit(text, "**[NOTE - PERMANENT - TENTATIVE] Guess \\*maybe\\*** *(Ep1, T5, +0)*\n",
-                "**[NOTE - PERMANENT - SUPERSEDED] Guess \\*maybe\\*** *(Ep1, T5, +0)*\n"
-                '[Superseded at T50 by "Window stays open"]\n')
+    text = edit(
+        text,
+        "**[NOTE - PERMANENT - TENTATIVE] Guess \\*maybe\\*** *(Ep1, T5, +0)*\n",
+        "**[NOTE - PERMANENT - SUPERSEDED] Guess \\*maybe\\*** *(Ep1, T5, +0)*\n"
+        '[Superseded at T50 by "Window stays open"]\n',
+    )
     text = edit(text, "line one", "~~line one")
     text = edit(text, "# not a heading", "# not a heading~~")
-    text = edit(text, "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*\n",
-                "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*\n\n"
-                "**[FAILURE - PERMANENT] Ladder** *(Ep4, T1-3, -1)*\nToo short.\n")
+    text = edit(
+        text,
+        "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*\n",
+        "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*\n\n"
+        "**[FAILURE - PERMANENT] Ladder** *(Ep4, T1-3, -1)*\nToo short.\n",
+    )
     plan = plan_for(store, text)
     assert plan.ok, plan.problems
     apply_import(store, plan, prune=False)
@@ -266,8 +287,11 @@ def test_prune_deletes_nothing_when_the_file_has_problems(
     store: MemoryStore, mem: MakeMemory
 ) -> None:
     populate(store, mem)
-    text = edit(export_text(store), "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*",
-                "**[DISCOVERY - PERMANENT] Rope** *(garbage)*")
+    text = edit(
+        export_text(store),
+        "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*",
+        "**[DISCOVERY - PERMANENT] Rope** *(garbage)*",
+    )
     plan = plan_for(store, text, prune=True)
     assert not plan.ok and len(plan.missing) == 1
     assert "not deleted: the file has problems" in plan.summary(prune=True)
@@ -348,8 +372,9 @@ def test_a_file_whose_successors_would_form_a_cycle_gets_no_cycle(
 
 def test_memory_model_round_trips_in_plan_objects(mem: MakeMemory) -> None:
     memory: Memory = mem("X")
-    plan = plan_import([], [LocationMemories(location=LocationInfo(id=1, name="R"),
-                                             memories=(memory,))])
+    plan = plan_import(
+        [], [LocationMemories(location=LocationInfo(id=1, name="R"), memories=(memory,))]
+    )
     (change,) = plan.added
     assert change.new == memory and change.old is None and change.key.title == "X"
 
@@ -372,7 +397,7 @@ def location_memories(draw: st.DrawFn, location_id: int) -> LocationMemories:
             status = Status.SUPERSEDED
         fields: dict = {}
         if status is Status.SUPERSEDED:
-            others = titles[n + 1:]  # as in the store: a successor is newer
+            others = titles[n + 1 :]  # as in the store: a successor is newer
             kind = draw(st.sampled_from(["none", "reason"] + (["successor"] if others else [])))
             if kind != "none":
                 fields["superseded_at_turn"] = draw(st.integers(0, 500))
@@ -385,16 +410,26 @@ def location_memories(draw: st.DrawFn, location_id: int) -> LocationMemories:
             live.add(title)
         start = draw(st.integers(0, 300))
         turns = draw(st.sampled_from([str(start), f"{start}-{start + 3}"]))
-        memories.append(Memory(
-            category=draw(st.sampled_from(list(Category))), title=title, text=draw(WORDS),
-            episode=draw(st.integers(1, 9)), turns=turns,
-            score_change=draw(st.one_of(st.none(), st.integers(-50, 50))),
-            persistence=draw(st.sampled_from([Persistence.CORE, Persistence.PERMANENT])),
-            status=status, **fields,
-        ))
+        memories.append(
+            Memory(
+                category=draw(st.sampled_from(list(Category))),
+                title=title,
+                text=draw(WORDS),
+                episode=draw(st.integers(1, 9)),
+                turns=turns,
+                score_change=draw(st.one_of(st.none(), st.integers(-50, 50))),
+                persistence=draw(st.sampled_from([Persistence.CORE, Persistence.PERMANENT])),
+                status=status,
+                **fields,
+            )
+        )
     return LocationMemories(
-        location=LocationInfo(id=location_id, name=draw(WORDS), visit_count=draw(
-            st.integers(0, 20)), episodes=tuple(draw(st.sets(st.integers(1, 9), max_size=3)))),
+        location=LocationInfo(
+            id=location_id,
+            name=draw(WORDS),
+            visit_count=draw(st.integers(0, 20)),
+            episodes=tuple(draw(st.sets(st.integers(1, 9), max_size=3))),
+        ),
         memories=tuple(memories),
     )
 

@@ -38,16 +38,22 @@ class ScriptedLLM:
         return "\n".join(message["content"] for message in self.calls[index])
 
 
-def remember(title: str, category: str = "NOTE", persistence: str = "permanent",
-             **extra: Any) -> dict[str, Any]:
-    return {"should_remember": True, "category": category, "memory_title": title,
-            "memory_text": f"Learned: {title}.", "persistence": persistence,
-            "reasoning": "test", **extra}
+def remember(
+    title: str, category: str = "NOTE", persistence: str = "permanent", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "should_remember": True,
+        "category": category,
+        "memory_title": title,
+        "memory_text": f"Learned: {title}.",
+        "persistence": persistence,
+        "reasoning": "test",
+        **extra,
+    }
 
 
 def ctx(here: int, there: int | None = None, **fields: Any) -> ZMachineContext:
-    return ZMachineContext(location_before=here, location_after=there if there else here,
-                           **fields)
+    return ZMachineContext(location_before=here, location_after=there if there else here, **fields)
 
 
 @pytest.fixture
@@ -64,13 +70,21 @@ def manager_for(store: MemoryStore) -> Iterator[Any]:
         manager.close()
 
 
-def test_failed_take_window_is_remembered_once_and_the_repeat_deduplicated(manager_for: Any) -> None:
-    llm = ScriptedLLM(remember("Take or break window", "FAILURE"),
-                      remember("Take or break window", "FAILURE"))
+def test_failed_take_window_is_remembered_once_and_the_repeat_deduplicated(
+    manager_for: Any,
+) -> None:
+    llm = ScriptedLLM(
+        remember("Take or break window", "FAILURE"), remember("Take or break window", "FAILURE")
+    )
     manager = manager_for(llm)
     for _ in range(2):
-        manager.record_action_outcome(WEST_OF_HOUSE, "West of House", "take window",
-                                      "The window is part of the house. " * 5, ctx(WEST_OF_HOUSE))
+        manager.record_action_outcome(
+            WEST_OF_HOUSE,
+            "West of House",
+            "take window",
+            "The window is part of the house. " * 5,
+            ctx(WEST_OF_HOUSE),
+        )
     assert [m.title for m in manager.store.memories(WEST_OF_HOUSE)] == ["Take or break window"]
     assert "[1]" in llm.prompt(1) and "Take or break window" in llm.prompt(1)
     assert manager.get_status()["duplicates_dropped"] == 1
@@ -82,13 +96,21 @@ def test_troll_gift_stored_tentative_then_superseded_after_death(manager_for: An
         remember("Troll attacks after accepting gift", "DANGER", supersedes=[1]),
     )
     manager = manager_for(llm)
-    manager.record_action_outcome(TROLL_ROOM, "Troll Room", "give lunch to troll",
-                                  "The troll graciously accepts the lunch. " * 3,
-                                  ctx(TROLL_ROOM, inventory_before=frozenset({5})))
+    manager.record_action_outcome(
+        TROLL_ROOM,
+        "Troll Room",
+        "give lunch to troll",
+        "The troll graciously accepts the lunch. " * 3,
+        ctx(TROLL_ROOM, inventory_before=frozenset({5})),
+    )
     assert "TENTATIVE MEMORIES" in manager.get_location_memory(TROLL_ROOM)
-    manager.record_action_outcome(TROLL_ROOM, "Troll Room", "go north",
-                                  "The troll swings his axe. ****  You have died  ****",
-                                  ctx(TROLL_ROOM, died=True))
+    manager.record_action_outcome(
+        TROLL_ROOM,
+        "Troll Room",
+        "go north",
+        "The troll swings his axe. ****  You have died  ****",
+        ctx(TROLL_ROOM, died=True),
+    )
     assert "give lunch to troll" in llm.prompt(1)  # the history window shows the gift
     chain = manager.store.history(TROLL_ROOM, "Troll attacks after accepting gift")
     assert [(m.title, m.status) for m in chain] == [
@@ -102,18 +124,25 @@ def test_troll_gift_stored_tentative_then_superseded_after_death(manager_for: An
 def test_window_procedure_is_stored_at_the_source_location(manager_for: Any) -> None:
     llm = ScriptedLLM(remember("Open window then enter it to reach the kitchen", "SUCCESS"))
     manager = manager_for(llm)
-    manager.record_action_outcome(BEHIND_HOUSE, "Behind House", "enter window", "Kitchen. " * 20,
-                                  ctx(BEHIND_HOUSE, KITCHEN, location_after_name="Kitchen"))
+    manager.record_action_outcome(
+        BEHIND_HOUSE,
+        "Behind House",
+        "enter window",
+        "Kitchen. " * 20,
+        ctx(BEHIND_HOUSE, KITCHEN, location_after_name="Kitchen"),
+    )
     assert [m.title for m in manager.store.memories(BEHIND_HOUSE)] == [
-        "Open window then enter it to reach the kitchen"]
+        "Open window then enter it to reach the kitchen"
+    ]
     assert manager.store.memories(KITCHEN) == []
 
 
 def test_dropped_sword_is_ephemeral_and_gone_after_reset_episode(manager_for: Any) -> None:
     llm = ScriptedLLM(remember("Dropped sword here", persistence="ephemeral"))
     manager = manager_for(llm)
-    manager.record_action_outcome(KITCHEN, "Kitchen", "drop sword", "Dropped.",
-                                  ctx(KITCHEN, inventory_before=frozenset({3})))
+    manager.record_action_outcome(
+        KITCHEN, "Kitchen", "drop sword", "Dropped.", ctx(KITCHEN, inventory_before=frozenset({3}))
+    )
     assert manager.store.get_ephemeral_count(KITCHEN) == 1
     assert manager.store.get_persistent_count() == 0
     episode = manager.episode
@@ -124,22 +153,28 @@ def test_dropped_sword_is_ephemeral_and_gone_after_reset_episode(manager_for: An
 
 
 def test_core_on_a_return_visit_is_downgraded_to_permanent(manager_for: Any) -> None:
-    llm = ScriptedLLM(remember("Mailbox here", "DISCOVERY", "core"),
-                      remember("Leaflet in mailbox", "DISCOVERY", "core"))
+    llm = ScriptedLLM(
+        remember("Mailbox here", "DISCOVERY", "core"),
+        remember("Leaflet in mailbox", "DISCOVERY", "core"),
+    )
     manager = manager_for(llm)
     manager.record_action_outcome(WEST_OF_HOUSE, "West of House", "look", LONG, ctx(WEST_OF_HOUSE))
-    manager.record_action_outcome(WEST_OF_HOUSE, "West of House", "open mailbox", LONG,
-                                  ctx(WEST_OF_HOUSE))
+    manager.record_action_outcome(
+        WEST_OF_HOUSE, "West of House", "open mailbox", LONG, ctx(WEST_OF_HOUSE)
+    )
     assert "FIRST VISIT" in llm.prompt(0) and "RETURN VISIT" in llm.prompt(1)
     persistence = {m.title: m.persistence for m in manager.store.memories(WEST_OF_HOUSE)}
-    assert persistence == {"Mailbox here": Persistence.CORE,
-                           "Leaflet in mailbox": Persistence.PERMANENT}
+    assert persistence == {
+        "Mailbox here": Persistence.CORE,
+        "Leaflet in mailbox": Persistence.PERMANENT,
+    }
     assert manager.get_status()["core_downgrades"] == 1
 
 
 def test_hallucinated_references_are_ignored_and_counted(manager_for: Any) -> None:
-    llm = ScriptedLLM(remember("Real fact"),
-                      remember("Second fact", supersedes=[7, "Nonexistent memory"]))
+    llm = ScriptedLLM(
+        remember("Real fact"), remember("Second fact", supersedes=[7, "Nonexistent memory"])
+    )
     manager = manager_for(llm)
     manager.record_action_outcome(3, "Clearing", "look", LONG, ctx(3))
     manager.record_action_outcome(3, "Clearing", "look", LONG, ctx(3))
@@ -151,13 +186,18 @@ def test_hallucinated_references_are_ignored_and_counted(manager_for: Any) -> No
 def test_an_invalidation_only_answer_is_applied(manager_for: Any) -> None:
     llm = ScriptedLLM(
         remember("Troll is friendly", status="TENTATIVE"),
-        {"should_remember": False, "invalidates": [1], "invalidation_reason": "Proven false by death",
-         "reasoning": "death proves it wrong"},
+        {
+            "should_remember": False,
+            "invalidates": [1],
+            "invalidation_reason": "Proven false by death",
+            "reasoning": "death proves it wrong",
+        },
     )
     manager = manager_for(llm)
     manager.record_action_outcome(TROLL_ROOM, "Troll Room", "wave", LONG, ctx(TROLL_ROOM))
-    applied = manager.record_action_outcome(TROLL_ROOM, "Troll Room", "north", "You died.",
-                                            ctx(TROLL_ROOM, died=True))
+    applied = manager.record_action_outcome(
+        TROLL_ROOM, "Troll Room", "north", "You died.", ctx(TROLL_ROOM, died=True)
+    )
     assert applied is not None and applied.invalidated == ("Troll is friendly",)
     (memory,) = manager.store.memories(TROLL_ROOM, include_superseded=True)
     assert memory.status is Status.SUPERSEDED
@@ -167,8 +207,13 @@ def test_an_invalidation_only_answer_is_applied(manager_for: Any) -> None:
 def test_more_than_three_supersessions_are_rejected_and_nothing_is_written(
     manager_for: Any,
 ) -> None:
-    llm = ScriptedLLM(remember("A"), remember("B"), remember("C"), remember("D"),
-                      remember("E", supersedes=[1, 2, 3, 4]))
+    llm = ScriptedLLM(
+        remember("A"),
+        remember("B"),
+        remember("C"),
+        remember("D"),
+        remember("E", supersedes=[1, 2, 3, 4]),
+    )
     manager = manager_for(llm)
     for _ in range(5):
         manager.record_action_outcome(3, "Clearing", "look", LONG, ctx(3))
@@ -185,9 +230,7 @@ def test_more_than_three_supersessions_are_rejected_and_nothing_is_written(
         ({"should_remember": True, "category": "NOTE"}, "schema"),
     ],
 )
-def test_llm_failures_never_reach_the_agent_loop(
-    manager_for: Any, answer: Any, kind: str
-) -> None:
+def test_llm_failures_never_reach_the_agent_loop(manager_for: Any, answer: Any, kind: str) -> None:
     manager = manager_for(ScriptedLLM(answer))
     result = manager.record_action_outcome(3, "Clearing", "look", LONG, ctx(3))
     assert result is None
@@ -212,7 +255,10 @@ def test_without_a_model_the_offline_recorder_stores_proven_facts(store: MemoryS
     manager = SimpleMemoryManager(store, MemstoreConfig())
     assert manager.get_status()["mode"] == "offline"
     manager.record_action_outcome(
-        BEHIND_HOUSE, "Behind House", "enter window", "Kitchen",
+        BEHIND_HOUSE,
+        "Behind House",
+        "enter window",
+        "Kitchen",
         ctx(BEHIND_HOUSE, KITCHEN, score_before=0, score_after=10, location_after_name="Kitchen"),
     )
     (memory,) = store.memories(BEHIND_HOUSE)
@@ -230,8 +276,12 @@ def test_the_decision_log_rebuilds_the_same_persistent_memories(
         remember("Troll attacks after gift", "DANGER", supersedes=[1]),
         remember("Dropped sword here", persistence="ephemeral"),
         remember("Sword needed against troll", supersedes=["Dropped sword here"]),
-        {"should_remember": False, "invalidates": ["Sword needed against troll"],
-         "invalidation_reason": "the axe wins anyway", "reasoning": ""},
+        {
+            "should_remember": False,
+            "invalidates": ["Sword needed against troll"],
+            "invalidation_reason": "the axe wins anyway",
+            "reasoning": "",
+        },
         remember("Mailbox here", "DISCOVERY", "core"),
     )
     manager = manager_for(llm)
@@ -274,9 +324,19 @@ def test_episodes_continue_across_managers_on_the_same_database(db_path: Path) -
 def test_spec_style_dict_context_is_accepted(manager_for: Any) -> None:
     llm = ScriptedLLM(remember("Score here"))
     manager = manager_for(llm)
-    manager.record_action_outcome(3, "Clearing", "dig", "Done.",
-                                  {"score_before": 0, "score_after": 5, "location_before": 3,
-                                   "location_after": 3, "died": False})
+    manager.record_action_outcome(
+        3,
+        "Clearing",
+        "dig",
+        "Done.",
+        {
+            "score_before": 0,
+            "score_after": 5,
+            "location_before": 3,
+            "location_after": 3,
+            "died": False,
+        },
+    )
     assert len(llm.calls) == 1
     with pytest.raises(TypeError, match="z_machine_context"):
         manager.record_action_outcome(3, "Clearing", "dig", "Done.", "not a context")
@@ -288,8 +348,13 @@ def test_manager_through_litellm_and_a_local_fake_server(store: MemoryStore) -> 
     with FakeOpenAIServer() as server:
         server.enqueue(FakeReply(content=json.dumps(remember("Grating opens from below"))))
         server.enqueue(FakeReply(status=500, body={"error": {"message": "boom"}}))
-        config = MemstoreConfig(model="openai/fake-model", api_base=server.api_base,
-                                api_key="test", num_retries=0, timeout=5)
+        config = MemstoreConfig(
+            model="openai/fake-model",
+            api_base=server.api_base,
+            api_key="test",
+            num_retries=0,
+            timeout=5,
+        )
         manager = SimpleMemoryManager(store, config)
         assert manager.get_status()["mode"] == "llm"
         manager.record_action_outcome(9, "Clearing", "open grating", LONG, ctx(9))

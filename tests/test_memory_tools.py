@@ -92,9 +92,7 @@ def test_top_memories_default_is_ten_and_all_here(toolkit: MemoryToolkit) -> Non
 
 
 @pytest.mark.parametrize(("limit", "shown"), [(0, 1), (-3, 1), (1, 1), (50, 20), ("3", 3)])
-def test_top_memories_limit_is_clamped(
-    store: MemoryStore, limit: object, shown: int
-) -> None:
+def test_top_memories_limit_is_clamped(store: MemoryStore, limit: object, shown: int) -> None:
     kit = MemoryToolkit(store)
     for n in range(25):
         kit.add_memory(f"Distinct discovery number {n:02d} in room {n}", 10 + n, n, n, f"Room {n}")
@@ -352,13 +350,20 @@ def test_tool_schemas_are_valid_and_match_the_functions(toolkit: MemoryToolkit) 
     schemas = toolkit.tool_schemas()
     assert json.loads(json.dumps(schemas)) == schemas == TOOL_SCHEMAS
     tools = toolkit.tools()
-    assert [s["function"]["name"] for s in schemas] == [t.__name__ for t in tools] == [
-        "get_top_memories",
-        "query_memories",
-        "get_location_memories",
-    ]
-    required = {"get_top_memories": [], "query_memories": ["question"],
-                "get_location_memories": ["location"]}
+    assert (
+        [s["function"]["name"] for s in schemas]
+        == [t.__name__ for t in tools]
+        == [
+            "get_top_memories",
+            "query_memories",
+            "get_location_memories",
+        ]
+    )
+    required = {
+        "get_top_memories": [],
+        "query_memories": ["question"],
+        "get_location_memories": ["location"],
+    }
     for schema, tool in zip(schemas, tools, strict=True):
         assert schema["type"] == "function"
         function = schema["function"]
@@ -395,15 +400,28 @@ def test_call_tool_dispatches_json_string_arguments(toolkit: MemoryToolkit, llm:
 @pytest.mark.parametrize(
     ("name", "arguments", "expected"),
     [
-        ("forget_everything", {}, "Error: unknown tool 'forget_everything'. Available tools: "
-         "get_top_memories, query_memories, get_location_memories."),
-        ("query_memories", "{not json", "Error: the arguments for query_memories are not "
-         "valid JSON"),
-        ("query_memories", "[1, 2]", "Error: the arguments for query_memories must be a JSON "
-         "object."),
+        (
+            "forget_everything",
+            {},
+            "Error: unknown tool 'forget_everything'. Available tools: "
+            "get_top_memories, query_memories, get_location_memories.",
+        ),
+        (
+            "query_memories",
+            "{not json",
+            "Error: the arguments for query_memories are not valid JSON",
+        ),
+        (
+            "query_memories",
+            "[1, 2]",
+            "Error: the arguments for query_memories must be a JSON object.",
+        ),
         ("query_memories", {}, "Error: query_memories needs the argument(s) question."),
-        ("get_top_memories", {"limit": 3, "sort": "asc"}, "Error: get_top_memories has no "
-         "argument(s) sort."),
+        (
+            "get_top_memories",
+            {"limit": 3, "sort": "asc"},
+            "Error: get_top_memories has no argument(s) sort.",
+        ),
     ],
 )
 def test_call_tool_errors_are_strings(
@@ -424,8 +442,12 @@ def server() -> Iterator[FakeOpenAIServer]:
 
 def server_config(server: FakeOpenAIServer, **settings: object) -> MemstoreConfig:
     return MemstoreConfig(
-        model="openai/fake-model", api_base=server.api_base, api_key="test",
-        num_retries=0, timeout=5, **settings,
+        model="openai/fake-model",
+        api_base=server.api_base,
+        api_key="test",
+        num_retries=0,
+        timeout=5,
+        **settings,
     )
 
 
@@ -451,9 +473,7 @@ def test_query_model_is_preferred_over_model(store: MemoryStore, server: FakeOpe
     assert server.requests[0].body["model"] == "cheap-model"
 
 
-def test_the_store_config_is_used_by_default(
-    db_path: Path, server: FakeOpenAIServer
-) -> None:
+def test_the_store_config_is_used_by_default(db_path: Path, server: FakeOpenAIServer) -> None:
     with MemoryStore.open(db_path, config=server_config(server)) as opened:
         assert isinstance(MemoryToolkit(opened).llm, LiteLLMCompletion)
 
@@ -463,7 +483,8 @@ def test_server_error_is_a_clean_error_string(store: MemoryStore, server: FakeOp
     populate(kit)
     server.enqueue(FakeReply(status=500))
     result = kit.query_memories("Where is the lantern?")
-    assert result.startswith("Error: query_memories could not get an answer from the memory "
-                             "model (provider_error:")
+    assert result.startswith(
+        "Error: query_memories could not get an answer from the memory model (provider_error:"
+    )
     assert "\n" not in result
     assert len(server.requests) == 1

@@ -16,7 +16,11 @@ from memstore.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_TABLES = (
-    "locations", "location_episodes", "memories", "memory_links", "synthesis_decisions",
+    "locations",
+    "location_episodes",
+    "memories",
+    "memory_links",
+    "synthesis_decisions",
     "turn_records",
 )
 
@@ -63,8 +67,10 @@ def populate_0002(db: Path) -> None:
 def snapshot(db: Path) -> dict[str, list[tuple[object, ...]]]:
     conn = sqlite3.connect(db)
     try:
-        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-                for table in OLD_TABLES}
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in OLD_TABLES
+        }
     finally:
         conn.close()
 
@@ -111,12 +117,14 @@ def test_upgrade_keeps_old_data_and_flagged_memories_work(old_db: Path) -> None:
     with MemoryStore.open(old_db) as store:
         assert [m.title for m in store.memories(180)] == ["Mailbox is empty"]
         assert [m.title for m in store.history(180, "Mailbox is empty")] == [
-            "Mailbox", "Mailbox is empty"
+            "Mailbox",
+            "Mailbox is empty",
         ]
         flagged = FlaggedMemories(store, session_id="after-upgrade")
         assert flagged.count() == 0
-        assert flagged.add_flagged_memory("Leaflet says ZORK is dangerous", 400, 8, 180,
-                                          "West of House")
+        assert flagged.add_flagged_memory(
+            "Leaflet says ZORK is dangerous", 400, 8, 180, "West of House"
+        )
         assert flagged.by_location_id(180)[0].content == "Leaflet says ZORK is dangerous"
     assert snapshot(old_db) == before
 
@@ -126,8 +134,9 @@ def test_downgrade_drops_only_the_flagged_table_and_upgrade_again_works(old_db: 
     before = snapshot(old_db)
     command.upgrade(config, "head")
     with MemoryStore.open(old_db) as store:
-        FlaggedMemories(store).add_flagged_memory("A grue lurks in the dark", 900, 9, None,
-                                                  "Darkness")
+        FlaggedMemories(store).add_flagged_memory(
+            "A grue lurks in the dark", 900, 9, None, "Darkness"
+        )
 
     command.downgrade(config, "0002")
     assert revision(old_db) == "0002"

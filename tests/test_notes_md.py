@@ -14,14 +14,28 @@ from memstore.store import MemoryStore
 
 
 def memory(
-    id: int, content: str, importance: int, turn: int = 1, location_id: int | None = 180,
-    location_name: str = "West of House", score: int | None = 0, moves: int | None = 1,
+    id: int,
+    content: str,
+    importance: int,
+    turn: int = 1,
+    location_id: int | None = 180,
+    location_name: str = "West of House",
+    score: int | None = 0,
+    moves: int | None = 1,
     episode: int = 1,
 ) -> FlaggedMemory:
     return FlaggedMemory(
-        id=id, content=content, importance=importance, turn=turn, location_id=location_id,
-        location_name=location_name, score=score, moves=moves, episode=episode,
-        session_id=f"session-{id}", created_at=f"2026-01-0{id % 9 + 1}T00:00:00",
+        id=id,
+        content=content,
+        importance=importance,
+        turn=turn,
+        location_id=location_id,
+        location_name=location_name,
+        score=score,
+        moves=moves,
+        episode=episode,
+        session_id=f"session-{id}",
+        created_at=f"2026-01-0{id % 9 + 1}T00:00:00",
     )
 
 
@@ -30,13 +44,32 @@ def test_empty() -> None:
 
 
 def test_layout() -> None:
-    text = render_notes_md([
-        memory(1, "Mailbox contains a leaflet", 300, turn=5, score=0, moves=5),
-        memory(2, "Lantern on the trophy case", 800, turn=9, location_id=193,
-               location_name="Living Room", score=10, moves=12, episode=2),
-        memory(3, "It is dark", 100, turn=11, location_id=None, location_name="Darkness",
-               score=None, moves=None),
-    ])
+    text = render_notes_md(
+        [
+            memory(1, "Mailbox contains a leaflet", 300, turn=5, score=0, moves=5),
+            memory(
+                2,
+                "Lantern on the trophy case",
+                800,
+                turn=9,
+                location_id=193,
+                location_name="Living Room",
+                score=10,
+                moves=12,
+                episode=2,
+            ),
+            memory(
+                3,
+                "It is dark",
+                100,
+                turn=11,
+                location_id=None,
+                location_name="Darkness",
+                score=None,
+                moves=None,
+            ),
+        ]
+    )
     assert text == (
         "# Agent Notes\n"
         "\n"
@@ -197,12 +230,17 @@ def test_unescaping_the_escaped_text_gives_the_original_back() -> None:
 def test_a_commonmark_renderer_sees_only_our_structure() -> None:
     markdown_it = pytest.importorskip("markdown_it")
     text = render_notes_md([memory(1, FORGERY, 500, location_name="# [Evil](x) *Room*")])
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").enable("strikethrough").parse(
-        text
+    tokens = (
+        markdown_it.MarkdownIt("commonmark").enable("table").enable("strikethrough").parse(text)
     )
     blocks = [t.type for t in tokens if t.type.endswith("_open") and t.level == 0]
-    assert blocks == ["heading_open", "paragraph_open", "heading_open", "bullet_list_open",
-                      "blockquote_open"]
+    assert blocks == [
+        "heading_open",
+        "paragraph_open",
+        "heading_open",
+        "bullet_list_open",
+        "blockquote_open",
+    ]
     assert [t.tag for t in tokens if t.type == "heading_open"] == ["h1", "h2"]
     inside = [t.type for t in tokens if t.level > 0 and t.type.endswith("_open")]
     assert set(inside) <= {"list_item_open", "paragraph_open"}

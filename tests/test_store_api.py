@@ -96,12 +96,15 @@ def test_same_title_at_same_location_is_rejected_in_either_tier(
     assert store.get_persistent_count(15) == 2
 
 
-def test_title_of_a_superseded_memory_can_be_used_again(store: MemoryStore, mem: MakeMemory) -> None:
+def test_title_of_a_superseded_memory_can_be_used_again(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
     store.add_memory(15, "West of House", mem("Open door"))
     assert store.invalidate_memory(15, "Open door", "door is painted on")
     assert store.add_memory(15, "West of House", mem("Open door", text="It really opens."))
     assert [m.status for m in store.memories(15, include_superseded=True)] == [
-        Status.SUPERSEDED, Status.ACTIVE,
+        Status.SUPERSEDED,
+        Status.ACTIVE,
     ]
 
 
@@ -139,9 +142,14 @@ def test_persistent_memory_cannot_be_superseded_by_an_ephemeral_one(
 ) -> None:
     store.add_memory(TROLL_ROOM, "Troll Room", mem("Troll attacks on sight", old))
     assert not store.supersede_memory(
-        TROLL_ROOM, "Troll Room", "Troll attacks on sight", mem("Dropped sword near troll", "ephemeral")
+        TROLL_ROOM,
+        "Troll Room",
+        "Troll attacks on sight",
+        mem("Dropped sword near troll", "ephemeral"),
     )
-    assert [m.status for m in store.memories(TROLL_ROOM, include_superseded=True)] == [Status.ACTIVE]
+    assert [m.status for m in store.memories(TROLL_ROOM, include_superseded=True)] == [
+        Status.ACTIVE
+    ]
     assert store.get_ephemeral_count() == 0
 
 
@@ -151,7 +159,8 @@ def test_ephemeral_upgrade_survives_reset_episode(store: MemoryStore, mem: MakeM
         KITCHEN, "Kitchen", "Dropped lamp here", mem("Lamp on table opens secret door")
     )
     assert [m.title for m in store.history(KITCHEN, "Lamp on table opens secret door")] == [
-        "Dropped lamp here", "Lamp on table opens secret door",
+        "Dropped lamp here",
+        "Lamp on table opens secret door",
     ]
     store.reset_episode()
     assert [m.title for m in store.memories(KITCHEN)] == ["Lamp on table opens secret door"]
@@ -166,7 +175,9 @@ def test_supersession_matches_titles_exactly(store: MemoryStore, mem: MakeMemory
     assert store.supersede_memory(20, "Hall", "Open door", mem("Door opens"))
     statuses = {m.title: m.status for m in store.memories(20, include_superseded=True)}
     assert statuses == {
-        "Open door with key": Status.ACTIVE, "Open door": Status.SUPERSEDED, "Door opens": Status.ACTIVE,
+        "Open door with key": Status.ACTIVE,
+        "Open door": Status.SUPERSEDED,
+        "Door opens": Status.ACTIVE,
     }
 
 
@@ -201,8 +212,12 @@ def test_supersession_and_new_memory_are_one_transaction(
 
     monkeypatch.setattr(MemoryStore, "_link", staticmethod(broken_link))
     with pytest.raises(RuntimeError, match="disk full"):
-        store.supersede_memory(TROLL_ROOM, "Troll Room", "Troll accepts lunch gift",
-                               mem("Troll attacks after gift", category="DANGER"))
+        store.supersede_memory(
+            TROLL_ROOM,
+            "Troll Room",
+            "Troll accepts lunch gift",
+            mem("Troll attacks after gift", category="DANGER"),
+        )
     monkeypatch.undo()
     assert [(m.title, m.status) for m in store.memories(TROLL_ROOM, include_superseded=True)] == [
         ("Troll accepts lunch gift", Status.TENTATIVE)
@@ -211,14 +226,24 @@ def test_supersession_and_new_memory_are_one_transaction(
 
 def test_history_follows_a_chain_of_supersessions(store: MemoryStore, mem: MakeMemory) -> None:
     store.add_memory(TROLL_ROOM, "Troll Room", mem("Troll accepts lunch gift", turns="12"))
-    store.supersede_memory(TROLL_ROOM, "Troll Room", "Troll accepts lunch gift",
-                           mem("Troll attacks after gift", turns="13"))
-    store.supersede_memory(TROLL_ROOM, "Troll Room", "Troll attacks after gift",
-                           mem("Troll must be fought with sword", turns="20-22"))
+    store.supersede_memory(
+        TROLL_ROOM,
+        "Troll Room",
+        "Troll accepts lunch gift",
+        mem("Troll attacks after gift", turns="13"),
+    )
+    store.supersede_memory(
+        TROLL_ROOM,
+        "Troll Room",
+        "Troll attacks after gift",
+        mem("Troll must be fought with sword", turns="20-22"),
+    )
     for title in ("Troll accepts lunch gift", "Troll must be fought with sword"):
         chain = store.history(TROLL_ROOM, title)
         assert [m.title for m in chain] == [
-            "Troll accepts lunch gift", "Troll attacks after gift", "Troll must be fought with sword",
+            "Troll accepts lunch gift",
+            "Troll attacks after gift",
+            "Troll must be fought with sword",
         ]
     assert [m.superseded_at_turn for m in chain] == [13, 22, None]
     assert store.history(TROLL_ROOM, "No such memory") == []
@@ -227,9 +252,13 @@ def test_history_follows_a_chain_of_supersessions(store: MemoryStore, mem: MakeM
 # --- invalidation -------------------------------------------------------------------------
 
 
-def test_invalidate_memory_marks_it_superseded_with_reason(store: MemoryStore, mem: MakeMemory) -> None:
+def test_invalidate_memory_marks_it_superseded_with_reason(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
     store.add_memory(TROLL_ROOM, "Troll Room", mem("Troll is friendly", status="TENTATIVE"))
-    assert store.invalidate_memory(TROLL_ROOM, "Troll is friendly", "Proven false by death", turn=25)
+    assert store.invalidate_memory(
+        TROLL_ROOM, "Troll is friendly", "Proven false by death", turn=25
+    )
     (memory,) = store.memories(TROLL_ROOM, include_superseded=True)
     assert memory.status is Status.SUPERSEDED
     assert memory.invalidation_reason == "Proven false by death"
@@ -242,10 +271,15 @@ def test_invalidate_memories_in_a_batch(store: MemoryStore, mem: MakeMemory) -> 
     store.add_memory(TROLL_ROOM, "Troll Room", mem("Troll is friendly"))
     store.add_memory(TROLL_ROOM, "Troll Room", mem("Troll accepts gifts", "ephemeral"))
     results = store.invalidate_memories(
-        TROLL_ROOM, ["Troll is friendly", "Troll accepts gifts", "Never stored"],
+        TROLL_ROOM,
+        ["Troll is friendly", "Troll accepts gifts", "Never stored"],
         "Both proven false by troll attack",
     )
-    assert results == {"Troll is friendly": True, "Troll accepts gifts": True, "Never stored": False}
+    assert results == {
+        "Troll is friendly": True,
+        "Troll accepts gifts": True,
+        "Never stored": False,
+    }
     assert store.get_persistent_count(TROLL_ROOM) == 0
     assert store.get_ephemeral_count(TROLL_ROOM) == 0
 
@@ -350,7 +384,10 @@ def test_persistence_markers_can_be_turned_off(db_path: Path, mem: MakeMemory) -
     config = MemstoreConfig(show_persistence_markers=False)
     with MemoryStore.open(db_path, config=config) as store:
         store.add_memory(5, "Living Room", mem("Sword spawns here", "core"))
-        assert store.get_location_memory(5) == "[NOTE] Sword spawns here: What we learned: Sword spawns here."
+        assert (
+            store.get_location_memory(5)
+            == "[NOTE] Sword spawns here: What we learned: Sword spawns here."
+        )
 
 
 def test_unknown_location_gives_empty_memory(store: MemoryStore) -> None:

@@ -24,16 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def start_writer(db: Path, name: str, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WRITER), str(db), name, str(count)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
 
 
 def titles_in(db: Path) -> set[str]:
     with MemoryStore.open(db) as store:
         return {
-            memory.title
-            for location in store.export_locations()
-            for memory in location.memories
+            memory.title for location in store.export_locations() for memory in location.memories
         }
 
 
@@ -60,7 +61,9 @@ def test_every_acknowledged_memory_survives_sigkill(tmp_path: Path) -> None:
         writer.send_signal(signal.SIGKILL)
         rest, _ = writer.communicate()
         acknowledged.update(
-            line.removeprefix("ack ").strip() for line in rest.splitlines() if line.startswith("ack ")
+            line.removeprefix("ack ").strip()
+            for line in rest.splitlines()
+            if line.startswith("ack ")
         )
         assert writer.returncode == -signal.SIGKILL
         assert integrity(db) == "ok"

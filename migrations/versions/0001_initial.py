@@ -34,7 +34,9 @@ def upgrade() -> None:
         sa.Column("episode", sa.Integer(), nullable=False),
         sa.CheckConstraint("episode >= 1", name=op.f("ck_location_episodes_episode_positive")),
         sa.ForeignKeyConstraint(
-            ["location_id"], ["locations.id"], ondelete="CASCADE",
+            ["location_id"],
+            ["locations.id"],
+            ondelete="CASCADE",
             name=op.f("fk_location_episodes_location_id_locations"),
         ),
         sa.PrimaryKeyConstraint("location_id", "episode", name=op.f("pk_location_episodes")),
@@ -55,23 +57,31 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.CheckConstraint(CATEGORIES, name=op.f("ck_memories_category_known")),
         sa.CheckConstraint(STATUSES, name=op.f("ck_memories_status_known")),
-        sa.CheckConstraint("persistence IN ('core', 'permanent')",
-                           name=op.f("ck_memories_persistence_known")),
+        sa.CheckConstraint(
+            "persistence IN ('core', 'permanent')", name=op.f("ck_memories_persistence_known")
+        ),
         sa.CheckConstraint("length(trim(title)) > 0", name=op.f("ck_memories_title_not_blank")),
         sa.CheckConstraint("episode >= 1", name=op.f("ck_memories_episode_positive")),
         sa.CheckConstraint("turn_start >= 0", name=op.f("ck_memories_turn_not_negative")),
-        sa.CheckConstraint("turn_end IS NULL OR turn_end >= turn_start",
-                           name=op.f("ck_memories_turn_range_ordered")),
+        sa.CheckConstraint(
+            "turn_end IS NULL OR turn_end >= turn_start",
+            name=op.f("ck_memories_turn_range_ordered"),
+        ),
         sa.ForeignKeyConstraint(
-            ["location_id"], ["locations.id"], ondelete="CASCADE",
+            ["location_id"],
+            ["locations.id"],
+            ondelete="CASCADE",
             name=op.f("fk_memories_location_id_locations"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_memories")),
     )
     op.create_index("ix_memories_location_id_status", "memories", ["location_id", "status"])
     op.create_index(
-        "uq_memories_location_id_title_live", "memories", ["location_id", "title"],
-        unique=True, sqlite_where=sa.text("status != 'SUPERSEDED'"),
+        "uq_memories_location_id_title_live",
+        "memories",
+        ["location_id", "title"],
+        unique=True,
+        sqlite_where=sa.text("status != 'SUPERSEDED'"),
     )
     op.create_table(
         "memory_links",
@@ -82,17 +92,25 @@ def upgrade() -> None:
         sa.Column("turn", sa.Integer(), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Text(), nullable=False),
-        sa.CheckConstraint("superseded_by_id IS NULL OR reason IS NULL",
-                           name=op.f("ck_memory_links_superseded_or_invalidated")),
-        sa.CheckConstraint("reason IS NULL OR length(trim(reason)) > 0",
-                           name=op.f("ck_memory_links_reason_not_blank")),
+        sa.CheckConstraint(
+            "superseded_by_id IS NULL OR reason IS NULL",
+            name=op.f("ck_memory_links_superseded_or_invalidated"),
+        ),
+        sa.CheckConstraint(
+            "reason IS NULL OR length(trim(reason)) > 0",
+            name=op.f("ck_memory_links_reason_not_blank"),
+        ),
         sa.UniqueConstraint("memory_id", name=op.f("uq_memory_links_memory_id")),
         sa.ForeignKeyConstraint(
-            ["memory_id"], ["memories.id"], ondelete="CASCADE",
+            ["memory_id"],
+            ["memories.id"],
+            ondelete="CASCADE",
             name=op.f("fk_memory_links_memory_id_memories"),
         ),
         sa.ForeignKeyConstraint(
-            ["superseded_by_id"], ["memories.id"], ondelete="SET NULL",
+            ["superseded_by_id"],
+            ["memories.id"],
+            ondelete="SET NULL",
             name=op.f("fk_memory_links_superseded_by_id_memories"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_memory_links")),

@@ -37,12 +37,14 @@ def upgrade() -> None:
         sa.Column("completion_tokens", sa.Integer(), nullable=True),
         sa.Column("cost_usd", sa.Float(), nullable=True),
         sa.Column("created_at", sa.Text(), nullable=False),
-        sa.CheckConstraint("mode IN ('llm', 'offline')",
-                           name=op.f("ck_synthesis_decisions_mode_known")),
+        sa.CheckConstraint(
+            "mode IN ('llm', 'offline')", name=op.f("ck_synthesis_decisions_mode_known")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_synthesis_decisions")),
     )
-    op.create_index("ix_synthesis_decisions_episode_turn", "synthesis_decisions",
-                    ["episode", "turn"])
+    op.create_index(
+        "ix_synthesis_decisions_episode_turn", "synthesis_decisions", ["episode", "turn"]
+    )
     op.create_table(
         "turn_records",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -62,8 +64,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_turn_records")),
     )
-    op.create_index("ix_turn_records_run_id_episode_turn", "turn_records",
-                    ["run_id", "episode", "turn"])
+    op.create_index(
+        "ix_turn_records_run_id_episode_turn", "turn_records", ["run_id", "episode", "turn"]
+    )
 
 
 def downgrade() -> None:

@@ -30,10 +30,12 @@ def upgrade() -> None:
         sa.Column("episode", sa.Integer(), nullable=False),
         sa.Column("session_id", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
-        sa.CheckConstraint("importance BETWEEN 1 AND 1000",
-                           name=op.f("ck_flagged_memories_importance_in_range")),
-        sa.CheckConstraint("length(trim(content)) > 0",
-                           name=op.f("ck_flagged_memories_content_not_blank")),
+        sa.CheckConstraint(
+            "importance BETWEEN 1 AND 1000", name=op.f("ck_flagged_memories_importance_in_range")
+        ),
+        sa.CheckConstraint(
+            "length(trim(content)) > 0", name=op.f("ck_flagged_memories_content_not_blank")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_flagged_memories")),
     )
     op.create_index("ix_flagged_memories_importance", "flagged_memories", ["importance"])

@@ -1,0 +1,101 @@
+"""`memstore demo` and `memstore metrics`: the command-line face of memstore.demo/metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memstore.cli import CliError, Context, command
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    # defaults are memstore.demo's, resolved when the command runs (importing the demo
+    # module here would slow every other command's start)
+    parser.add_argument("--episodes", type=int, default=None, help="episodes to play (default 2)")
+    parser.add_argument(
+        "--moves",
+        type=int,
+        default=None,
+        help="walkthrough actions per episode, 1 to 396 (default 120)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="litellm model for synthesis (default: $MEMSTORE_MODEL; none: the offline recorder)",
+    )
+    parser.add_argument(
+        "--rom",
+        default=None,
+        help="the Zork I story file (default: $MEMSTORE_ROM or roms/zork1.z3)",
+    )
+    parser.add_argument(
+        "--out", default=None, help="where to export Memories.md (default game_files/Memories.md)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@command(
+    "demo",
+    help="play Zork I with the memory in the loop, then export Memories.md",
+    configure=_configure_demo,
+)
+def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.config import load_config
+    from memstore.demo import (
+        DEFAULT_EPISODES,
+        DEFAULT_MEMORIES_MD,
+        DEFAULT_MOVES,
+        mode_line,
+        run_demo,
+    )
+    from memstore.rom import find_rom
+    from memstore.store import MemoryStore
+
+    config = load_config(db=ctx.db, model=args.model)
+    rom = find_rom(args.rom)
+    ctx.print(mode_line(config, None))
+    ctx.print(f"database: {ctx.db_display}; story file: {rom}")
+    with MemoryStore.open(config.db, config=config, busy_timeout_s=ctx.args.busy_timeout) as store:
+        report = run_demo(
+            store,
+            episodes=args.episodes or DEFAULT_EPISODES,
+            moves=args.moves or DEFAULT_MOVES,
+            rom=rom,
+            out=args.out or DEFAULT_MEMORIES_MD,
+            progress=not args.no_progress and sys.stderr.isatty(),
+            stream=sys.stderr,
+        )
+    ctx.print(report.render())
+    return 0
+
+
+def _configure_metrics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", default=None, help="one run's id (default: the most recent run)")
+    parser.add_argument("--all-runs", action="store_true", help="every run together")
+
+
+@command(
+    "metrics",
+    help="the spec's success metrics, from the recorded turns of a run",
+    configure=_configure_metrics,
+)
+def cmd_metrics(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.metrics import compute_metrics, coverage_from_records, format_metrics
+
+    with ctx.open_store() as store:
+        records = store.turn_records()
+        if not records:
+            raise CliError("no turns recorded in this database yet (run `memstore demo`)")
+        run = None if args.all_runs else (args.run or records[-1]["run_id"])
+        if run is not None:
+            records = [r for r in records if r["run_id"] == run]
+            if not records:
+                raise CliError(f"no turns recorded for run {run!r}")
+        places = {r["location_id"] for r in records} | {
+            r["location_after"] for r in records if r["location_after"] is not None
+        }
+        has_memory = {place: store.get_persistent_count(place) > 0 for place in places}
+    metrics = compute_metrics(records, coverage_from_records(records, has_memory))
+    ctx.print(f"run: {run or 'all runs'}")
+    ctx.print(format_metrics(metrics))
+    return 0
