@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
@@ -85,14 +85,11 @@ TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
 # Statements used on every turn are built once: building a Core statement costs more than
 # running it. Parameters are bound by name at execution.
 _FIND_LIVE = {
-    tier: select(table.c.id, table.c.persistence)
-    .where(
+    tier: select(table.c.id, table.c.persistence).where(
         table.c.location_id == bindparam("location_id"),
         table.c.title == bindparam("title"),
         table.c.status != _SUPERSEDED,
-        table.c.id.not_in(bindparam("excluded", expanding=True)),
     )
-    .limit(1)
     for tier, table in TIERS
 }
 _INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
@@ -112,6 +109,26 @@ _VISIT_LOCATION = _upsert.on_conflict_do_update(
 _VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
 _INSERT_DECISION = insert(synthesis_decisions)
 _INSERT_TURNS = insert(turn_records)
+
+
+_COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
+
+
+def _run(conn: Connection, statement: Any, params: dict[str, Any]) -> sqlite3.Cursor:
+    """Run a prebuilt Core statement on ``conn``'s DBAPI cursor, inside its transaction.
+
+    The statement is compiled once per set of parameter names; SQLAlchemy's per-execute
+    overhead would otherwise be most of a durable write's time budget.
+    """
+    key = (id(statement), tuple(params))
+    entry = _COMPILED.get(key)
+    if entry is None:
+        compiled = statement.compile(dialect=conn.dialect, column_keys=list(params))
+        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
+        _COMPILED[key] = entry
+    sql, names, defaults = entry
+    raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+    return raw.execute(sql, [params[n] if n in params else defaults[n] for n in names])
 
 
 def _now() -> str:
@@ -182,6 +199,11 @@ class Bookkeeping:
         self.visits.clear()
         self.decisions.clear()
         self.turns.clear()
+
+
+class _Live(NamedTuple):
+    id: int
+    persistence: str
 
 
 class AppliedSynthesis(BaseModel):
@@ -323,7 +345,7 @@ class MemoryStore:
 
     @staticmethod
     def _ensure_location(conn: Connection, location_id: int, name: str) -> None:
-        conn.execute(_ENSURE_LOCATION, {"id": location_id, "name": name})
+        _run(conn, _ENSURE_LOCATION, {"id": location_id, "name": name})
 
     def record_visit(self, location_id: int, location_name: str, episode: int) -> None:
         """Count a visit to a location in an episode (creates the location if new)."""
@@ -343,8 +365,8 @@ class MemoryStore:
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
         for location_id, name, episode in bookkeeping.visits:
-            conn.execute(_VISIT_LOCATION, {"id": location_id, "name": name})
-            conn.execute(_VISIT_EPISODE, {"location_id": location_id, "episode": episode})
+            _run(conn, _VISIT_LOCATION, {"id": location_id, "name": name})
+            _run(conn, _VISIT_EPISODE, {"location_id": location_id, "episode": episode})
         if bookkeeping.decisions:
             conn.execute(_INSERT_DECISION, bookkeeping.decisions)
         if bookkeeping.turns:
@@ -403,12 +425,12 @@ class MemoryStore:
         excluded: Iterable[tuple[str, int]] = (),
     ) -> bool:
         """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
-        skip = list(excluded)
+        skip = set(excluded)
+        params = {"location_id": location_id, "title": title}
         for tier, _table in TIERS:
-            ids = [memory_id for t, memory_id in skip if t == tier]
-            params = {"location_id": location_id, "title": title, "excluded": ids}
-            if conn.execute(_FIND_LIVE[tier], params).first() is not None:
-                return True
+            for memory_id, _persistence in _run(conn, _FIND_LIVE[tier], params):
+                if (tier, memory_id) not in skip:
+                    return True
         return False
 
     def _insert(
@@ -417,8 +439,8 @@ class MemoryStore:
         tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
         if tier == "persistent":
             self._ensure_location(conn, location_id, name)
-        result = conn.execute(_INSERT_MEMORY[tier], _memory_row(location_id, memory))
-        return tier, result.inserted_primary_key[0]
+        cursor = _run(conn, _INSERT_MEMORY[tier], _memory_row(location_id, memory))
+        return tier, int(cursor.lastrowid or 0)
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """Store a memory, routed by its persistence: CORE/PERMANENT on disk, EPHEMERAL in memory.
@@ -440,11 +462,11 @@ class MemoryStore:
     @staticmethod
     def _find_live(conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
         """The non-superseded memory with exactly this title: persistent tier first."""
-        params = {"location_id": location_id, "title": title, "excluded": []}
+        params = {"location_id": location_id, "title": title}
         for tier, _table in TIERS:
-            row = conn.execute(_FIND_LIVE[tier], params).first()
+            row = _run(conn, _FIND_LIVE[tier], params).fetchone()
             if row is not None:
-                return tier, row
+                return tier, _Live(*row)
         return None
 
     def supersede_memory(
@@ -485,7 +507,7 @@ class MemoryStore:
 
     @staticmethod
     def _mark_superseded(conn: Connection, tier: str, memory_id: int) -> None:
-        conn.execute(_MARK_SUPERSEDED[tier], {"memory_id": memory_id})
+        _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id})
 
     @staticmethod
     def _link(
@@ -514,7 +536,7 @@ class MemoryStore:
                 row["superseded_by_id"] = successor[1]
         elif successor is not None:
             row["superseded_by_id"] = successor[1]
-        conn.execute(_INSERT_LINK[tier], row)
+        _run(conn, _INSERT_LINK[tier], row)
 
     def invalidate_memory(
         self, location_id: int, memory_title: str, reason: str, turn: int | None = None
