@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -129,6 +130,21 @@ def _run(conn: Connection, statement: Any, params: dict[str, Any]) -> sqlite3.Cu
     sql, names, defaults = entry
     raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
     return raw.execute(sql, [params[n] if n in params else defaults[n] for n in names])
+
+
+def _run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
+    """``_run`` for many rows with the same keys (one executemany)."""
+    if not rows:
+        return
+    key = (id(statement), tuple(rows[0]))
+    entry = _COMPILED.get(key)
+    if entry is None:
+        compiled = statement.compile(dialect=conn.dialect, column_keys=list(rows[0]))
+        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
+        _COMPILED[key] = entry
+    sql, names, _defaults = entry
+    raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+    raw.executemany(sql, [[row[n] for n in names] for row in rows])
 
 
 def _now() -> str:
@@ -367,10 +383,8 @@ class MemoryStore:
         for location_id, name, episode in bookkeeping.visits:
             _run(conn, _VISIT_LOCATION, {"id": location_id, "name": name})
             _run(conn, _VISIT_EPISODE, {"location_id": location_id, "episode": episode})
-        if bookkeeping.decisions:
-            conn.execute(_INSERT_DECISION, bookkeeping.decisions)
-        if bookkeeping.turns:
-            conn.execute(_INSERT_TURNS, bookkeeping.turns)
+        _run_many(conn, _INSERT_DECISION, bookkeeping.decisions)
+        _run_many(conn, _INSERT_TURNS, bookkeeping.turns)
 
     def location(self, location_id: int) -> LocationInfo | None:
         """A location's name and visit record, or None if it was never stored."""
@@ -648,7 +662,8 @@ class MemoryStore:
                 turn=turn,
             )
             if log is not None:
-                conn.execute(
+                _run(
+                    conn,
                     _INSERT_DECISION,
                     decision_row(
                         log,
@@ -702,11 +717,13 @@ class MemoryStore:
 
     def reset_episode(self) -> int:
         """Drop every ephemeral memory (and its links); returns how many were dropped."""
-        with self._write() as conn:
-            count = conn.execute(select(func.count()).select_from(ephemeral_memories)).scalar_one()
+        with self._write(forget=None) as conn:
+            touched = conn.execute(select(ephemeral_memories.c.location_id)).scalars().all()
             conn.execute(delete(ephemeral_memory_links))
             conn.execute(delete(ephemeral_memories))
-        return int(count)
+        for location_id in set(touched):  # only these locations' views changed
+            self._forget(location_id)
+        return len(touched)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -842,9 +859,13 @@ class MemoryStore:
     ) -> list[tuple[str, int, Memory]]:
         """Memories with their supersession details, as (tier, id, Memory)."""
         out: list[tuple[str, int, Memory]] = []
+        params = {"location_id": location_id} if location_id is not None else {}
         for tier in tiers:
             query = _load_query(tier, location_id is not None, include_superseded)
-            for row in conn.execute(query, {"location_id": location_id}):
+            cursor = _run(conn, query, params)
+            row_type = _row_type(tuple(column[0] for column in cursor.description))
+            for values in cursor:
+                row = row_type(*values)
                 out.append((tier, row.id, _to_memory(row)))
         return out
 
@@ -1005,6 +1026,12 @@ def _load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
     if conditions:
         query = query.where(and_(*conditions))
     return query.order_by(table.c.id)
+
+
+@cache
+def _row_type(names: tuple[str, ...]) -> Any:
+    """A named-tuple type for a result's columns, so rows read like SQLAlchemy's."""
+    return namedtuple("Row", names, rename=True)  # noqa: PYI024
 
 
 def _to_memory(row: Any) -> Memory:
