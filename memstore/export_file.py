@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["export_check", "write_atomically"]
+__all__ = ["export_check", "write_atomically", "write_bytes_atomically"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -35,6 +35,15 @@ def write_atomically(path: str | Path, text: str, *, encoding: str = "utf-8") ->
     The folder is created if needed. A file that already exists keeps its permission bits.
     Returns the path written.
     """
+    return write_bytes_atomically(path, text.encode(encoding))
+
+
+def write_bytes_atomically(path: str | Path, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically (temporary file, fsync, rename, fsync folder).
+
+    A crash leaves the old file or the new one, never a torn file, and no temporary file
+    is left behind on an error. An existing file keeps its permission bits (new: 0644).
+    """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
@@ -46,7 +55,7 @@ def write_atomically(path: str | Path, text: str, *, encoding: str = "utf-8") ->
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode(encoding))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -126,32 +125,6 @@ def fetch_rom(
             f"expected {expected_sha256}); nothing was written to {dest}. Try again later, "
             f"or set {ROM_ENV_VAR}=/path/to/zork1.z3 to a copy you have checked."
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o644)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(dest.parent)
-    return dest
+    from memstore.export_file import write_bytes_atomically
 
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable where the platform allows it."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return write_bytes_atomically(dest, data)
