@@ -241,17 +241,10 @@ class SimpleMemoryManager:
         entry["latency_ms"] = (time.perf_counter() - started) * 1000
         decision = resolve_decision(answer, existing, first_visit)
         self._count_guards(decision)
-        entry.update(raw_answer=raw, decision=answer.model_dump_json())
+        validated = raw if self._llm is None else answer.model_dump_json()
+        entry.update(raw_answer=raw, decision=validated)
         if not decision.has_effect:
-            self._pending.decisions.append(
-                decision_row(
-                    entry,
-                    location_id=location_id,
-                    location_name=location_name,
-                    episode=self.episode,
-                    turn=self.turn,
-                )
-            )
+            self._log_later(entry, location_id, location_name)
             return None
         new_memory = self._new_memory(decision, ctx)
         applied = self.store.apply_synthesis(
@@ -325,6 +318,10 @@ class SimpleMemoryManager:
         raw = getattr(cause, "raw", None) or getattr(exc, "raw", None)
         if isinstance(raw, str):
             entry["raw_answer"] = raw
+        self._log_later(entry, location_id, location_name)
+
+    def _log_later(self, entry: dict[str, Any], location_id: int, location_name: str) -> None:
+        """Queue the decision-log row of a call that changed no memory (see ``flush``)."""
         self._pending.decisions.append(
             decision_row(
                 entry,

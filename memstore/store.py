@@ -115,36 +115,37 @@ _INSERT_TURNS = insert(turn_records)
 _COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
 
 
+def _compiled(
+    conn: Connection, statement: Any, keys: tuple[str, ...]
+) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """(SQL, parameter order, default values) of a statement, compiled once per key set."""
+    entry = _COMPILED.get((id(statement), keys))
+    if entry is None:
+        compiled = statement.compile(dialect=conn.dialect, column_keys=list(keys))
+        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
+        _COMPILED[(id(statement), keys)] = entry
+    return entry
+
+
+def _driver(conn: Connection) -> sqlite3.Connection:
+    return conn.connection.driver_connection  # type: ignore[return-value]
+
+
 def _run(conn: Connection, statement: Any, params: dict[str, Any]) -> sqlite3.Cursor:
     """Run a prebuilt Core statement on ``conn``'s DBAPI cursor, inside its transaction.
 
     The statement is compiled once per set of parameter names; SQLAlchemy's per-execute
     overhead would otherwise be most of a durable write's time budget.
     """
-    key = (id(statement), tuple(params))
-    entry = _COMPILED.get(key)
-    if entry is None:
-        compiled = statement.compile(dialect=conn.dialect, column_keys=list(params))
-        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
-        _COMPILED[key] = entry
-    sql, names, defaults = entry
-    raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
-    return raw.execute(sql, [params[n] if n in params else defaults[n] for n in names])
+    sql, names, defaults = _compiled(conn, statement, tuple(params))
+    return _driver(conn).execute(sql, [params[n] if n in params else defaults[n] for n in names])
 
 
 def _run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
     """``_run`` for many rows with the same keys (one executemany)."""
-    if not rows:
-        return
-    key = (id(statement), tuple(rows[0]))
-    entry = _COMPILED.get(key)
-    if entry is None:
-        compiled = statement.compile(dialect=conn.dialect, column_keys=list(rows[0]))
-        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
-        _COMPILED[key] = entry
-    sql, names, _defaults = entry
-    raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
-    raw.executemany(sql, [[row[n] for n in names] for row in rows])
+    if rows:
+        sql, names, _defaults = _compiled(conn, statement, tuple(rows[0]))
+        _driver(conn).executemany(sql, [[row[n] for n in names] for row in rows])
 
 
 def _now() -> str:
@@ -678,34 +679,11 @@ class MemoryStore:
                 self._bookkeeping(conn, bookkeeping)
         return applied
 
-    def log_decision(
-        self, log: dict[str, Any], *, location_id: int, location_name: str, episode: int, turn: int
-    ) -> None:
-        """Record a synthesis call that changed nothing (it failed, or decided not to store)."""
-        self.write_bookkeeping(
-            Bookkeeping(
-                decisions=[
-                    decision_row(
-                        log,
-                        location_id=location_id,
-                        location_name=location_name,
-                        episode=episode,
-                        turn=turn,
-                    )
-                ]
-            )
-        )
-
     def decision_log(self) -> list[dict[str, Any]]:
         """Every synthesis decision recorded, oldest first."""
         with self._read() as conn:
             rows = conn.execute(select(synthesis_decisions).order_by(synthesis_decisions.c.id))
             return [dict(row._mapping) for row in rows]
-
-    def add_turn_records(self, records: Iterable[dict[str, Any]]) -> None:
-        """Store per-turn records (for the success metrics) in one transaction."""
-        rows = [dict(record, created_at=record.get("created_at") or _now()) for record in records]
-        self.write_bookkeeping(Bookkeeping(turns=rows))
 
     def turn_records(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Per-turn records, optionally of one run, in order."""
