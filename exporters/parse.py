@@ -21,7 +21,20 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from exporters.escaping import unescape, unescape_text_lines
+from exporters.canonical import read_canonical
+from exporters.escaping import unescape
+from exporters.memory_block import (
+    CATEGORIES,
+    FAST_HEADER,
+    PERSISTENCES,
+    REFERENCE,
+    REFERENCE_STARTS,
+    STATUSES,
+    Skipped,
+    build_memory,
+    first_error,
+    header_fields,
+)
 from memstore.models import (
     Category,
     LocationInfo,
@@ -31,7 +44,7 @@ from memstore.models import (
     Status,
 )
 
-__all__ = ["Problem", "ParseResult", "parse_memories_md"]
+__all__ = ["Problem", "ParseResult", "parse_memories_md", "parse_line_by_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,52 +83,17 @@ _METADATA = re.compile(
     r"[ \t]*(?:Ep(?:ep_)?([0-9]{1,100})[ \t]*,[ \t]*)?"
     r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
 )
-_REFERENCE = re.compile(
-    r"\[(Superseded|Invalidated)"
-    r"(?: at (?:Ep(?:ep_)?([0-9]{1,100}))?(?:, ?)?(?:T([0-9]{1,100}))?)?"
-    r'(?: by "(.*)"|: "(.*)")?\][ \t]*'
-)
-#: Well-formed headers as written by the renderer, read in one match; anything else goes
-#: through the detailed checks of ``memory_header`` that explain what is wrong.
-_FAST_HEADER = re.compile(
-    r"\*\*\[(SUCCESS|FAILURE|DISCOVERY|DANGER|NOTE)(?: - (CORE|PERMANENT))?"
-    r"(?: - (TENTATIVE|SUPERSEDED|ACTIVE))?\] ?(.*)\*\* \*\("
-    r"(?:Ep(?:ep_)?([0-9]{1,100}), )?T([0-9]{1,100}(?:-[0-9]{1,100})?)"
-    r"(?:, ([+-]?[0-9]{1,100}))?\)\*[ \t]*"
-)
 _MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
 
 #: First characters of lines that may be structure (or blank); others are always text.
 _STRUCTURE_STARTS = frozenset("#*- \t")
 
-_CATEGORIES = {category.value: category for category in Category}
-_PERSISTENCES = {persistence.value.upper(): persistence for persistence in Persistence}
-_STATUSES = {status.value: status for status in Status}
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
-
-
-def _first_error(error: ValidationError) -> str:
-    details = error.errors()
-    if not details:
-        return str(error)
-    first = details[0]
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    message = first.get("msg", "invalid")
-    return f"{where}: {message}" if where else message
 
 
 def _clip(value: str, limit: int = 80) -> str:
     """A piece of the file short enough to quote in a problem message."""
     return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def _ends_with_strike(line: str) -> bool:
-    """Whether the line ends with an unescaped ``~~``."""
-    if not line.endswith("~~"):
-        return False
-    body = line[:-2]
-    backslashes = len(body) - len(body.rstrip("\\"))
-    return backslashes % 2 == 0
 
 
 class _PendingMemory:
@@ -195,73 +173,20 @@ class _Parser:
             return
         location = self.location
         assert location is not None
-        text = pending.text
-        if pending.status is Status.SUPERSEDED and text:
-            first = text[0]
-            last = text[-1]
-            if (
-                first.startswith("~~")
-                and _ends_with_strike(last)
-                and (len(text) > 1 or len(first) >= 4)
-            ):
-                if len(text) == 1:
-                    text[0] = first[2:-2]
-                else:
-                    text[0] = first[2:]
-                    text[-1] = last[:-2]
-        superseded_by = superseded_at_turn = superseded_at_episode = invalidation_reason = None
-        reference = pending.reference
-        if reference is not None:
-            if pending.status is not Status.SUPERSEDED:
-                self.problem(
-                    pending.reference_line,
-                    f"memory {pending.title!r} has a reference line but is "
-                    f"{pending.status.value}, not SUPERSEDED: memory skipped",
-                )
-                return
-            kind, episode, turn, successor, reason = reference.groups()
-            if kind == "Superseded" and reason is not None:
-                self.problem(
-                    pending.reference_line,
-                    f'a "Superseded" reference line names a reason instead of a successor '
-                    f'(write [Invalidated at T..: "..."]): memory {pending.title!r} skipped',
-                )
-                return
-            if kind == "Invalidated" and successor is not None:
-                self.problem(
-                    pending.reference_line,
-                    f'an "Invalidated" reference line names a successor instead of a reason '
-                    f'(write [Superseded at T.. by "..."]): memory {pending.title!r} skipped',
-                )
-                return
-            superseded_at_episode = int(episode) if episode is not None else pending.episode
-            superseded_at_turn = int(turn) if turn is not None else None
-            if successor is not None:
-                superseded_by = unescape(successor)
-            if reason is not None:
-                invalidation_reason = unescape(reason)
-        try:
-            memory = Memory(
-                category=pending.category,
-                title=pending.title,
-                text=(
-                    text[0] if len(text) == 1 and "\\" not in text[0] else unescape_text_lines(text)
-                ),
-                episode=pending.episode,
-                turns=pending.turns,
-                score_change=pending.score_change,
-                persistence=pending.persistence,
-                status=pending.status,
-                superseded_by=superseded_by,
-                superseded_at_turn=superseded_at_turn,
-                superseded_at_episode=superseded_at_episode,
-                invalidation_reason=invalidation_reason,
-            )
-        except ValidationError as error:
-            self.problem(
-                pending.line,
-                f"memory {pending.title!r} is invalid ({_first_error(error)}): memory skipped",
-            )
+        memory = build_memory(
+            pending.category,
+            pending.persistence,
+            pending.status,
+            pending.title,
+            pending.episode,
+            pending.turns,
+            pending.score_change,
+            pending.reference,
+            "\n".join(pending.text),
+        )
+        if isinstance(memory, Skipped):
+            line = pending.reference_line if memory.at_reference else pending.line
+            self.problem(line, memory.message)
             return
         location.memories.append(memory)
 
@@ -282,7 +207,7 @@ class _Parser:
         except ValidationError as error:
             self.problem(
                 pending.line,
-                f"location {pending.id} is invalid ({_first_error(error)}): location skipped",
+                f"location {pending.id} is invalid ({first_error(error)}): location skipped",
             )
             return
         self.locations.append(LocationMemories(location=info, memories=tuple(pending.memories)))
@@ -374,19 +299,9 @@ class _Parser:
             self.skipping_memory = True
             self.problem(number, "memory outside any location (no '## Location' above) skipped")
             return
-        fast = _FAST_HEADER.fullmatch(line)
+        fast = FAST_HEADER.fullmatch(line)
         if fast is not None:
-            category, persistence, status, raw_title, episode, turns, score = fast.groups()
-            self.memory = _PendingMemory(
-                number,
-                _CATEGORIES[category],
-                _PERSISTENCES[persistence] if persistence else Persistence.PERMANENT,
-                _STATUSES[status] if status else Status.ACTIVE,
-                unescape(raw_title),
-                int(episode) if episode is not None else 1,
-                turns,
-                int(score) if score is not None else None,
-            )
+            self.memory = _PendingMemory(number, *header_fields(fast))
             return
         self.skipping_memory = True  # until the header proves valid
         match = _HEADER.fullmatch(line)
@@ -400,22 +315,22 @@ class _Parser:
         marker, raw_title, raw_metadata = match.groups()
         title = unescape(raw_title)
         parts = _MARKER_SPLIT.split(marker.strip())
-        category = _CATEGORIES.get(parts[0].upper())
+        category = CATEGORIES.get(parts[0].upper())
         if category is None:
             self.problem(
                 number,
                 f"unknown category {parts[0]!r} (expected one of "
-                f"{', '.join(_CATEGORIES)}): memory {title!r} skipped",
+                f"{', '.join(CATEGORIES)}): memory {title!r} skipped",
             )
             return
         persistence: Persistence | None = None
         status: Status | None = None
         for part in parts[1:]:
             word = part.upper()
-            if word in _PERSISTENCES and persistence is None:
-                persistence = _PERSISTENCES[word]
-            elif word in _STATUSES and status is None:
-                status = _STATUSES[word]
+            if word in PERSISTENCES and persistence is None:
+                persistence = PERSISTENCES[word]
+            elif word in STATUSES and status is None:
+                status = STATUSES[word]
             else:
                 self.problem(
                     number,
@@ -454,7 +369,7 @@ class _Parser:
     def reference(self, number: int, line: str) -> None:
         memory = self.memory
         assert memory is not None
-        match = _REFERENCE.fullmatch(line)
+        match = REFERENCE.fullmatch(line)
         if match is None:
             self.memory = None
             self.skipping_memory = True
@@ -471,11 +386,7 @@ class _Parser:
     def text_line(self, number: int, line: str) -> None:
         memory = self.memory
         if memory is not None:
-            if (
-                not memory.text
-                and memory.reference is None
-                and line.startswith(("[Superseded", "[Invalidated"))
-            ):
+            if not memory.text and memory.reference is None and line.startswith(REFERENCE_STARTS):
                 self.reference(number, line)
                 return
             memory.text.append(line)
@@ -487,9 +398,7 @@ class _Parser:
             self.problem(number, "text outside any memory ignored")
 
     def run(self, text: str) -> ParseResult:
-        if text.startswith("\ufeff"):
-            text = text[1:]
-        lines = text.replace("\r\n", "\n").split("\n")
+        lines = text.split("\n")
         for number, line in enumerate(lines, 1):
             first = line[:1]
             if first and first not in _STRUCTURE_STARTS:
@@ -526,12 +435,31 @@ def parse_memories_md(text: str) -> ParseResult:
     read (locations sorted by id, memories in file order) and one ``Problem`` (1-based
     line number, message) for each piece that was skipped;
     ``parse_memories_md(render_memories_md(x))`` gives back ``x``.
+
+    A file in the renderer's exact layout is read by ``exporters.canonical`` in one pass
+    over its blocks; any other file, line by line (``parse_line_by_line``).
     """
+    return _parse(text, canonical_first=True)
+
+
+def parse_line_by_line(text: str) -> ParseResult:
+    """What ``parse_memories_md`` returns, always from the line parser (for tests and tools)."""
+    return _parse(text, canonical_first=False)
+
+
+def _parse(text: str, canonical_first: bool) -> ParseResult:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    text = text.replace("\r\n", "\n")
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if canonical_first:
+            canonical = read_canonical(text)
+            if canonical is not None:
+                return ParseResult(tuple(canonical), ())
         return _Parser().run(text)
     finally:
         if gc_was_enabled:

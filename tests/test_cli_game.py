@@ -24,8 +24,21 @@ def test_demo_plays_offline_says_so_and_exports(
     rom = rom_or_skip()
     monkeypatch.delenv("MEMSTORE_MODEL", raising=False)
     db, out = tmp_path / "demo.db", tmp_path / "Memories.md"
-    code, stdout, err = run(capsys, "--db", str(db), "demo", "--episodes", "2", "--moves", "30",
-                            "--rom", str(rom), "--out", str(out), "--no-progress")
+    code, stdout, err = run(
+        capsys,
+        "--db",
+        str(db),
+        "demo",
+        "--episodes",
+        "2",
+        "--moves",
+        "30",
+        "--rom",
+        str(rom),
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert code == 0, err
     assert "OFFLINE RECORDER" in stdout
     assert "played 2 episode(s) [1, 2], 60 turns" in stdout
@@ -40,8 +53,9 @@ def test_demo_plays_offline_says_so_and_exports(
 def test_demo_with_a_missing_story_file_explains_what_to_do(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _out, err = run(capsys, "--db", str(tmp_path / "d.db"), "demo",
-                          "--rom", str(tmp_path / "nowhere.z3"))
+    code, _out, err = run(
+        capsys, "--db", str(tmp_path / "d.db"), "demo", "--rom", str(tmp_path / "nowhere.z3")
+    )
     assert code == 1
     assert "memstore rom fetch" in err and "Traceback" not in err
 
@@ -60,20 +74,47 @@ def test_export_notes_and_show_flagged(capsys: pytest.CaptureFixture[str], tmp_p
     with MemoryStore.open(db) as store:
         flagged = FlaggedMemories(store)
         assert flagged.add_flagged_memory("Lamp is in the living room", 900, 12, 5, "Living Room")
-        assert flagged.add_flagged_memory("Troll blocks the east passage", 700, 40, 152,
-                                          "Troll Room")
+        assert flagged.add_flagged_memory(
+            "Troll blocks the east passage", 700, 40, 152, "Troll Room"
+        )
     notes = tmp_path / "Notes.md"
-    code, _out, err = run(capsys, "--db", str(db), "export", "--out",
-                          str(tmp_path / "Memories.md"), "--notes", str(notes))
+    code, _out, err = run(
+        capsys,
+        "--db",
+        str(db),
+        "export",
+        "--out",
+        str(tmp_path / "Memories.md"),
+        "--notes",
+        str(notes),
+    )
     assert code == 0, err
     text = notes.read_text(encoding="utf-8")
     assert text.index("Lamp is in the living room") < text.index("Troll blocks")
-    code, _out, _err = run(capsys, "--db", str(db), "export", "--out",
-                           str(tmp_path / "Memories.md"), "--notes", str(notes), "--check")
+    code, _out, _err = run(
+        capsys,
+        "--db",
+        str(db),
+        "export",
+        "--out",
+        str(tmp_path / "Memories.md"),
+        "--notes",
+        str(notes),
+        "--check",
+    )
     assert code == 0
     notes.write_text("stale\n", encoding="utf-8")
-    code, _out, err = run(capsys, "--db", str(db), "export", "--out",
-                          str(tmp_path / "Memories.md"), "--notes", str(notes), "--check")
+    code, _out, err = run(
+        capsys,
+        "--db",
+        str(db),
+        "export",
+        "--out",
+        str(tmp_path / "Memories.md"),
+        "--notes",
+        str(notes),
+        "--check",
+    )
     assert code == 1 and "Notes.md" in err
     code, out, _err = run(capsys, "--db", str(db), "show", "--flagged", "1")
     assert code == 0

@@ -1,0 +1,155 @@
+"""One memory as Memories.md writes it: header line, reference line, struck or plain text.
+
+Shared by the line parser (``exporters.parse``), which reads any file and explains what
+it cannot read, and the canonical reader (``exporters.canonical``), which reads files in
+exactly the renderer's layout in one pass over their blank-line blocks. Both turn the
+pieces of a memory into a ``Memory`` here, so they cannot disagree on what a memory is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from exporters.escaping import unescape
+from memstore.models import Category, Memory, Persistence, Status
+from memstore.prevalidated import memory_from_fields
+
+#: Well-formed headers as written by the renderer, read in one match; older or broken
+#: headers go through the detailed checks of the line parser, which say what is wrong.
+FAST_HEADER = re.compile(
+    r"\*\*\[(SUCCESS|FAILURE|DISCOVERY|DANGER|NOTE)(?: - (CORE|PERMANENT))?"
+    r"(?: - (TENTATIVE|SUPERSEDED|ACTIVE))?\] ?(.*)\*\* \*\("
+    r"(?:Ep(?:ep_)?([0-9]{1,100}), )?T([0-9]{1,100}(?:-[0-9]{1,100})?)"
+    r"(?:, ([+-]?[0-9]{1,100}))?\)\*[ \t]*"
+)
+#: ``[Superseded at EpN, Tn by "title"]`` or ``[Invalidated at Tn: "reason"]``.
+REFERENCE = re.compile(
+    r"\[(Superseded|Invalidated)"
+    r"(?: at (?:Ep(?:ep_)?([0-9]{1,100}))?(?:, ?)?(?:T([0-9]{1,100}))?)?"
+    r'(?: by "(.*)"|: "(.*)")?\][ \t]*'
+)
+#: How a reference line starts: the first text line of a memory starting so is one.
+REFERENCE_STARTS = ("[Superseded", "[Invalidated")
+
+CATEGORIES = {category.value: category for category in Category}
+PERSISTENCES = {persistence.value.upper(): persistence for persistence in Persistence}
+STATUSES = {status.value: status for status in Status}
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Why a memory is skipped, and whether its reference line is to blame (or its header)."""
+
+    message: str
+    at_reference: bool = False
+
+
+def header_fields(
+    match: re.Match[str],
+) -> tuple[Category, Persistence, Status, str, int, str, int | None]:
+    """Category, persistence, status, title, episode, turns and score of a FAST_HEADER match."""
+    category, persistence, status, raw_title, episode, turns, score = match.groups()
+    return (
+        CATEGORIES[category],
+        PERSISTENCES[persistence] if persistence else Persistence.PERMANENT,
+        STATUSES[status] if status else Status.ACTIVE,
+        unescape(raw_title),
+        int(episode) if episode is not None else 1,
+        turns,
+        int(score) if score is not None else None,
+    )
+
+
+def ends_with_strike(text: str) -> bool:
+    """Whether the text ends with an unescaped ``~~``."""
+    if not text.endswith("~~"):
+        return False
+    body = text[:-2]
+    backslashes = len(body) - len(body.rstrip("\\"))
+    return backslashes % 2 == 0
+
+
+def build_memory(
+    category: Category,
+    persistence: Persistence,
+    status: Status,
+    title: str,
+    episode: int,
+    turns: str,
+    score_change: int | None,
+    reference: re.Match[str] | None,
+    escaped_text: str,
+) -> Memory | Skipped:
+    """The memory of a header, an optional REFERENCE match and the text lines as written.
+
+    ``escaped_text`` is the memory's text lines joined by line breaks, still escaped and,
+    for a SUPERSEDED memory, maybe struck through (``~~...~~`` over all the lines).
+    Returns the ``Memory``, or why it must be skipped.
+    """
+    if (
+        status is Status.SUPERSEDED
+        and escaped_text.startswith("~~")
+        and ends_with_strike(escaped_text)
+        and (len(escaped_text) >= 4 or "\n" in escaped_text)
+    ):
+        escaped_text = escaped_text[2:-2]
+    superseded_by = superseded_at_turn = superseded_at_episode = invalidation_reason = None
+    if reference is not None:
+        if status is not Status.SUPERSEDED:
+            return Skipped(
+                f"memory {title!r} has a reference line but is {status.value}, "
+                f"not SUPERSEDED: memory skipped",
+                at_reference=True,
+            )
+        kind, at_episode, at_turn, successor, reason = reference.groups()
+        if kind == "Superseded" and reason is not None:
+            return Skipped(
+                f'a "Superseded" reference line names a reason instead of a successor '
+                f'(write [Invalidated at T..: "..."]): memory {title!r} skipped',
+                at_reference=True,
+            )
+        if kind == "Invalidated" and successor is not None:
+            return Skipped(
+                f'an "Invalidated" reference line names a successor instead of a reason '
+                f'(write [Superseded at T.. by "..."]): memory {title!r} skipped',
+                at_reference=True,
+            )
+        superseded_at_episode = int(at_episode) if at_episode is not None else episode
+        superseded_at_turn = int(at_turn) if at_turn is not None else None
+        if successor is not None:
+            superseded_by = unescape(successor)
+        if reason is not None:
+            invalidation_reason = unescape(reason)
+    # unescape works across line breaks as it does line by line: no escape is
+    # ``\`` followed by a line break, so a backslash at the end of a line stays as it is.
+    try:
+        return memory_from_fields(
+            category,
+            title,
+            unescape(escaped_text),
+            episode,
+            turns,
+            score_change,
+            persistence,
+            status,
+            superseded_by,
+            superseded_at_turn,
+            superseded_at_episode,
+            invalidation_reason,
+        )
+    except ValidationError as error:
+        return Skipped(f"memory {title!r} is invalid ({first_error(error)}): memory skipped")
+
+
+def first_error(error: ValidationError) -> str:
+    """The first complaint of a pydantic error, as ``field: message``."""
+    details = error.errors()
+    if not details:
+        return str(error)
+    first = details[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    message = first.get("msg", "invalid")
+    return f"{where}: {message}" if where else message

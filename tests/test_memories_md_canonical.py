@@ -1,0 +1,89 @@
+"""The canonical reader reads every rendered file, and agrees with the line parser when it reads."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporters import parse_memories_md, render_memories_md
+from exporters.canonical import read_canonical
+from exporters.parse import parse_line_by_line
+from memstore.models import LocationMemories
+from tests.test_memories_md_roundtrip import (
+    LINE_PIECES,
+    TRICKY_PIECES,
+    any_memories,
+    canonical_memories,
+    locations_of,
+)
+
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(locations_of(any_memories()))
+def test_every_rendered_file_is_read_by_the_canonical_reader(
+    entries: list[LocationMemories],
+) -> None:
+    text = render_memories_md(entries)
+
+    canonical = read_canonical(text)
+
+    assert canonical is not None
+    by_lines = parse_line_by_line(text)
+    assert by_lines.problems == ()
+    assert tuple(canonical) == by_lines.locations
+
+
+ANY_PIECE = st.one_of(st.sampled_from(LINE_PIECES), st.sampled_from(TRICKY_PIECES), st.text())
+#: Edits that mostly keep the layout (more of them are taken by the canonical reader).
+SMALL_PIECE = st.one_of(
+    st.text(st.characters(blacklist_characters="\n"), max_size=8),
+    st.sampled_from(["x", "-", "--", "~~", "\\", "[", "*", "#", " ", "é"]),
+)
+
+
+@st.composite
+def edited_files(draw: st.DrawFn, piece: st.SearchStrategy[str] = ANY_PIECE) -> str:
+    """A rendered file with a few lines inserted, deleted, replaced or cut, as a hand edit would."""
+    lines = render_memories_md(draw(locations_of(canonical_memories()))).split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        index = draw(st.integers(0, len(lines)))
+        action = draw(st.sampled_from(["insert", "delete", "replace", "cut", "append"]))
+        if action == "insert" or not lines or index == len(lines):
+            lines.insert(index, draw(piece))
+        elif action == "delete":
+            del lines[index]
+        elif action == "replace":
+            lines[index] = draw(piece)
+        elif action == "cut":
+            line = lines[index]
+            lines[index] = line[: draw(st.integers(0, len(line)))]
+        else:
+            lines[index] += draw(piece)
+    return "\n".join(lines)
+
+
+@PROPERTY
+@given(st.one_of(edited_files(), edited_files(SMALL_PIECE)))
+def test_canonical_reader_takes_an_edited_file_only_when_the_line_parser_agrees(text: str) -> None:
+    canonical = read_canonical(text)
+    by_lines = parse_line_by_line(text)
+
+    if canonical is not None:
+        assert by_lines.problems == ()
+        assert tuple(canonical) == by_lines.locations
+    assert parse_memories_md(text) == by_lines
+
+
+def test_a_file_with_problems_is_read_line_by_line_with_line_numbers() -> None:
+    text = (
+        "# Location Memories\n\n## Location 5: Room\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n**[NOTE - CORE] Fine** *(Ep1, T1)*\nText.\n\n"
+        "**[BOGUS - CORE] Broken** *(Ep1, T2)*\nMore.\n\n---\n"
+    )
+
+    assert read_canonical(text) is None
+    result = parse_memories_md(text)
+    assert [m.title for m in result.locations[0].memories] == ["Fine"]
+    assert [p.line for p in result.problems] == [11]
