@@ -32,7 +32,7 @@ from exporters.memory_block import (
     header_fields,
 )
 from memstore.models import LocationInfo, LocationMemories, Memory, Persistence, Status
-from memstore.prevalidated import location_from_fields, location_memories, memory_from_fields
+from memstore.prevalidated import location_from_fields, typed_location_memories, typed_memory
 
 __all__ = ["read_canonical"]
 
@@ -115,19 +115,18 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                 return None
             category, persistence, status, raw_title, episode, turns, score = match.groups()
             if status is None and not body.startswith("["):
-                # The common case, kept inline: an ACTIVE memory with plain text.
-                try:
-                    memory = memory_from_fields(
-                        CATEGORIES[category],
-                        unescape(raw_title) if "\\" in raw_title else raw_title,
-                        unescape(body) if "\\" in body else body,
-                        int(episode) if episode is not None else 1,
-                        turns,
-                        int(score) if score is not None else None,
-                        PERSISTENCES[persistence] if persistence else Persistence.PERMANENT,
-                        _ACTIVE,
-                    )
-                except ValidationError:
+                # The common case, kept inline: an ACTIVE memory with no reference line.
+                memory = typed_memory(
+                    CATEGORIES[category],
+                    unescape(raw_title) if "\\" in raw_title else raw_title,
+                    unescape(body) if "\\" in body else body,
+                    int(episode) if episode is not None else 1,
+                    turns,
+                    int(score) if score is not None else None,
+                    PERSISTENCES[persistence] if persistence else Persistence.PERMANENT,
+                    _ACTIVE,
+                )
+                if memory is None:
                     return None
             else:
                 reference = None
@@ -143,7 +142,8 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                 memory = built
             memories.append(memory)
         memory_count += len(memories)
-        locations.append(location_memories(info, tuple(memories)))
+        # Every memory here came from a builder that checked it: no need to check again.
+        locations.append(typed_location_memories(info, tuple(memories)))
     if not _lines_are_plain(text, len(locations), memory_count, reference_count):
         return None
     locations.sort(key=lambda entry: entry.location.id)

@@ -61,7 +61,6 @@ _INLINE_TABLE = str.maketrans(
         "\r": "\\r",
     }
 )
-_INLINE_SPECIAL = re.compile(r'[\\*\[\]~"\n\r]')
 
 #: Characters escaped everywhere in a line of memory text (the line break is handled apart).
 _TEXT_TABLE = str.maketrans(
@@ -75,7 +74,6 @@ _TEXT_TABLE = str.maketrans(
     }
 )
 _TEXT_SPECIAL = re.compile(r"[\\*\[\]~\r]")
-_TEXT_SPECIAL_OR_BREAK = re.compile(r"[\\*\[\]~\r\n]")
 
 #: What a backslash followed by a character stands for; anything else is kept verbatim.
 _UNESCAPES = {
@@ -106,9 +104,19 @@ def escape_inline(value: str) -> str:
     The result contains no line break, no unescaped ``*``, ``[``, ``]``, ``~`` or ``"``,
     and ``unescape(escape_inline(value)) == value`` for every string.
     """
-    if _INLINE_SPECIAL.search(value) is None:
-        return value
-    return value.translate(_INLINE_TABLE)
+    # Eight substring tests are several times faster than one regex search here.
+    if (
+        "\\" in value
+        or "*" in value
+        or "[" in value
+        or "]" in value
+        or "~" in value
+        or '"' in value
+        or "\n" in value
+        or "\r" in value
+    ):
+        return value.translate(_INLINE_TABLE)
+    return value
 
 
 def unescape(value: str) -> str:
@@ -135,7 +143,16 @@ def escape_text_lines(text: str) -> list[str]:
     """
     if not text:
         return []
-    if _TEXT_SPECIAL_OR_BREAK.search(text) is None and text[0] not in "#- \t":
+    if not (
+        "\\" in text
+        or "*" in text
+        or "[" in text
+        or "]" in text
+        or "~" in text
+        or "\n" in text
+        or "\r" in text
+        or text[0] in "#- \t"
+    ):
         return [text]  # the common case: one line with nothing to escape
     lines: list[str] = []
     current: str | None = None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporters.escaping import escape_inline, escape_text_lines
-from memstore.models import LocationInfo, LocationMemories, Memory, Persistence, Status
+from memstore.models import Category, LocationInfo, LocationMemories, Memory, Persistence, Status
 
 __all__ = ["render_memories_md", "render_memory_lines", "FILE_TITLE", "NO_EPISODES"]
 
@@ -60,31 +60,43 @@ def _reference_line(memory: Memory) -> str | None:
     return None
 
 
+#: The start of a header, ``**[CATEGORY - PERSISTENCE( - STATUS)] ``, for every memory
+#: that goes to disk (StrEnum members format as their values: "NOTE", "SUPERSEDED").
+_HEADER_STARTS = {
+    (category, persistence, status): (
+        f"**[{category} - {persistence.value.upper()}] "
+        if status is Status.ACTIVE
+        else f"**[{category} - {persistence.value.upper()} - {status}] "
+    )
+    for category in Category
+    for persistence in (Persistence.CORE, Persistence.PERMANENT)
+    for status in Status
+}
+
+
 def render_memory_lines(memory: Memory) -> list[str]:
     """The lines of one memory (header, reference line, text), without a trailing blank.
 
     Promises: an EPHEMERAL memory gives no line at all (it never goes to disk); the
     same memory always gives the same lines.
     """
-    persistence = memory.persistence
-    if persistence is Persistence.PERMANENT:
-        marker = "PERMANENT"
-    elif persistence is Persistence.CORE:
-        marker = "CORE"
-    else:
-        return []
     status = memory.status
-    # StrEnum members format as their values ("NOTE", "SUPERSEDED").
-    if status is not Status.ACTIVE:
-        marker = f"{marker} - {status}"
+    start = _HEADER_STARTS.get((memory.category, memory.persistence, status))
+    if start is None:
+        return []  # EPHEMERAL
     score = memory.score_change
     if score is None:
-        metadata = f"Ep{memory.episode}, T{memory.turns}"
+        header = f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns})*"
     elif score >= 0:
-        metadata = f"Ep{memory.episode}, T{memory.turns}, +{score}"
+        header = (
+            f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns}, "
+            f"+{score})*"
+        )
     else:
-        metadata = f"Ep{memory.episode}, T{memory.turns}, {score}"
-    header = f"**[{memory.category} - {marker}] {escape_inline(memory.title)}** *({metadata})*"
+        header = (
+            f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns}, "
+            f"{score})*"
+        )
     text_lines = escape_text_lines(memory.text)
     if status is not Status.SUPERSEDED:
         text_lines.insert(0, header)

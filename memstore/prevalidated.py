@@ -33,7 +33,13 @@ from memstore.models import (
     parse_turns,
 )
 
-__all__ = ["memory_from_fields", "location_from_fields", "location_memories"]
+__all__ = [
+    "memory_from_fields",
+    "typed_memory",
+    "location_from_fields",
+    "location_memories",
+    "typed_location_memories",
+]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SUPERSEDED = Status.SUPERSEDED
@@ -82,6 +88,62 @@ def _turns_ok(turns: str) -> bool:
     return True
 
 
+def _values_hold(title: str, text: str, episode: int, turns: str) -> bool:
+    """Whether the values (of their exact types) meet Memory's rules for them."""
+    return (
+        (title.isascii() or _SURROGATE.search(title) is None)
+        and 0 < len(title) <= 500
+        and not title.isspace()  # Memory._title_clean: "title must not be blank"
+        and (text.isascii() or _SURROGATE.search(text) is None)
+        and len(text) <= 20_000
+        and episode >= 1
+        and ((turns.isdigit() and turns.isascii()) or _turns_ok(turns))
+    )
+
+
+def typed_memory(
+    category: Category,
+    title: str,
+    text: str,
+    episode: int,
+    turns: str,
+    score_change: int | None,
+    persistence: Persistence,
+    status: Status,
+) -> Memory | None:
+    """A memory with no supersession from values already of their fields' exact types.
+
+    For a caller that made the values itself (the canonical Memories.md reader: enum
+    members from lookup tables, ints from digit runs, strs from the file), and so skips
+    the type checks of ``memory_from_fields``. Returns None when a value breaks a rule of
+    ``Memory`` (a blank or too long title, episode 0, a turn range that ends before it
+    starts, ...): call ``Memory(...)`` for the error.
+    """
+    if not _values_hold(title, text, episode, turns):
+        return None
+    memory = _new(Memory)
+    memory.__dict__.update(
+        {
+            "category": category,
+            "title": title,
+            "text": text,
+            "episode": episode,
+            "turns": turns,
+            "score_change": score_change,
+            "persistence": persistence,
+            "status": status,
+            "superseded_by": None,
+            "superseded_at_turn": None,
+            "superseded_at_episode": None,
+            "invalidation_reason": None,
+        }
+    )
+    _set_fields_set(memory, set(_MEMORY_FIELDS))
+    _set_extra(memory, None)
+    _set_private(memory, None)
+    return memory
+
+
 def memory_from_fields(
     category: Category,
     title: str,
@@ -102,17 +164,11 @@ def memory_from_fields(
         and type(persistence) is Persistence
         and type(status) is Status
         and type(title) is str
-        and (title.isascii() or _SURROGATE.search(title) is None)
-        and 0 < len(title) <= 500
-        and not title.isspace()  # Memory: "title must not be blank"
         and type(text) is str
-        and (text.isascii() or _SURROGATE.search(text) is None)
-        and len(text) <= 20_000
         and type(episode) is int  # not bool, not a subclass
-        and episode >= 1
         and type(turns) is str
-        and ((turns.isdigit() and turns.isascii()) or _turns_ok(turns))
         and (score_change is None or type(score_change) is int)
+        and _values_hold(title, text, episode, turns)
         and (
             # the common case: no supersession at all
             (
@@ -222,3 +278,13 @@ def location_memories(location: LocationInfo, memories: tuple[Memory, ...]) -> L
             _LOCATION_MEMORIES_FIELDS,
         )
     return LocationMemories(location=location, memories=memories)
+
+
+def typed_location_memories(
+    location: LocationInfo, memories: tuple[Memory, ...]
+) -> LocationMemories:
+    """``LocationMemories`` of a location and memories that the caller built itself, through
+    the checked builders here or the model constructors (so their rules hold already)."""
+    return _assemble(
+        LocationMemories, {"location": location, "memories": memories}, _LOCATION_MEMORIES_FIELDS
+    )
