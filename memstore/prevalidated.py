@@ -117,7 +117,8 @@ def typed_memory(
     members from lookup tables, ints from digit runs, strs from the file), and so skips
     the type checks of ``memory_from_fields``. Returns None when a value breaks a rule of
     ``Memory`` (a blank or too long title, episode 0, a turn range that ends before it
-    starts, ...): call ``Memory(...)`` for the error.
+    starts, ...): call ``Memory(...)`` for the error. Otherwise the memory equals
+    ``Memory(...)`` given all twelve fields, the four supersession fields as None.
     """
     if not _values_hold(title, text, episode, turns):
         return None

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from memstore.models import Category, LocationInfo, LocationMemories, Memory, Persistence, Status
-from memstore.prevalidated import location_from_fields, location_memories, memory_from_fields
+from memstore.prevalidated import (
+    location_from_fields,
+    location_memories,
+    memory_from_fields,
+    typed_memory,
+)
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -190,3 +195,44 @@ def test_fast_built_memories_behave_like_validated_ones() -> None:
     assert fast.turn_start == 23 and fast.turn_end == 24
     with pytest.raises(ValidationError):
         fast.title = "frozen"  # type: ignore[misc]
+
+
+@PROPERTY
+@given(
+    st.sampled_from(Category),
+    st.one_of(st.text(max_size=20), st.sampled_from(["", " \t", "\ud800", "t" * 500, "t" * 501])),
+    st.one_of(st.text(max_size=40), st.sampled_from(["\udfff", "x" * 20_000, "x" * 20_001])),
+    st.integers(-1, 5),
+    st.one_of(
+        st.integers(0, 99).map(str),
+        st.sampled_from(["3-2", "2-3", "7-7", "45\n", "", "٣"]),
+    ),
+    st.none() | st.integers(-5, 5),
+    st.sampled_from([Persistence.CORE, Persistence.PERMANENT]),
+    st.sampled_from([Status.ACTIVE, Status.TENTATIVE]),
+)
+def test_typed_memory_is_none_exactly_when_the_model_refuses(
+    category: Category,
+    title: str,
+    text: str,
+    episode: int,
+    turns: str,
+    score: int | None,
+    persistence: Persistence,
+    status: Status,
+) -> None:
+    arguments = (category, title, text, episode, turns, score, persistence, status)
+    names = ("category", "title", "text", "episode", "turns", "score_change")
+    fields = dict(zip(names, arguments, strict=False))
+    no_links = dict.fromkeys(
+        ("superseded_by", "superseded_at_turn", "superseded_at_episode", "invalidation_reason")
+    )
+    expected = outcome(lambda: Memory(**fields, persistence=persistence, status=status, **no_links))
+
+    built = typed_memory(*arguments)
+
+    if expected[0] == "ok":
+        assert built is not None
+        assert_same_instance(built, expected[1])
+    else:
+        assert built is None
