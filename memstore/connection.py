@@ -143,6 +143,9 @@ def create_store_engine(target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIM
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
-        connection.exec_driver_sql(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
+        # Straight to the driver: SQLAlchemy's execute path would cost more than the BEGIN.
+        # A lock held past the busy timeout raises sqlite3.OperationalError here.
+        begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
+        connection.connection.driver_connection.execute(begin)
 
     return engine

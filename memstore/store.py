@@ -50,6 +50,7 @@ from memstore.connection import (
 )
 from memstore.errors import StoreBusy
 from memstore.models import (
+    Category,
     LocationInfo,
     LocationMemories,
     Memory,
@@ -58,6 +59,7 @@ from memstore.models import (
     check_location_id,
     format_turns,
 )
+from memstore.prevalidated import memory_from_fields
 from memstore.retrieval import ContextRow, format_location_memory
 from memstore.schema import (
     HEAD_REVISION,
@@ -325,9 +327,10 @@ class MemoryStore:
             try:
                 with self._conn.begin():
                     yield self._conn
-            except OperationalError as exc:
+            except (OperationalError, sqlite3.OperationalError) as exc:
                 self._forget()
-                if "locked" in str(exc.orig) or "busy" in str(exc.orig):
+                message = str(getattr(exc, "orig", exc))
+                if "locked" in message or "busy" in message:
                     raise StoreBusy(
                         f"{self.target.display} stayed locked by another process for longer "
                         f"than the busy timeout; nothing was written"
@@ -617,6 +620,8 @@ class MemoryStore:
         invalidate = list(invalidate_titles)
         if invalidate:
             _check_reason(invalidation_reason)
+        # The live memories here before the write, to update rather than reload (below).
+        live_before = self._live_cache.get(location_id)
         with self._write(forget=location_id) as conn:
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
@@ -677,6 +682,8 @@ class MemoryStore:
                 )
             if bookkeeping is not None:
                 self._bookkeeping(conn, bookkeeping)
+        if live_before is not None:
+            self._live_cache[location_id] = _live_after(live_before, applied)
         return applied
 
     def decision_log(self) -> list[dict[str, Any]]:
@@ -1012,19 +1019,52 @@ def _row_type(names: tuple[str, ...]) -> Any:
     return namedtuple("Row", names, rename=True)  # noqa: PYI024
 
 
+def _live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...]:
+    """The live memories of a location after ``applied``, from those before it.
+
+    What ``memories(location_id)`` would read back, in ``apply_synthesis``'s order: the
+    superseded ones go, the new memory comes last among those of its tier (persistent
+    before ephemeral; its turns as the database stores them), then the invalidated ones
+    go, the new one among them maybe. Live titles are unique at a location.
+    """
+    superseded = set(applied.superseded)
+    persistent: list[Memory] = []
+    ephemeral: list[Memory] = []
+    for memory in live:
+        if memory.title not in superseded:
+            tier = ephemeral if memory.persistence is Persistence.EPHEMERAL else persistent
+            tier.append(memory)
+    new = applied.new_memory
+    if new is not None:
+        turns = format_turns(new.turn_start, new.turn_end)
+        if turns != new.turns:
+            new = new.model_copy(update={"turns": turns})
+        (ephemeral if new.persistence is Persistence.EPHEMERAL else persistent).append(new)
+    invalidated = set(applied.invalidated)
+    return tuple(m for m in (*persistent, *ephemeral) if m.title not in invalidated)
+
+
+_CATEGORY_OF = {category.value: category for category in Category}
+_PERSISTENCE_OF = {persistence.value: persistence for persistence in Persistence}
+_STATUS_OF = {status.value: status for status in Status}
+
+
 def _to_memory(row: Any) -> Memory:
-    superseded = row.status == Status.SUPERSEDED.value
-    return Memory(
-        category=row.category,
-        title=row.title,
-        text=row.text,
-        episode=row.episode,
-        turns=format_turns(row.turn_start, row.turn_end),
-        score_change=row.score_change,
-        persistence=row.persistence,
-        status=row.status,
-        superseded_by=row.successor_title if superseded and row.link_reason is None else None,
-        superseded_at_turn=row.link_turn if superseded else None,
-        superseded_at_episode=row.link_episode if superseded else None,
-        invalidation_reason=row.link_reason if superseded else None,
+    # Enum members looked up by value; a value that is none (a damaged row) goes to
+    # memory_from_fields as it is, and so to Memory(...), which refuses it.
+    status = _STATUS_OF.get(row.status, row.status)
+    superseded = status is Status.SUPERSEDED
+    return memory_from_fields(
+        _CATEGORY_OF.get(row.category, row.category),
+        row.title,
+        row.text,
+        row.episode,
+        format_turns(row.turn_start, row.turn_end),
+        row.score_change,
+        _PERSISTENCE_OF.get(row.persistence, row.persistence),
+        status,
+        row.successor_title if superseded and row.link_reason is None else None,
+        row.link_turn if superseded else None,
+        row.link_episode if superseded else None,
+        row.link_reason if superseded else None,
     )

@@ -1,0 +1,61 @@
+"""After apply_synthesis the store updates its cached live memories instead of reloading them:
+what it returns must be exactly what a reload from the database gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memstore.models import Memory
+from memstore.store import MemoryStore
+
+TITLES = ["Lamp", "Troll", "Grating", "Egg", "Rope"]
+
+step = st.tuples(
+    st.sampled_from([1, 2]),  # location
+    st.none() | st.sampled_from(TITLES),  # new memory's title
+    st.sampled_from(["core", "permanent", "ephemeral"]),
+    st.sampled_from(["ACTIVE", "TENTATIVE"]),
+    st.sampled_from(["7", "007", "3-4", "12\n"]),  # turn strings the database normalises
+    st.lists(st.sampled_from(TITLES), max_size=2),  # supersede
+    st.lists(st.sampled_from(TITLES), max_size=2),  # invalidate
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=1, max_size=12))
+def test_cached_live_memories_equal_a_reload_after_every_synthesis(
+    tmp_path_factory: object, steps: list[tuple]
+) -> None:
+    folder: Path = tmp_path_factory.mktemp("live")  # type: ignore[attr-defined]
+    with MemoryStore.open(folder / "m.db") as store:
+        for turn, (location, title, persistence, status, turns, supersede, invalidate) in enumerate(
+            steps, 1
+        ):
+            store.memories(location)  # fill the cache, as the manager does before deciding
+            new = None
+            if title is not None:
+                new = Memory(
+                    category="NOTE",
+                    title=title,
+                    text=f"{title} at turn {turn}",
+                    episode=1,
+                    turns=turns,
+                    persistence=persistence,
+                    status=status,
+                )
+            store.apply_synthesis(
+                location,
+                f"Room {location}",
+                new_memory=new,
+                supersede_titles=supersede,
+                invalidate_titles=invalidate,
+                invalidation_reason="proven wrong" if invalidate else None,
+                episode=1,
+                turn=turn,
+            )
+            cached = store.memories(location)
+            store._forget()  # drop every cache: the next read comes from the database
+            assert cached == store.memories(location)
