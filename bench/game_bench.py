@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from machine import describe  # noqa: E402
+
 from memstore.game import DEFAULT_SEED, ZorkGame  # noqa: E402
 from memstore.rom import RomError, find_rom  # noqa: E402
 
@@ -230,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     actions = walkthrough()
+    if not args.json:
+        print(describe("before"))
     results = []
     for mode in args.modes.split(","):
         mode = mode.strip()
@@ -244,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"Zork I walkthrough: {len(actions)} actions x {args.repeats} repeats, {rom}")
         print(report(results))
+        print(describe("after"))
     return 0
 
 

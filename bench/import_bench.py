@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import describe  # noqa: E402
+
 from exporters import render_memories_md  # noqa: E402
 from memstore.cli import import_file, main  # noqa: E402
 from memstore.models import LocationInfo, LocationMemories, Memory  # noqa: E402
@@ -127,6 +129,7 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args(argv)
     text = build_file()
+    print(describe("before"))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         file = folder / "Memories.md"
@@ -152,6 +155,7 @@ def main_bench(argv: list[str] | None = None) -> int:
             f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
             f"min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})"
         )
+    print(describe("after"))
     return 0
 
 

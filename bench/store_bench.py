@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import describe  # noqa: E402
+
 from memstore.models import Memory  # noqa: E402
 from memstore.store import MemoryStore  # noqa: E402
 
@@ -183,6 +185,7 @@ def main() -> None:
         "get_location_memory": 100.0,
         "get_location_memory (cache miss)": 100.0,
     }
+    print(describe("before"))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for total in (1_100, 100_000):
@@ -200,6 +203,7 @@ def main() -> None:
                         f"  target <= {target:.0f} us: {'met' if value <= target else 'MISSED'}"
                     )
                 print(f"  {name:42s} {value:9.1f} us{verdict}")
+    print(describe("after"))
 
 
 if __name__ == "__main__":
