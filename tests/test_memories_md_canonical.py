@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporters import parse_memories_md, render_memories_md
@@ -64,10 +64,18 @@ def edited_files(draw: st.DrawFn, piece: st.SearchStrategy[str] = ANY_PIECE) -> 
     return "\n".join(lines)
 
 
+CRLF_IN_TEXT = (
+    "# Location Memories\n\n## Location 1: \n**Visits:** 0 | **Episodes:** none\n\n"
+    "### Memories\n\n**[SUCCESS - CORE] 0** *(Ep1, T0)*\n\r\n0\n\n---\n"
+)
+
+
 @PROPERTY
 @given(st.one_of(edited_files(), edited_files(SMALL_PIECE)))
+@example(CRLF_IN_TEXT)  # a CRLF is a line break to the parser: the block splits in two
 def test_canonical_reader_takes_an_edited_file_only_when_the_line_parser_agrees(text: str) -> None:
-    canonical = read_canonical(text)
+    # read_canonical takes text as parse_memories_md hands it over: no BOM, no CRLF
+    canonical = read_canonical(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     by_lines = parse_line_by_line(text)
 
     if canonical is not None:
