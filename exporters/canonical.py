@@ -22,16 +22,14 @@ from pydantic import ValidationError
 
 from exporters.escaping import unescape
 from exporters.memory_block import (
-    CATEGORIES,
     FAST_HEADER,
-    PERSISTENCES,
     REFERENCE,
     REFERENCE_STARTS,
     Skipped,
     build_memory,
     header_fields,
 )
-from memstore.models import LocationInfo, LocationMemories, Memory, Persistence, Status
+from memstore.models import LocationInfo, LocationMemories, Memory, Status
 from memstore.prevalidated import location_from_fields, typed_location_memories, typed_memory
 
 __all__ = ["read_canonical"]
@@ -113,18 +111,12 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
             match = header_match(header)
             if match is None:
                 return None
-            category, persistence, status, raw_title, episode, turns, score = match.groups()
-            if status is None and not body.startswith("["):
-                # The common case, kept inline: an ACTIVE memory with no reference line.
+            fields = header_fields(match)
+            category, persistence, status, title, episode, turns, score = fields
+            if status is _ACTIVE and not body.startswith("["):
+                # The common case: an ACTIVE memory with no reference line.
                 memory = typed_memory(
-                    CATEGORIES[category],
-                    unescape(raw_title) if "\\" in raw_title else raw_title,
-                    unescape(body) if "\\" in body else body,
-                    int(episode) if episode is not None else 1,
-                    turns,
-                    int(score) if score is not None else None,
-                    PERSISTENCES[persistence] if persistence else Persistence.PERMANENT,
-                    _ACTIVE,
+                    category, title, unescape(body), episode, turns, score, persistence, status
                 )
                 if memory is None:
                     return None
@@ -136,7 +128,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                     if reference is None:
                         return None
                     reference_count += 1
-                built = build_memory(*header_fields(match), reference, body)
+                built = build_memory(*fields, reference, body)
                 if isinstance(built, Skipped):
                     return None
                 memory = built

@@ -86,17 +86,15 @@ def render_memory_lines(memory: Memory) -> list[str]:
         return []  # EPHEMERAL
     score = memory.score_change
     if score is None:
-        header = f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns})*"
+        score_part = ""
     elif score >= 0:
-        header = (
-            f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns}, "
-            f"+{score})*"
-        )
+        score_part = f", +{score}"
     else:
-        header = (
-            f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns}, "
-            f"{score})*"
-        )
+        score_part = f", {score}"
+    header = (
+        f"{start}{escape_inline(memory.title)}** *(Ep{memory.episode}, T{memory.turns}"
+        f"{score_part})*"
+    )
     text_lines = escape_text_lines(memory.text)
     if status is not Status.SUPERSEDED:
         text_lines.insert(0, header)

@@ -101,6 +101,41 @@ def _values_hold(title: str, text: str, episode: int, turns: str) -> bool:
     )
 
 
+def _memory(
+    category: Category,
+    title: str,
+    text: str,
+    episode: int,
+    turns: str,
+    score_change: int | None,
+    persistence: Persistence,
+    status: Status,
+    superseded_by: str | None,
+    superseded_at_turn: int | None,
+    superseded_at_episode: int | None,
+    invalidation_reason: str | None,
+) -> Memory:
+    """A Memory of values already checked against every rule of the model."""
+    return _assemble(
+        Memory,
+        {
+            "category": category,
+            "title": title,
+            "text": text,
+            "episode": episode,
+            "turns": turns,
+            "score_change": score_change,
+            "persistence": persistence,
+            "status": status,
+            "superseded_by": superseded_by,
+            "superseded_at_turn": superseded_at_turn,
+            "superseded_at_episode": superseded_at_episode,
+            "invalidation_reason": invalidation_reason,
+        },
+        _MEMORY_FIELDS,
+    )
+
+
 def typed_memory(
     category: Category,
     title: str,
@@ -122,27 +157,20 @@ def typed_memory(
     """
     if not _values_hold(title, text, episode, turns):
         return None
-    memory = _new(Memory)
-    memory.__dict__.update(
-        {
-            "category": category,
-            "title": title,
-            "text": text,
-            "episode": episode,
-            "turns": turns,
-            "score_change": score_change,
-            "persistence": persistence,
-            "status": status,
-            "superseded_by": None,
-            "superseded_at_turn": None,
-            "superseded_at_episode": None,
-            "invalidation_reason": None,
-        }
+    return _memory(
+        category,
+        title,
+        text,
+        episode,
+        turns,
+        score_change,
+        persistence,
+        status,
+        None,
+        None,
+        None,
+        None,
     )
-    _set_fields_set(memory, set(_MEMORY_FIELDS))
-    _set_extra(memory, None)
-    _set_private(memory, None)
-    return memory
 
 
 def memory_from_fields(
@@ -191,23 +219,19 @@ def memory_from_fields(
             )
         )
     ):
-        return _assemble(
-            Memory,
-            {
-                "category": category,
-                "title": title,
-                "text": text,
-                "episode": episode,
-                "turns": turns,
-                "score_change": score_change,
-                "persistence": persistence,
-                "status": status,
-                "superseded_by": superseded_by,
-                "superseded_at_turn": superseded_at_turn,
-                "superseded_at_episode": superseded_at_episode,
-                "invalidation_reason": invalidation_reason,
-            },
-            _MEMORY_FIELDS,
+        return _memory(
+            category,
+            title,
+            text,
+            episode,
+            turns,
+            score_change,
+            persistence,
+            status,
+            superseded_by,
+            superseded_at_turn,
+            superseded_at_episode,
+            invalidation_reason,
         )
     return Memory(
         category=category,
