@@ -22,12 +22,11 @@ from pydantic import ValidationError
 
 from exporters.escaping import unescape
 from exporters.memory_block import (
-    FAST_HEADER,
+    HEADER_STARTS,
     REFERENCE,
     REFERENCE_STARTS,
     Skipped,
     build_memory,
-    header_fields,
 )
 from memstore.models import LocationInfo, LocationMemories, Memory, Status
 from memstore.prevalidated import location_from_fields, typed_location_memories, typed_memory
@@ -41,9 +40,19 @@ _LOCATION = re.compile(
     r"## Location ([0-9]{1,100}): (.*)\n"
     r"\*\*Visits:\*\* ([0-9]{1,100}) \| \*\*Episodes:\*\* (none|[0-9]{1,100}(?:, [0-9]{1,100})*)"
 )
-#: The start of a line that is, or could be read as, structure (the title is line 1).
-_LINE_START = re.compile(r"\n(?:[#*\[ \t]|---)")
-_ACTIVE = Status.ACTIVE
+#: What each header start the renderer writes stands for (the inverse of HEADER_STARTS).
+_KINDS = {start: kind for kind, start in HEADER_STARTS.items()}
+#: The end of a header as the renderer writes it: ``** *(EpN, Tn(-m)(, +s))*``. The
+#: title lies between the header's start and the last ``** *(``: no other split
+#: fits, since the end holds no other ``**``; so ``FAST_HEADER`` reads the same fields.
+_HEADER_END = "** *("
+_META = re.compile(
+    r"\*\* \*\(Ep([0-9]{1,100}), T([0-9]{1,100}(?:-[0-9]{1,100})?)(?:, ([+-][0-9]{1,100}))?\)\*"
+)
+#: How a text line that could be read as structure (or as a blank line) starts; the
+#: renderer escapes every such start.
+_STRUCTURE_STARTS = ("#", "*", "[", " ", "\t", "---")
+_STRUCTURE_AFTER_BREAK = re.compile(r"\n(?:[#*\[ \t]|---)")
 _SUPERSEDED = Status.SUPERSEDED
 
 
@@ -63,16 +72,16 @@ def _location(block: str) -> LocationInfo | None:
         return None
 
 
-def _lines_are_plain(text: str, locations: int, memories: int, references: int) -> bool:
-    """Whether every line that may look like structure is one of the blocks that were read.
+def _plain_text(body: str) -> bool:
+    """Whether no line of a memory's text could be read as structure or as a blank line.
 
-    Each location wrote a ``## Location`` line, a visits line, a ``### Memories`` line and
-    a ``---``; each memory a header and maybe a reference line. A text line starting with
-    ``#``, ``*``, ``[``, ``---``, a space or a tab (which the line parser could read as
-    structure, or as a blank line) makes one more, and the renderer escapes them all.
-    One regex pass over the file counts them: much faster than a search per memory.
+    The line parser would read such a line as a header, a reference line, a ``---``
+    separator or a blank line; the renderer escapes every such start, so a line that
+    starts so was not written by it.
     """
-    return len(_LINE_START.findall(text)) == 4 * locations + memories + references
+    return not body.startswith(_STRUCTURE_STARTS) and (
+        "\n" not in body or _STRUCTURE_AFTER_BREAK.search(body) is None
+    )
 
 
 def read_canonical(text: str) -> list[LocationMemories] | None:
@@ -87,12 +96,12 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
     blocks = text[:-1].split("\n\n")
     if blocks[0] != _TITLE:
         return None
-    header_match = FAST_HEADER.fullmatch
+    meta_match = _META.fullmatch
+    kinds = _KINDS.get
     count = len(blocks)
     index = 1
     seen: set[int] = set()
     locations: list[LocationMemories] = []
-    memory_count = reference_count = 0
     while index < count:
         info = _location(blocks[index])
         if info is None or info.id in seen or index + 1 >= count or blocks[index + 1] != _MEMORIES:
@@ -108,15 +117,32 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
             if block == _SEPARATOR:
                 break
             header, _, body = block.partition("\n")
-            match = header_match(header)
-            if match is None:
+            title_at = header.find("] ") + 2
+            kind = kinds(header[:title_at])
+            title_end = header.rfind(_HEADER_END)
+            if kind is None or title_end < title_at:
                 return None
-            fields = header_fields(match)
-            category, persistence, status, title, episode, turns, score = fields
-            if status is _ACTIVE and not body.startswith("["):
-                # The common case: an ACTIVE memory with no reference line.
+            meta = meta_match(header, title_end)
+            if meta is None:
+                return None
+            category, persistence, status = kind
+            episode, turns, score = meta.groups()
+            title = header[title_at:title_end]
+            if "\\" in title:
+                title = unescape(title)
+            if status is not _SUPERSEDED:
+                # The common case: no reference line, no strike-through.
+                if not _plain_text(body):
+                    return None
                 memory = typed_memory(
-                    category, title, unescape(body), episode, turns, score, persistence, status
+                    category,
+                    title,
+                    unescape(body) if "\\" in body else body,
+                    int(episode),
+                    turns,
+                    int(score) if score is not None else None,
+                    persistence,
+                    status,
                 )
                 if memory is None:
                     return None
@@ -127,16 +153,24 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                     reference = REFERENCE.fullmatch(line)
                     if reference is None:
                         return None
-                    reference_count += 1
-                built = build_memory(*fields, reference, body)
+                if not _plain_text(body):
+                    return None
+                built = build_memory(
+                    category,
+                    persistence,
+                    status,
+                    title,
+                    int(episode),
+                    turns,
+                    int(score) if score is not None else None,
+                    reference,
+                    body,
+                )
                 if isinstance(built, Skipped):
                     return None
                 memory = built
             memories.append(memory)
-        memory_count += len(memories)
         # Every memory here came from a builder that checked it: no need to check again.
         locations.append(typed_location_memories(info, tuple(memories)))
-    if not _lines_are_plain(text, len(locations), memory_count, reference_count):
-        return None
     locations.sort(key=lambda entry: entry.location.id)
     return locations

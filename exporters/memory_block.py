@@ -25,6 +25,18 @@ FAST_HEADER = re.compile(
     r"(?:Ep(?:ep_)?([0-9]{1,100}), )?T([0-9]{1,100}(?:-[0-9]{1,100})?)"
     r"(?:, ([+-]?[0-9]{1,100}))?\)\*[ \t]*"
 )
+#: The start of a header, ``**[CATEGORY - PERSISTENCE( - STATUS)] ``, for every memory
+#: that goes to disk (StrEnum members format as their values: "NOTE", "SUPERSEDED").
+HEADER_STARTS = {
+    (category, persistence, status): (
+        f"**[{category} - {persistence.value.upper()}] "
+        if status is Status.ACTIVE
+        else f"**[{category} - {persistence.value.upper()} - {status}] "
+    )
+    for category in Category
+    for persistence in (Persistence.CORE, Persistence.PERMANENT)
+    for status in Status
+}
 #: ``[Superseded at EpN, Tn by "title"]`` or ``[Invalidated at Tn: "reason"]``.
 REFERENCE = re.compile(
     r"\[(Superseded|Invalidated)"

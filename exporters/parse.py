@@ -450,7 +450,8 @@ def parse_line_by_line(text: str) -> ParseResult:
 def _parse(text: str, canonical_first: bool) -> ParseResult:
     if text.startswith("\ufeff"):
         text = text[1:]
-    text = text.replace("\r\n", "\n")
+    if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
+        text = text.replace("\r\n", "\n")
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()

@@ -33,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporters.escaping import escape_inline, escape_text_lines
-from memstore.models import Category, LocationInfo, LocationMemories, Memory, Persistence, Status
+from exporters.memory_block import HEADER_STARTS
+from memstore.models import LocationInfo, LocationMemories, Memory, Status
 
 __all__ = ["render_memories_md", "render_memory_lines", "FILE_TITLE", "NO_EPISODES"]
 
@@ -60,20 +61,6 @@ def _reference_line(memory: Memory) -> str | None:
     return None
 
 
-#: The start of a header, ``**[CATEGORY - PERSISTENCE( - STATUS)] ``, for every memory
-#: that goes to disk (StrEnum members format as their values: "NOTE", "SUPERSEDED").
-_HEADER_STARTS = {
-    (category, persistence, status): (
-        f"**[{category} - {persistence.value.upper()}] "
-        if status is Status.ACTIVE
-        else f"**[{category} - {persistence.value.upper()} - {status}] "
-    )
-    for category in Category
-    for persistence in (Persistence.CORE, Persistence.PERMANENT)
-    for status in Status
-}
-
-
 def render_memory_lines(memory: Memory) -> list[str]:
     """The lines of one memory (header, reference line, text), without a trailing blank.
 
@@ -81,7 +68,7 @@ def render_memory_lines(memory: Memory) -> list[str]:
     same memory always gives the same lines.
     """
     status = memory.status
-    start = _HEADER_STARTS.get((memory.category, memory.persistence, status))
+    start = HEADER_STARTS.get((memory.category, memory.persistence, status))
     if start is None:
         return []  # EPHEMERAL
     score = memory.score_change

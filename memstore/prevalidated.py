@@ -52,15 +52,18 @@ _LOCATION_MEMORIES_FIELDS = frozenset(LocationMemories.model_fields)
 
 # The instance slots of every pydantic model, set directly as ``model_construct`` does.
 _new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+#: Every memory built here was given all its fields: each gets a copy of this set.
+_ALL_MEMORY_FIELDS = set(_MEMORY_FIELDS)
 
 
 def _assemble(cls: type[_Model], values: dict[str, Any], fields: frozenset[str]) -> _Model:
     """What ``cls.model_construct(**values)`` does when ``values`` names every field."""
     instance = _new(cls)  # BaseModel keeps object.__new__
-    instance.__dict__.update(values)
+    _set_dict(instance, values)
     _set_fields_set(instance, set(fields))
     _set_extra(instance, None)
     _set_private(instance, None)
@@ -155,22 +158,39 @@ def typed_memory(
     starts, ...): call ``Memory(...)`` for the error. Otherwise the memory equals
     ``Memory(...)`` given all twelve fields, the four supersession fields as None.
     """
-    if not _values_hold(title, text, episode, turns):
+    # _values_hold and _assemble written out: this runs once per memory of a large file.
+    if not (
+        (title.isascii() or _SURROGATE.search(title) is None)
+        and 0 < len(title) <= 500
+        and not title.isspace()  # Memory._title_clean: "title must not be blank"
+        and (text.isascii() or _SURROGATE.search(text) is None)
+        and len(text) <= 20_000
+        and episode >= 1
+        and ((turns.isdigit() and turns.isascii()) or _turns_ok(turns))
+    ):
         return None
-    return _memory(
-        category,
-        title,
-        text,
-        episode,
-        turns,
-        score_change,
-        persistence,
-        status,
-        None,
-        None,
-        None,
-        None,
+    memory = _new(Memory)
+    _set_dict(
+        memory,
+        {
+            "category": category,
+            "title": title,
+            "text": text,
+            "episode": episode,
+            "turns": turns,
+            "score_change": score_change,
+            "persistence": persistence,
+            "status": status,
+            "superseded_by": None,
+            "superseded_at_turn": None,
+            "superseded_at_episode": None,
+            "invalidation_reason": None,
+        },
     )
+    _set_fields_set(memory, _ALL_MEMORY_FIELDS.copy())
+    _set_extra(memory, None)
+    _set_private(memory, None)
+    return memory
 
 
 def memory_from_fields(
