@@ -268,7 +268,7 @@ class ZMachineReader:
 
     def children(self, num: int) -> list[int]:
         ram = self.refresh()
-        out = []
+        out: list[int] = []
         child = ram[self._entry(num) + _V3_CHILD]
         while child and len(out) <= self.object_count:
             out.append(child)

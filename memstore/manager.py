@@ -85,7 +85,7 @@ class SimpleMemoryManager:
     def _model_name(self) -> str:
         if self.mode == "offline":
             return OFFLINE_MODEL
-        return self.config.model or getattr(self._llm, "__name__", type(self._llm).__name__)
+        return self.config.model or str(getattr(self._llm, "__name__", type(self._llm).__name__))
 
     def _next_episode(self) -> int:
         """Episodes continue across runs: one after the last episode the database has seen."""

@@ -63,10 +63,9 @@ def compute_metrics(
     episodes = sorted(milestones)
     first = milestones[episodes[0]] if episodes else None
     change = {
-        episode: (milestones[episode] - first)
-        if milestones[episode] is not None and first is not None
-        else None
+        episode: (turns - first) if turns is not None and first is not None else None
         for episode in episodes[1:]
+        for turns in [milestones[episode]]
     }
     return {
         "turns": len(records),

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     and_,
     bindparam,
@@ -78,7 +79,9 @@ from memstore.schema import (
 #: "every location" for the cache-invalidation argument of _write
 ALL = object()
 
-_SUPERSEDED = literal_column("'SUPERSEDED'")  # inline, so compiled SQL keeps only the ids
+_SUPERSEDED: ColumnElement[str] = literal_column(
+    "'SUPERSEDED'"
+)  # inline, so compiled SQL keeps only the ids
 LIVE = memories.c.status != _SUPERSEDED
 EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
 
@@ -809,7 +812,7 @@ class MemoryStore:
 
     @staticmethod
     def _edges(conn: Connection, location_id: int) -> list[tuple[tuple[str, int], tuple[str, int]]]:
-        edges = []
+        edges: list[tuple[tuple[str, int], tuple[str, int]]] = []
         rows = conn.execute(
             select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
             .join(memories, memories.c.id == memory_links.c.memory_id)
@@ -818,7 +821,7 @@ class MemoryStore:
             )
         )
         edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
-        rows = conn.execute(
+        ephemeral_rows = conn.execute(
             select(
                 ephemeral_memory_links.c.memory_id,
                 ephemeral_memory_links.c.superseded_by_id,
@@ -827,7 +830,7 @@ class MemoryStore:
             .join(ephemeral_memories, ephemeral_memories.c.id == ephemeral_memory_links.c.memory_id)
             .where(ephemeral_memories.c.location_id == location_id)
         )
-        for old, new_ephemeral, new_persistent in rows:
+        for old, new_ephemeral, new_persistent in ephemeral_rows:
             if new_ephemeral is not None:
                 edges.append((("ephemeral", old), ("ephemeral", new_ephemeral)))
             if new_persistent is not None:
