@@ -40,15 +40,29 @@ _LOCATION = re.compile(
     r"## Location ([0-9]{1,100}): (.*)\n"
     r"\*\*Visits:\*\* ([0-9]{1,100}) \| \*\*Episodes:\*\* (none|[0-9]{1,100}(?:, [0-9]{1,100})*)"
 )
-#: What each header start the renderer writes stands for (the inverse of HEADER_STARTS).
-_KINDS = {start: kind for kind, start in HEADER_STARTS.items()}
-#: The end of a header as the renderer writes it: ``** *(EpN, Tn(-m)(, +s))*``. The
-#: title lies between the header's start and the last ``** *(``: no other split
-#: fits, since the end holds no other ``**``; so ``FAST_HEADER`` reads the same fields.
-_HEADER_END = "** *("
-_META = re.compile(
-    r"\*\* \*\(Ep([0-9]{1,100}), T([0-9]{1,100}(?:-[0-9]{1,100})?)(?:, ([+-][0-9]{1,100}))?\)\*"
+#: What each ``CATEGORY - PERSISTENCE( - STATUS)`` the renderer writes stands for (the
+#: inside of the brackets of HEADER_STARTS).
+_KINDS = {start[3:-2]: kind for kind, start in HEADER_STARTS.items()}
+#: A memory's block as the renderer writes it: the header
+#: ``**[KIND] Title** *(EpN, Tn(-m)(, +s))*``, then its text lines if any. The title is
+#: what lies between ``] `` and the last ``** *(`` of the header line: the greedy
+#: ``[^\n]*`` backs off to it. No other split fits, since the end holds no other ``**``;
+#: so ``FAST_HEADER`` reads the same fields. The title's group ends with the first ``*``
+#: of ``** *(`` (so that sre tries only the places where a ``*`` stands; a group that
+#: ended before it would be tried at every place): the reader drops that ``*``. A turn
+#: range that matches here but not in ``parse_turns`` (``12-``) is declined by
+#: ``typed_memory``.
+_MEMORY_BLOCK = re.compile(
+    r"\*\*\[([^]]+)\] ([^\n]*\*)\* \*\("
+    r"Ep([0-9]{1,100}), T([0-9]{1,100}-?[0-9]{0,100})(, [+-][0-9]{1,100}|)\)\*"
+    r"(?:\n|\Z)(.*)",
+    re.DOTALL,
 )
+#: The episodes and scores (as the header writes them: ``, +5``, or nothing) a header
+#: usually holds, read by one lookup instead of ``int()`` (which reads any other).
+_EPISODES = {str(n): n for n in range(1000)}
+_SCORES: dict[str, int | None] = {"": None}
+_SCORES.update({f", {sign}{n}": int(f"{sign}{n}") for sign in "+-" for n in range(1000)})
 #: How a text line that could be read as structure (or as a blank line) starts; the
 #: renderer escapes every such start.
 _STRUCTURE_STARTS = ("#", "*", "[", " ", "\t", "---")
@@ -93,54 +107,51 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
     """
     if not text.endswith("\n"):
         return None
-    blocks = text[:-1].split("\n\n")
-    if blocks[0] != _TITLE:
+    blocks = iter(text[:-1].split("\n\n"))
+    if next(blocks) != _TITLE:
         return None
-    meta_match = _META.fullmatch
-    kinds = _KINDS.get
-    count = len(blocks)
-    index = 1
+    block_match = _MEMORY_BLOCK.fullmatch
+    kinds, episodes, scores = _KINDS, _EPISODES, _SCORES
     seen: set[int] = set()
     locations: list[LocationMemories] = []
-    while index < count:
-        info = _location(blocks[index])
-        if info is None or info.id in seen or index + 1 >= count or blocks[index + 1] != _MEMORIES:
+    for block in blocks:  # a location's header
+        info = _location(block)
+        if info is None or info.id in seen or next(blocks, None) != _MEMORIES:
             return None
         seen.add(info.id)
-        index += 2
         memories: list[Memory] = []
-        while True:
-            if index >= count:
-                return None
-            block = blocks[index]
-            index += 1
+        for block in blocks:  # its memories, up to its separator
             if block == _SEPARATOR:
                 break
-            header, _, body = block.partition("\n")
-            title_at = header.find("] ") + 2
-            kind = kinds(header[:title_at])
-            title_end = header.rfind(_HEADER_END)
-            if kind is None or title_end < title_at:
+            match = block_match(block)
+            if match is None:
                 return None
-            meta = meta_match(header, title_end)
-            if meta is None:
+            kind_text, title, raw_episode, turns, raw_score, body = match.groups()
+            title = title[:-1]
+            try:
+                category, persistence, status = kinds[kind_text]
+            except KeyError:
                 return None
-            category, persistence, status = kind
-            episode, turns, score = meta.groups()
-            title = header[title_at:title_end]
+            try:
+                episode, score = episodes[raw_episode], scores[raw_score]
+            except KeyError:
+                episode, score = int(raw_episode), (int(raw_score[2:]) if raw_score else None)
             if "\\" in title:
                 title = unescape(title)
             if status is not _SUPERSEDED:
                 # The common case: no reference line, no strike-through.
-                if not _plain_text(body):
+                # _plain_text, written out: this runs once per memory of a large file.
+                if body.startswith(_STRUCTURE_STARTS) or (
+                    "\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None
+                ):
                     return None
                 memory = typed_memory(
                     category,
                     title,
                     unescape(body) if "\\" in body else body,
-                    int(episode),
+                    episode,
                     turns,
-                    int(score) if score is not None else None,
+                    score,
                     persistence,
                     status,
                 )
@@ -160,9 +171,9 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                     persistence,
                     status,
                     title,
-                    int(episode),
+                    episode,
                     turns,
-                    int(score) if score is not None else None,
+                    score,
                     reference,
                     body,
                 )
@@ -170,6 +181,8 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                     return None
                 memory = built
             memories.append(memory)
+        else:
+            return None  # the file ends inside a location
         # Every memory here came from a builder that checked it: no need to check again.
         locations.append(typed_location_memories(info, tuple(memories)))
     locations.sort(key=lambda entry: entry.location.id)

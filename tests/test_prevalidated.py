@@ -107,6 +107,7 @@ def outcome(build: Callable[[], Any]) -> tuple[str, Any]:
 def assert_same_instance(fast: Any, slow: Any) -> None:
     assert type(fast) is type(slow)
     assert fast == slow
+    assert list(fast.__dict__) == list(slow.__dict__)  # the same field order
     assert fast.model_dump() == slow.model_dump()
     assert fast.model_fields_set == slow.model_fields_set
     assert repr(fast) == repr(slow)
