@@ -160,17 +160,10 @@ def typed_memory(
     starts, ...): call ``Memory(...)`` for the error. Otherwise the memory equals
     ``Memory(...)`` given all twelve fields, the four supersession fields as None.
     """
-    # _values_hold and _assemble written out: this runs once per memory of a large file.
-    if not (
-        (title.isascii() or _SURROGATE.search(title) is None)
-        and 0 < len(title) <= 500
-        and not title.isspace()  # Memory._title_clean: "title must not be blank"
-        and (text.isascii() or _SURROGATE.search(text) is None)
-        and len(text) <= 20_000
-        and episode >= 1
-        and ((turns.isdigit() and turns.isascii()) or _turns_ok(turns))
-    ):
+    if not _values_hold(title, text, episode, turns):
         return None
+    # _assemble written out, with a copied template dict: this runs once per memory of a
+    # large file.
     values = _NO_LINKS.copy()  # a copy and eight stores: cheaper than a 12-key literal
     values["category"] = category
     values["title"] = title
