@@ -140,10 +140,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                 title = unescape(title)
             if status is not _SUPERSEDED:
                 # The common case: no reference line, no strike-through.
-                # _plain_text, written out: this runs once per memory of a large file.
-                if body.startswith(_STRUCTURE_STARTS) or (
-                    "\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None
-                ):
+                if not _plain_text(body):
                     return None
                 memory = typed_memory(
                     category,

@@ -61,11 +61,11 @@ def compute_metrics(
     overhead = [float(r["overhead_us"]) for r in records]
     milestones = turns_to_first_score(records)
     episodes = sorted(milestones)
-    first = milestones[episodes[0]] if episodes else None
+    by_episode = sorted(milestones.items())
+    first = by_episode[0][1] if by_episode else None
     change = {
         episode: (turns - first) if turns is not None and first is not None else None
-        for episode in episodes[1:]
-        for turns in [milestones[episode]]
+        for episode, turns in by_episode[1:]
     }
     return {
         "turns": len(records),

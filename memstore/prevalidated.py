@@ -58,8 +58,6 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 #: Memory's fields in their declared order, the four supersession fields None.
 _NO_LINKS: dict[str, Any] = dict.fromkeys(Memory.model_fields)
-#: Every memory built here was given all its fields: each gets a copy of this set.
-_ALL_MEMORY_FIELDS = set(_MEMORY_FIELDS)
 
 
 def _assemble(cls: type[_Model], values: dict[str, Any], fields: frozenset[str]) -> _Model:
@@ -162,8 +160,6 @@ def typed_memory(
     """
     if not _values_hold(title, text, episode, turns):
         return None
-    # _assemble written out, with a copied template dict: this runs once per memory of a
-    # large file.
     values = _NO_LINKS.copy()  # a copy and eight stores: cheaper than a 12-key literal
     values["category"] = category
     values["title"] = title
@@ -173,12 +169,7 @@ def typed_memory(
     values["score_change"] = score_change
     values["persistence"] = persistence
     values["status"] = status
-    memory = _new(Memory)
-    _set_dict(memory, values)
-    _set_fields_set(memory, _ALL_MEMORY_FIELDS.copy())
-    _set_extra(memory, None)
-    _set_private(memory, None)
-    return memory
+    return _assemble(Memory, values, _MEMORY_FIELDS)
 
 
 def memory_from_fields(

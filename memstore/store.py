@@ -79,9 +79,8 @@ from memstore.schema import (
 #: "every location" for the cache-invalidation argument of _write
 ALL = object()
 
-_SUPERSEDED: ColumnElement[str] = literal_column(
-    "'SUPERSEDED'"
-)  # inline, so compiled SQL keeps only the ids
+# inline, so compiled SQL keeps only the ids
+_SUPERSEDED: ColumnElement[str] = literal_column("'SUPERSEDED'")
 LIVE = memories.c.status != _SUPERSEDED
 EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
 

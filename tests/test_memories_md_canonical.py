@@ -70,9 +70,25 @@ CRLF_IN_TEXT = (
 )
 
 
+def _one_memory(block: str) -> str:
+    return (
+        "# Location Memories\n\n## Location 5: Room\n**Visits:** 1 | **Episodes:** 1\n\n"
+        f"### Memories\n\n{block}\n\n---\n"
+    )
+
+
 @PROPERTY
 @given(st.one_of(edited_files(), edited_files(SMALL_PIECE)))
 @example(CRLF_IN_TEXT)  # a CRLF is a line break to the parser: the block splits in two
+# Headers the canonical reader's block regex admits but the model or FAST_HEADER refuses,
+# or reads through its lookup tables' fallbacks:
+@example(_one_memory("**[NOTE - PERMANENT] T** *(Ep1, T12-)*\ntext"))
+@example(_one_memory("**[NOTE - PERMANENT - SUPERSEDED] T** *(Ep1, T12-3)*\n[Superseded at T50]"))
+@example(_one_memory("**[NOTE - PERMANENT] T** *(Ep0, T12)*\ntext"))
+@example(_one_memory("**[NOTE - PERMANENT] T** *(Ep01, T12, +05)*\ntext"))
+@example(_one_memory("**[NOTE - PERMANENT] T** *(Ep1234, T1-2, -1000)*"))
+@example(_one_memory("**[NOTE - EPHEMERAL] T** *(Ep1, T1)*\ntext"))
+@example(_one_memory("**[NOTE - PERMANENT]  ** *(Ep1, T1)*\ntext"))
 def test_canonical_reader_takes_an_edited_file_only_when_the_line_parser_agrees(text: str) -> None:
     # read_canonical takes text as parse_memories_md hands it over: no BOM, no CRLF
     canonical = read_canonical(text.removeprefix("\ufeff").replace("\r\n", "\n"))
