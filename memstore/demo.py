@@ -23,7 +23,6 @@ from memstore.manager import SimpleMemoryManager
 from memstore.metrics import percentile
 from memstore.store import MemoryStore
 from memstore.synthesis import LLMCallable
-from memstore.tokens import count_tokens
 
 DEFAULT_MOVES = 120
 DEFAULT_EPISODES = 2
@@ -166,8 +165,8 @@ def _play_episode(
     visited = {snapshot.location_id}
     for action in actions:
         t0 = time.perf_counter()
-        context = manager.get_location_memory(snapshot.location_id)
-        tokens = count_tokens(context) if context else 0
+        manager.get_location_memory(snapshot.location_id)  # what the agent would read
+        tokens = manager.last_context_tokens
         t1 = time.perf_counter()
         result = game.step(action)
         t2 = time.perf_counter()
@@ -177,7 +176,6 @@ def _play_episode(
             action,
             result.response,
             z_machine_context(result.before, result.after, result.response),
-            memory_tokens=tokens,
         )
         report.overhead_us.append((t1 - t0 + time.perf_counter() - t2) * 1e6)
         report.memory_tokens.append(tokens)

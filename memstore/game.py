@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Protocol
 
 from memstore.errors import MemstoreError
-from memstore.rom import find_rom
+from memstore.rom import check_story_file, find_rom
 from memstore.triggers import ZMachineContext
 
 #: the seed of Jericho's zork1 walkthrough; any fixed seed makes a replay deterministic
@@ -398,7 +398,9 @@ class ZorkGame:
     ``reader`` picks how state is read: ``"auto"`` uses Jericho's API when Jericho fully
     supports the story file and the Z-machine's RAM otherwise; ``"zmachine"`` or
     ``"jericho"`` force one. Without ``rom_path`` the story file comes from ``find_rom()``
-    (checked against release 119's sha256); an explicit path is used as given.
+    (checked against release 119's sha256); an explicit path may be any story file, and
+    is only checked to be one (``check_story_file``), since Frotz ends the process on a
+    broken file.
     """
 
     def __init__(
@@ -411,10 +413,8 @@ class ZorkGame:
         from jericho.jericho import UnsupportedGameWarning
 
         path = find_rom() if rom_path is None else Path(rom_path)
-        if not path.is_file():
-            raise GameError(f"No story file at {path}.")
         self.rom_path = path
-        self.story = path.read_bytes()
+        self.story = check_story_file(path)
         with warnings.catch_warnings():
             # release 119 has no Jericho bindings: the Z-machine reader covers that
             warnings.simplefilter("ignore", UnsupportedGameWarning)

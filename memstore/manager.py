@@ -31,6 +31,7 @@ from memstore.synthesis import (
     resolve_decision,
     synthesize,
 )
+from memstore.tokens import count_tokens
 from memstore.triggers import Trigger, ZMachineContext, significance
 
 log = logging.getLogger("memstore.manager")
@@ -79,6 +80,8 @@ class SimpleMemoryManager:
         self.failures: Counter[str] = Counter()
         self.tokens = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
+        #: tokens of the last get_location_memory answer, until the turn is recorded
+        self.last_context_tokens = 0
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -125,8 +128,14 @@ class SimpleMemoryManager:
         self._reasoning.append((turn, reasoning, action))
 
     def get_location_memory(self, location_id: int) -> str:
-        """What the agent should read at this location (see MemoryStore.get_location_memory)."""
-        return self.store.get_location_memory(location_id)
+        """What the agent should read at this location (see MemoryStore.get_location_memory).
+
+        Its size in tokens is kept as ``last_context_tokens`` and goes into the next turn
+        record, for the tokens-per-turn metric.
+        """
+        text = self.store.get_location_memory(location_id)
+        self.last_context_tokens = count_tokens(text) if text else 0
+        return text
 
     def record_action_outcome(
         self,
@@ -136,11 +145,14 @@ class SimpleMemoryManager:
         response: str,
         z_machine_context: ZMachineContext | Mapping[str, Any],
         *,
-        memory_tokens: int = 0,
+        memory_tokens: int | None = None,
     ) -> AppliedSynthesis | None:
         """Judge one action taken at ``location_id`` (the SOURCE location) and remember it.
 
-        Works out ``first_visit`` when the context does not give it. Returns what was
+        Works out ``first_visit`` when the context does not give it. ``memory_tokens``
+        (the tokens of memory the agent was given before this action) defaults to the
+        size of the last ``get_location_memory`` answer since the previous turn, 0 if
+        none. Returns what was
         written, or None when nothing was (no trigger, nothing worth keeping, or a failure,
         which is logged and counted, never raised).
         """
@@ -181,11 +193,14 @@ class SimpleMemoryManager:
                 ),
                 "died": int(ctx.died),
                 "triggers": ",".join(triggers),
-                "memory_tokens": memory_tokens,
+                "memory_tokens": (
+                    memory_tokens if memory_tokens is not None else self.last_context_tokens
+                ),
                 "overhead_us": (time.perf_counter() - started) * 1e6,
                 "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
             }
         )
+        self.last_context_tokens = 0
         return applied
 
     # --- synthesis ---------------------------------------------------------------------------

@@ -64,6 +64,36 @@ def verify_rom(path: str | Path, expected_sha256: str = ZORK1_SHA256) -> Path:
     return p
 
 
+#: bytes per unit of the header's file-length word (0x1A), by Z-machine version
+_LENGTH_UNIT = {1: 2, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8}
+_HEADER_BYTES = 64
+
+
+def check_story_file(path: str | Path) -> bytes:
+    """The bytes of a Z-machine story file at ``path``, or RomError saying what is wrong.
+
+    For a story file given by path (any game, so no checksum): it must be readable, hold a
+    64-byte header whose version is 1 to 8, and be at least as long as its header says.
+    Frotz ends the whole process on a file that fails these checks, so they come first.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise RomError(f"No story file at {p}. {HOW_TO_GET}") from None
+    except OSError as exc:
+        raise RomError(f"Cannot read the story file {p}: {exc}. {HOW_TO_GET}") from exc
+    if len(data) < _HEADER_BYTES or data[0] not in _LENGTH_UNIT:
+        raise RomError(f"{p} is not a Z-machine story file (no version 1-8 header). {HOW_TO_GET}")
+    declared = ((data[0x1A] << 8) | data[0x1B]) * _LENGTH_UNIT[data[0]]
+    if declared > len(data):
+        raise RomError(
+            f"{p} is cut short: its header says {declared} bytes, the file has {len(data)}. "
+            f"{HOW_TO_GET}"
+        )
+    return data
+
+
 def candidate_paths(path: str | Path | None = None) -> list[tuple[str, Path]]:
     """Where ``find_rom`` looks, in order, as (where it came from, path)."""
     found: list[tuple[str, Path]] = []

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 
-from memstore.config import MemstoreConfig
+from memstore.config import MemstoreConfig, load_config
 from memstore.connection import (
     BEGIN_KEY,
     DEFAULT_BUSY_TIMEOUT_S,
@@ -292,11 +292,14 @@ class MemoryStore:
         """Open (or create, at the head schema revision) a memstore database.
 
         ``path_or_url`` is a file path or a SQLAlchemy SQLite URL (``sqlite://`` is an
-        in-memory database); None means the configured one. A database behind the head
+        in-memory database); None means the configured one. Without ``config`` the
+        configuration is ``load_config()``'s (``MEMSTORE_DB``, ``MEMSTORE_MODEL``, ...,
+        ``[tool.memstore]``, defaults), so a manager over this store sees the configured
+        model too. A database behind the head
         revision is refused (SchemaOutOfDate: run ``alembic upgrade head``), and a file that
         is not a memstore database is refused (NotAMemstoreDatabase) and left untouched.
         """
-        config = config or MemstoreConfig()
+        config = config or load_config()
         target = resolve_target(path_or_url if path_or_url is not None else config.db)
         return cls(target, config=config, busy_timeout_s=busy_timeout_s)
 

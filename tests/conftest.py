@@ -42,3 +42,11 @@ def mem() -> MakeMemory:
         return Memory(**values)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_memstore_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their database and model themselves: a developer's MEMSTORE_DB or
+    MEMSTORE_MODEL must not reach them (MemoryStore.open reads the configuration)."""
+    for variable in ("MEMSTORE_DB", "MEMSTORE_MODEL", "MEMSTORE_API_BASE"):
+        monkeypatch.delenv(variable, raising=False)

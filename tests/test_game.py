@@ -368,3 +368,26 @@ def test_closed_game_refuses_to_step():
         g.step("N")
     with pytest.raises(GameError, match="closed"):
         g.snapshot()
+
+
+# A broken story file given by path must raise before Frotz sees it: Frotz ends the whole
+# process on one ("Fatal error: Story file read error"), which no caller could catch.
+
+
+def test_an_explicit_story_path_that_is_missing_says_how_to_get_one(tmp_path):
+    with pytest.raises(RomError, match=r"No story file at .*absent\.z3.*memstore rom fetch"):
+        ZorkGame(tmp_path / "absent.z3")
+
+
+def test_an_explicit_path_to_a_file_that_is_no_story_file_is_refused(tmp_path):
+    text = _put(tmp_path / "notes.z3", b"# these are my notes, not a game\n" * 4)
+    with pytest.raises(RomError, match="not a Z-machine story file"):
+        ZorkGame(text)
+    with pytest.raises(RomError, match="not a Z-machine story file"):
+        ZorkGame(_put(tmp_path / "tiny.z3", b"\x03\x00"))
+
+
+def test_an_explicit_path_to_a_truncated_story_file_is_refused(tmp_path, rom_bytes):
+    cut = _put(tmp_path / "cut.z3", rom_bytes[: len(rom_bytes) // 2])
+    with pytest.raises(RomError, match=f"cut short: its header says {len(rom_bytes)} bytes"):
+        ZorkGame(cut)

@@ -363,3 +363,45 @@ def test_manager_through_litellm_and_a_local_fake_server(store: MemoryStore) -> 
     assert [m.title for m in store.memories(9)] == ["Grating opens from below"]
     assert sent["temperature"] == 0.3 and sent["max_tokens"] == 1000
     assert manager.get_status()["failures"] == {"provider_error": 1}
+
+
+def test_the_configured_database_and_model_reach_the_readme_agent_loop(tmp_path, monkeypatch):
+    # The README's loop: MemoryStore.open() then SimpleMemoryManager(store), no config.
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml above: the environment decides
+    configured = tmp_path / "configured.db"
+    monkeypatch.setenv("MEMSTORE_DB", str(configured))
+    monkeypatch.setenv("MEMSTORE_MODEL", "openai/some-model")
+    with MemoryStore.open() as store:
+        manager = SimpleMemoryManager(store)
+        assert manager.mode == "llm"
+        assert manager.model == "openai/some-model"
+    assert configured.is_file()
+    assert not (tmp_path / "game_files").exists()
+
+
+def test_without_a_configured_model_the_readme_agent_loop_is_offline(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with MemoryStore.open(tmp_path / "m.db") as store:
+        assert SimpleMemoryManager(store).mode == "offline"
+
+
+def test_turn_records_count_the_memory_tokens_the_agent_was_given(
+    store: MemoryStore, mem: Any
+) -> None:
+    # The agent loop passes no memory_tokens: the manager knows what it handed out.
+    from memstore.tokens import count_tokens
+
+    store.add_memory(KITCHEN, "Kitchen", mem("Sack on the table", text="A brown sack. " * 5))
+    manager = SimpleMemoryManager(store, MemstoreConfig(), run_id="tokens")
+    given = manager.get_location_memory(KITCHEN)
+    manager.record_action_outcome(KITCHEN, "Kitchen", "wait", "Time passes.", ctx(KITCHEN))
+    # a turn whose agent read no memory first
+    manager.record_action_outcome(KITCHEN, "Kitchen", "wait", "Time passes.", ctx(KITCHEN))
+    manager.get_location_memory(KITCHEN)
+    manager.record_action_outcome(
+        KITCHEN, "Kitchen", "wait", "Time passes.", ctx(KITCHEN), memory_tokens=7
+    )
+    manager.flush()
+    tokens = [record["memory_tokens"] for record in store.turn_records("tokens")]
+    assert count_tokens(given) > 20
+    assert tokens == [count_tokens(given), 0, 7]
