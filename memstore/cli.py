@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
@@ -147,6 +148,8 @@ def _read_text(path: str) -> str:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:  # some name no file (ENOENT, EACCES); a read error (EIO) does not
+        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from exc
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -511,10 +514,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ctx = Context(args, sys.stdout, sys.stderr)
     try:
-        return int(args._run(args, ctx))
+        code = int(args._run(args, ctx))
+        ctx.out.flush()  # a closed pipe shows here, not in Python's exit handler
+        return code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`memstore stats | head -2`): nothing to say, and nowhere to
+        # say it; send what Python would still flush at exit to /dev/null
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:
         if not _expected(exc):
             raise

@@ -8,6 +8,7 @@ temporary file is left behind on an error.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -45,6 +46,8 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> Path:
     is left behind on an error. An existing file keeps its permission bits (new: 0644).
     """
     target = Path(path)
+    if target.is_dir():  # else the rename fails, naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(target))
     folder = target.parent if str(target.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     try:

@@ -45,12 +45,14 @@ class Status(StrEnum):
 #: Sentinel of the older implementation for "superseded by nothing" (spec 004).
 INVALIDATION_MARKER = "INVALIDATED"
 
-_TURNS = re.compile(r"^(\d+)(?:-(\d+))?$")
+#: ASCII digits only, to the very end (``\d`` takes other scripts' digits, ``$`` a final
+#: line break): what Memories.md writes back must read back.
+_TURNS = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
 def parse_turns(turns: str) -> tuple[int, int | None]:
     """Split a turn string ("45" or "23-24") into (start, end or None); ValueError if malformed."""
-    match = _TURNS.match(turns)
+    match = _TURNS.fullmatch(turns)
     if match is None:
         raise ValueError(f"turns must look like '45' or '23-24', got {turns!r}")
     start = int(match.group(1))

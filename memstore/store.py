@@ -90,7 +90,7 @@ TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
 # Statements used on every turn are built once: building a Core statement costs more than
 # running it. Parameters are bound by name at execution.
 _FIND_LIVE = {
-    tier: select(table.c.id, table.c.persistence).where(
+    tier: select(table.c.id, table.c.persistence, table.c.episode).where(
         table.c.location_id == bindparam("location_id"),
         table.c.title == bindparam("title"),
         table.c.status != _SUPERSEDED,
@@ -225,6 +225,7 @@ class Bookkeeping:
 class _Live(NamedTuple):
     id: int
     persistence: str
+    episode: int
 
 
 class AppliedSynthesis(BaseModel):
@@ -451,7 +452,7 @@ class MemoryStore:
         skip = set(excluded)
         params = {"location_id": location_id, "title": title}
         for tier, _table in TIERS:
-            for memory_id, _persistence in _run(conn, _FIND_LIVE[tier], params):
+            for memory_id, _persistence, _episode in _run(conn, _FIND_LIVE[tier], params):
                 if (tier, memory_id) not in skip:
                     return True
         return False
@@ -566,8 +567,9 @@ class MemoryStore:
     ) -> bool:
         """Mark the live memory titled ``memory_title`` SUPERSEDED with no replacement.
 
-        ``reason`` must not be empty. ``turn`` defaults to ``current_turn``. False if no
-        live memory has exactly that title here.
+        ``reason`` must not be empty. ``turn`` defaults to ``current_turn``; the episode
+        is ``current_episode``, or the memory's own when that is later. False if no live
+        memory has exactly that title here.
         """
         return self.invalidate_memories(location_id, [memory_title], reason, turn)[memory_title]
 
@@ -592,7 +594,9 @@ class MemoryStore:
                     continue
                 tier, old = found
                 self._mark_superseded(conn, tier, old.id)
-                self._link(conn, tier, old.id, self.current_episode, at_turn, reason=reason)
+                # the clock's episode, never one before the memory's own
+                episode = max(self.current_episode, old.episode)
+                self._link(conn, tier, old.id, episode, at_turn, reason=reason)
                 results[title] = True
         return results
 

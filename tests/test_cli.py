@@ -297,6 +297,50 @@ def test_missing_files_are_one_line_errors(
     assert_one_error_line(code, err, "not UTF-8")
 
 
+def test_export_to_a_folder_names_the_folder(
+    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(folder))
+    assert_one_error_line(code, err, f"{folder}: is a folder, not a file")
+    assert ".tmp" not in err
+    assert list(folder.iterdir()) == [] and list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_a_read_error_without_a_file_name_still_names_the_file(
+    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as reading /proc/self/mem does: EIO, and no file name in the error
+    memories_md = tmp_path / "Memories.md"
+    memories_md.write_text("# Location Memories\n", encoding="utf-8")
+
+    def failing_read(self: Path, *args: object, **kwargs: object) -> str:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Path, "read_text", failing_read)
+    code, _out, err = run(capsys, "--db", str(db), "import", str(memories_md))
+    assert_one_error_line(code, err, f"cannot read {memories_md}: Input/output error")
+
+
+def test_a_reader_that_goes_away_gets_no_broken_pipe_error(db: Path) -> None:
+    # `memstore stats | head -1`, with the reader gone before stats prints anything
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        finished = subprocess.run(
+            [sys.executable, "-m", "memstore.cli", "--db", str(db), "stats"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert finished.stderr == ""
+    assert finished.returncode == 1
+
+
 def test_not_a_memstore_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     text_file = tmp_path / "notes.db"
     text_file.write_text("hello\n", encoding="utf-8")

@@ -292,6 +292,17 @@ def test_invalidation_uses_the_current_turn_by_default(store: MemoryStore, mem: 
     assert (memory.superseded_at_episode, memory.superseded_at_turn) == (2, 35)
 
 
+def test_an_invalidation_is_never_dated_before_the_memory_it_ends(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # a memory of episode 3 added while the store's clock still says episode 1
+    store.current_episode, store.current_turn = 1, 7
+    store.add_memory(3, "Room", mem("Door is unlocked", episode=3))
+    store.invalidate_memory(3, "Door is unlocked", "Door was locked")
+    (memory,) = store.memories(3, include_superseded=True)
+    assert (memory.superseded_at_episode, memory.superseded_at_turn) == (3, 7)
+
+
 @pytest.mark.parametrize("reason", ["", "   ", None])
 def test_invalidation_without_a_reason_is_rejected(
     store: MemoryStore, mem: MakeMemory, reason: object
@@ -340,6 +351,8 @@ def test_new_memory_cannot_be_added_superseded(store: MemoryStore, mem: MakeMemo
         ("status", "MAYBE", "status"),
         ("persistence", "forever", "persistence"),
         ("turns", "T5", "turns must look like"),
+        ("turns", "5\n", "turns must look like"),  # Memories.md could not write it back
+        ("turns", "\u0663", "turns must look like"),  # ARABIC-INDIC DIGIT THREE
         ("turns", "9-3", "ends before it starts"),
         ("episode", 0, "episode"),
         ("title", "  ", "title must not be blank"),
