@@ -91,11 +91,8 @@ def cmd_metrics(args: argparse.Namespace, ctx: Context) -> int:
             records = [r for r in records if r["run_id"] == run]
             if not records:
                 raise CliError(f"no turns recorded for run {run!r}")
-        places = {r["location_id"] for r in records} | {
-            r["location_after"] for r in records if r["location_after"] is not None
-        }
-        has_memory = {place: store.get_persistent_count(place) > 0 for place in places}
-    metrics = compute_metrics(records, coverage_from_records(records, has_memory))
+        covered = {e: store.locations_with_memory(e) for e in {r["episode"] for r in records}}
+    metrics = compute_metrics(records, coverage_from_records(records, covered))
     ctx.print(f"run: {run or 'all runs'}")
     ctx.print(format_metrics(metrics))
     return 0

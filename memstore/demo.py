@@ -20,7 +20,7 @@ from typing import TextIO
 from memstore.config import MemstoreConfig
 from memstore.game import ZorkGame, z_machine_context, zork1_walkthrough
 from memstore.manager import SimpleMemoryManager
-from memstore.metrics import percentile
+from memstore.metrics import coverage_from_records, percentile
 from memstore.store import MemoryStore
 from memstore.synthesis import LLMCallable
 
@@ -137,6 +137,8 @@ def run_demo(
             _play_episode(game, manager, actions, report, bar)
             manager.reset_episode()
     manager.close()
+    covered = {episode: store.locations_with_memory(episode) for episode in report.episodes}
+    report.coverage = coverage_from_records(store.turn_records(manager.run_id), covered)
     status = manager.get_status()
     report.triggers_fired = status["triggers_fired"]
     report.llm_calls = status["llm_calls"]
@@ -162,7 +164,6 @@ def _play_episode(
     episode = manager.episode
     report.episodes.append(episode)
     _, snapshot = game.reset()
-    visited = {snapshot.location_id}
     for action in actions:
         t0 = time.perf_counter()
         manager.get_location_memory(snapshot.location_id)  # what the agent would read
@@ -182,12 +183,5 @@ def _play_episode(
         report.turns += 1
         report.deaths += int(result.after.died)
         snapshot = result.after
-        visited.add(snapshot.location_id)
         bar.advance(f"ep{episode} {snapshot.location_name}")
     report.scores[episode] = snapshot.score
-    with_memory = sum(
-        1
-        for place in visited
-        if manager.store.get_persistent_count(place) + manager.store.get_ephemeral_count(place)
-    )
-    report.coverage[episode] = (with_memory, len(visited))

@@ -82,6 +82,8 @@ class SimpleMemoryManager:
         self.cost_usd = 0.0
         #: tokens of the last get_location_memory answer, until the turn is recorded
         self.last_context_tokens = 0
+        #: time spent in get_location_memory since the last recorded turn
+        self._context_seconds = 0.0
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -131,10 +133,13 @@ class SimpleMemoryManager:
         """What the agent should read at this location (see MemoryStore.get_location_memory).
 
         Its size in tokens is kept as ``last_context_tokens`` and goes into the next turn
-        record, for the tokens-per-turn metric.
+        record, for the tokens-per-turn metric; the time it took goes into that record's
+        overhead.
         """
+        started = time.perf_counter()
         text = self.store.get_location_memory(location_id)
         self.last_context_tokens = count_tokens(text) if text else 0
+        self._context_seconds += time.perf_counter() - started
         return text
 
     def record_action_outcome(
@@ -196,11 +201,12 @@ class SimpleMemoryManager:
                 "memory_tokens": (
                     memory_tokens if memory_tokens is not None else self.last_context_tokens
                 ),
-                "overhead_us": (time.perf_counter() - started) * 1e6,
+                "overhead_us": (time.perf_counter() - started + self._context_seconds) * 1e6,
                 "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
             }
         )
         self.last_context_tokens = 0
+        self._context_seconds = 0.0
         return applied
 
     # --- synthesis ---------------------------------------------------------------------------

@@ -2,12 +2,15 @@
 
 Definitions (the README repeats them):
 - repeated failed action rate: the share of turns whose action (case-insensitive) was
-  already tried earlier in the same episode at the same location and then changed nothing
-  the Z-machine tracks (score, location, inventory); spec target < 5%.
+  already tried earlier in the run at the same location and then changed nothing the
+  Z-machine tracks (score, location, inventory); spec target < 5%. The same share counting
+  only repeats within one episode is given beside it: the persistent memory is what should
+  prevent the first kind, the episode's own memory the second.
 - memory tokens per turn: tokens of location memory given to the agent before each
   action (median and 95th percentile); spec target 200-500.
 - location coverage by episode: of the locations visited in an episode, the share that had
-  memories by the end of it; spec target 80%+ by episode 3.
+  a memory at the end of it (``MemoryStore.locations_with_memory``); spec target 80%+ by
+  episode 3.
 - turns to milestone: per episode, the first turn whose score is above zero; the
   cross-episode change is later episodes minus the first.
 """
@@ -28,13 +31,17 @@ def percentile(values: list[float], fraction: float) -> float:
     return float(ordered[index])
 
 
-def repeated_failed_action_rate(records: Iterable[Mapping[str, Any]]) -> float:
-    """Share of turns repeating, at the same location and episode, an action that failed."""
+def repeated_failed_action_rate(
+    records: Iterable[Mapping[str, Any]], *, within_episode: bool = False
+) -> float:
+    """Share of turns repeating, at the same location, an action that failed earlier in the
+    records (in the same episode only, with ``within_episode``)."""
     failed: set[tuple[int, int, str]] = set()
     repeats = total = 0
     for record in records:
         total += 1
-        key = (record["episode"], record["location_id"], record["action"].strip().lower())
+        episode = record["episode"] if within_episode else 0
+        key = (episode, record["location_id"], record["action"].strip().lower())
         if key in failed:
             repeats += 1
         if not record["state_changed"]:
@@ -72,6 +79,9 @@ def compute_metrics(
         "episodes": episodes,
         "triggered_turns": sum(1 for r in records if r["triggers"]),
         "repeated_failed_action_rate": repeated_failed_action_rate(records),
+        "repeated_failed_action_rate_within_episode": repeated_failed_action_rate(
+            records, within_episode=True
+        ),
         "memory_tokens_per_turn": {
             "median": statistics.median(tokens) if tokens else 0.0,
             "p95": percentile(tokens, 0.95),
@@ -90,9 +100,14 @@ def compute_metrics(
 
 
 def coverage_from_records(
-    records: list[Mapping[str, Any]], has_memory: Mapping[int, bool]
+    records: list[Mapping[str, Any]], covered: Mapping[int, set[int]]
 ) -> dict[int, tuple[int, int]]:
-    """Coverage per episode from the locations the records visited and who has memories now."""
+    """Per episode, (visited locations that had a memory at its end, visited locations).
+
+    ``covered`` maps each episode to the locations that had a memory at its end
+    (``MemoryStore.locations_with_memory``); a location is visited when a record starts or
+    ends there.
+    """
     visited: dict[int, set[int]] = {}
     for record in records:
         places = visited.setdefault(record["episode"], set())
@@ -100,7 +115,7 @@ def coverage_from_records(
         if record["location_after"] is not None:
             places.add(record["location_after"])
     return {
-        episode: (sum(1 for place in places if has_memory.get(place, False)), len(places))
+        episode: (len(places & covered.get(episode, set())), len(places))
         for episode, places in visited.items()
     }
 
@@ -112,7 +127,8 @@ def format_metrics(metrics: Mapping[str, Any]) -> str:
         f"turns: {metrics['turns']} in episodes {metrics['episodes']}; "
         f"triggers fired on {metrics['triggered_turns']}",
         f"repeated failed action rate: {metrics['repeated_failed_action_rate']:.1%} "
-        "(spec target < 5%)",
+        f"(spec target < 5%); within an episode: "
+        f"{metrics['repeated_failed_action_rate_within_episode']:.1%}",
         f"memory tokens given per turn: median {tokens['median']:.0f}, p95 {tokens['p95']:.0f} "
         "(spec target 200-500)",
         f"memory system overhead per turn: median {overhead['median']:.0f} us, "

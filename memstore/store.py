@@ -709,6 +709,29 @@ class MemoryStore:
         with self._read() as conn:
             return [dict(row._mapping) for row in conn.execute(query)]
 
+    def locations_with_memory(self, episode: int) -> set[int]:
+        """The locations that had a memory at the end of ``episode``.
+
+        A persistent memory counts when it was learned by then and not superseded or
+        invalidated by then; an ephemeral one when the decision log says it was stored in
+        that episode (ephemeral memories themselves are gone after ``reset_episode``). So
+        the answer stays the same whatever later episodes add.
+        """
+        learned = memories.c.episode <= episode
+        ended = memory_links.c.episode <= episode
+        persistent = (
+            select(memories.c.location_id)
+            .outerjoin(memory_links, memory_links.c.memory_id == memories.c.id)
+            .where(learned, (memory_links.c.memory_id.is_(None)) | ~ended)
+        )
+        ephemeral = select(synthesis_decisions.c.location_id).where(
+            synthesis_decisions.c.episode == episode,
+            func.json_extract(synthesis_decisions.c.applied, "$.new_memory.persistence")
+            == Persistence.EPHEMERAL.value,
+        )
+        with self._read() as conn:
+            return set(conn.execute(union_all(persistent, ephemeral)).scalars())
+
     def reset_episode(self) -> int:
         """Drop every ephemeral memory (and its links); returns how many were dropped."""
         with self._write(forget=None) as conn:

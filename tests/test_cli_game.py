@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -44,10 +45,31 @@ def test_demo_plays_offline_says_so_and_exports(
     assert "played 2 episode(s) [1, 2], 60 turns" in stdout
     assert "coverage, episode 2:" in stdout
     assert out.read_text(encoding="utf-8").startswith("# Location Memories\n")
+    demo_coverage = coverage_lines(stdout)
     code, stdout, err = run(capsys, "--db", str(db), "metrics")
     assert code == 0, err
     assert "turns: 60 in episodes [1, 2]" in stdout
-    assert "repeated failed action rate:" in stdout
+    assert "repeated failed action rate:" in stdout and "within an episode:" in stdout
+    first_metrics = stdout
+    # the demo and the metrics count coverage alike
+    assert coverage_lines(stdout) == demo_coverage and len(demo_coverage) == 2
+    # the memory given to the agent is counted without the demo passing it in
+    tokens = re.search(r"memory tokens given per turn: median (\d+), p95 (\d+)", stdout)
+    assert tokens is not None and int(tokens.group(2)) > 0
+    # a later run on the same database changes nothing about the first run's metrics
+    (run_id,) = re.findall(r"^run: (\w+)$", first_metrics, re.MULTILINE)
+    code, _stdout, err = run(
+        capsys, "--db", str(db), "demo", "--episodes", "1", "--moves", "60",
+        "--rom", str(rom), "--out", str(out), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    code, stdout, err = run(capsys, "--db", str(db), "metrics", "--run", run_id)
+    assert code == 0, err
+    assert stdout == first_metrics
+
+
+def coverage_lines(report: str) -> list[str]:
+    return [line for line in report.splitlines() if line.startswith("coverage, episode")]
 
 
 def test_demo_with_a_missing_story_file_explains_what_to_do(
