@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select, update
 
-from memstore.models import check_location_id
+from memstore.models import blank_for_sqlite, check_location_id
 from memstore.schema import flagged_memories as table
 
 MIN_IMPORTANCE = 1
@@ -155,7 +155,7 @@ class FlaggedMemories:
         if not isinstance(content, str):
             raise TypeError(f"content must be a str, got {type(content).__name__}")
         text = content.strip()
-        if not text:
+        if blank_for_sqlite(text):
             return False
         check_importance(importance)
         if location_id is not None:

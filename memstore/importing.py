@@ -17,14 +17,17 @@ the same identity are matched to the file's in the order they were stored.
 Problems make the import unsafe: the parser's problems, and the plan's own (two
 non-superseded memories with the same title at one location, an EPHEMERAL memory, a new
 non-superseded memory whose title is already live in the database on a memory missing from
-the file - which only ``--prune`` can replace). The memories a problem touches are left out
-of the plan, so ``--skip-invalid`` can apply the rest. ``memstore.store_import.apply_import``
-applies a plan.
+the file - which only ``--prune`` can replace; a SUPERSEDED memory whose successor title
+no memory at its location will have after the import). The memories a problem touches are
+left out of the plan, so ``--skip-invalid`` can apply the rest - except the one with a
+missing successor, which is imported with no successor (its link keeps turn and episode).
+``memstore.store_import.apply_import`` applies a plan.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -279,6 +282,13 @@ class _LineFinder:
             return found[nth]
         return self.location_lines.get(location_id, 0)
 
+    def reference_line(self, location_id: int, title: str, nth: int = 0) -> int:
+        """The line after the ``nth`` header titled ``title``: its reference line, if any."""
+        found = self.memory_lines(location_id, title)
+        if nth < len(found):
+            return found[nth] + 1
+        return self.location_lines.get(location_id, 0)
+
 
 def _escape_inline(value: str) -> str:
     try:  # the exporters' escaping, when available; the raw title is tried as well
@@ -330,7 +340,8 @@ def plan_import(
     ``problems`` are the parser's (objects with ``line`` and ``message``); ``source`` is
     the file's text, used only to give the plan's own problems line numbers. With
     ``prune`` the memories missing from the file will be deleted, so a new live memory
-    may take the title of a missing one; without it that is a problem.
+    may take the title of a missing one (without it that is a problem), and they cannot be
+    the successor of a memory in the file.
     """
     all_problems = [
         ImportProblem(int(getattr(p, "line", 0) or 0), str(getattr(p, "message", p)))
@@ -356,6 +367,8 @@ def plan_import(
     # keys of memories the file has but whose changes are skipped because of a problem:
     # their database counterparts are not "missing" (never pruned)
     protected: set[MemoryKey] = set()
+    # (location id, title, successor title, nth memory so titled in the file's section)
+    references: list[tuple[int, str, str, int]] = []
 
     for entry in incoming:
         location = entry.location
@@ -381,8 +394,11 @@ def plan_import(
                 )
             )
 
+        titled: dict[str, int] = {}  # memories so far in this section, by title
         for memory in entry.memories:
             key = memory_key(location.id, memory)
+            nth = titled.get(memory.title, 0)
+            titled[memory.title] = nth + 1
             if memory.persistence is Persistence.EPHEMERAL:
                 all_problems.append(
                     ImportProblem(
@@ -396,6 +412,8 @@ def plan_import(
             if memory.status is not Status.SUPERSEDED and memory.title in duplicates:
                 protected.add(key)
                 continue
+            if memory.superseded_by is not None:
+                references.append((location.id, memory.title, memory.superseded_by, nth))
             candidates = db_memories.get(key, [])
             occurrence = used.get(key, 0)
             if occurrence < len(candidates):
@@ -423,6 +441,20 @@ def plan_import(
         missing.append(MemoryChange(ChangeKind.MISSING, location_id, name, old, None, occurrence))
 
     changes = _drop_title_conflicts(changes, missing, prune, lines, all_problems)
+    titles = _titles_after(changes, missing if prune else [], db_order)
+    for location_id, title, successor, nth in references:
+        itself = 1 if successor == title else 0  # a memory cannot succeed itself
+        if titles[(location_id, successor)] > itself:
+            continue
+        where = "the file" if prune else "the file or the database"
+        all_problems.append(
+            ImportProblem(
+                lines.reference_line(location_id, title, nth),
+                f"memory {title!r} at location {location_id} is superseded by "
+                f"{successor!r}, but no other memory there in {where} has that title: "
+                f"with --skip-invalid it is imported with no successor",
+            )
+        )
     return ImportPlan(
         memories=tuple(changes),
         missing=tuple(missing),
@@ -430,6 +462,28 @@ def plan_import(
         problems=tuple(all_problems),
         file_location_ids=frozenset(file_ids),
     )
+
+
+def _titles_after(
+    changes: Sequence[MemoryChange],
+    pruned: Iterable[MemoryChange],
+    db_order: Iterable[tuple[int, str, MemoryKey]],
+) -> Counter[tuple[int, str]]:
+    """How many memories each (location id, title) will have once the plan is applied.
+
+    The file's memories in ``changes``, plus the database's that no change writes to and
+    that are not ``pruned``.
+    """
+    written = {(c.key, c.occurrence) for c in changes if c.old is not None}
+    written.update((c.key, c.occurrence) for c in pruned)
+    titles = Counter((c.location_id, c.memory.title) for c in changes)
+    seen: dict[MemoryKey, int] = {}
+    for _location_id, _name, key in db_order:
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        if (key, occurrence) not in written:
+            titles[(key.location_id, key.title)] += 1
+    return titles
 
 
 def _drop_title_conflicts(

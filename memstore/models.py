@@ -62,6 +62,15 @@ def parse_turns(turns: str) -> tuple[int, int | None]:
     return start, end
 
 
+def blank_for_sqlite(value: str) -> bool:
+    """Whether a text is blank to Python or to the database's ``length(trim(x)) > 0`` checks.
+
+    SQLite's ``trim`` drops only spaces and its ``length`` stops at the first NUL, so
+    ``"\\x00note"`` is blank to it: such a text would pass here and break the insert.
+    """
+    return not value.strip() or ("\x00" in value and not value.split("\x00", 1)[0].strip(" "))
+
+
 def format_turns(start: int, end: int | None) -> str:
     """The inverse of parse_turns."""
     return str(start) if end is None else f"{start}-{end}"
@@ -121,8 +130,15 @@ class Memory(BaseModel):
     @field_validator("title")
     @classmethod
     def _title_clean(cls, value: str) -> str:
-        if not value.strip():
+        if blank_for_sqlite(value):
             raise ValueError("title must not be blank")
+        return value
+
+    @field_validator("invalidation_reason")
+    @classmethod
+    def _reason_clean(cls, value: str | None) -> str | None:
+        if value is not None and blank_for_sqlite(value):
+            raise ValueError("an invalidation reason must not be blank")
         return value
 
     @field_validator("turns", mode="before")

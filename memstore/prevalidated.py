@@ -30,6 +30,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    blank_for_sqlite,
     parse_turns,
 )
 
@@ -96,7 +97,8 @@ def _values_hold(title: str, text: str, episode: int, turns: str) -> bool:
     return (
         (title.isascii() or _SURROGATE.search(title) is None)
         and 0 < len(title) <= 500
-        and not title.isspace()  # Memory._title_clean: "title must not be blank"
+        # Memory._title_clean: "title must not be blank"
+        and (not title.isspace() if "\x00" not in title else not blank_for_sqlite(title))
         and (text.isascii() or _SURROGATE.search(text) is None)
         and len(text) <= 20_000
         and episode >= 1
@@ -208,6 +210,8 @@ def memory_from_fields(
             or (
                 _optional_str(superseded_by)
                 and _optional_str(invalidation_reason)
+                # Memory._reason_clean
+                and (invalidation_reason is None or not blank_for_sqlite(invalidation_reason))
                 and _optional_int(superseded_at_turn, 0)
                 and _optional_int(superseded_at_episode, 1)
                 # Memory._supersession_consistent

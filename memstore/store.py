@@ -57,6 +57,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    blank_for_sqlite,
     check_location_id,
     format_turns,
 )
@@ -163,7 +164,7 @@ def _check_memory(memory: object) -> Memory:
 
 
 def _check_reason(reason: object) -> str:
-    if not isinstance(reason, str) or not reason.strip():
+    if not isinstance(reason, str) or blank_for_sqlite(reason):
         raise ValueError("an invalidation needs a non-empty reason")
     return reason
 

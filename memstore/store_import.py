@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -37,9 +37,9 @@ def apply_import(store: Any, plan: ImportPlan, *, prune: bool) -> None:
     another memory takes it); with ``prune`` (and only when the plan has no problems), the
     deletion of the memories missing from the file - never a location; the inserts, in
     file order; then the supersession links of every added or status-changed SUPERSEDED
-    memory, re-created from the successor's exact title at the same location: the
-    non-superseded memory with that title, else the latest one with it. When no memory has
-    that title the link keeps its turn and episode but no successor.
+    memory, re-created from the successor's exact title at the same location (the memory
+    with that title that ``_successor_order`` ranks first and that does not close a cycle).
+    When no memory has that title the link keeps its turn and episode but no successor.
     """
     with store._write() as conn:
         _apply(conn, plan, prune=prune and plan.ok)
@@ -214,27 +214,71 @@ def _has_link(memory: Memory) -> bool:
     )
 
 
+class _Candidate(NamedTuple):
+    """A memory that may be a successor: its row id, whether it is live, and when learned."""
+
+    id: int
+    live: bool
+    episode: int
+    start: int
+    last: int
+
+
+def _successor_order(
+    candidates: Iterable[_Candidate], memory_id: int, at: tuple[int, int] | None
+) -> list[_Candidate]:
+    """The possible successors of memory ``memory_id``, the most likely first.
+
+    ``at`` is the link's (episode, turn). The store links a memory to its successor at the
+    successor's own episode and last turn (``supersede_memory``; ``apply_synthesis`` at the
+    current turn, which is the new memory's), so a candidate learned exactly then comes
+    first - the first stored after the memory among several, as the store inserts the
+    successor after it. Then, for a hand-edited link, the latest learned before it, then
+    the earliest learned after it. Without a link turn: the live one, then the latest
+    stored after the memory, then the latest stored before it.
+    """
+    if at is None:
+        return sorted(candidates, key=lambda c: (not c.live, c.id < memory_id, -c.id))
+
+    def rank(c: _Candidate) -> tuple[int, ...]:
+        if (c.episode, c.last) == at:
+            return (0, c.id < memory_id, c.id)
+        if (c.episode, c.start) <= at:
+            return (1, -c.episode, -c.start, -c.id)
+        return (2, c.episode, c.start, c.id)
+
+    return sorted(candidates, key=rank)
+
+
 def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> None:
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
         return
-    # every memory of the locations concerned, by title: (id, live, last turn) in stored order
-    by_title: dict[tuple[int, str], list[tuple[int, bool, int]]] = {}
+    location_ids = sorted({entry[1] for entry in entries})
+    # every memory of the locations concerned, by title, in stored order
+    by_title: dict[tuple[int, str], list[_Candidate]] = {}
     rows = conn.execute(
         select(
             memories.c.id,
             memories.c.location_id,
             memories.c.title,
             memories.c.status,
+            memories.c.episode,
             memories.c.turn_start,
             memories.c.turn_end,
         )
-        .where(memories.c.location_id.in_(sorted({entry[1] for entry in entries})))
+        .where(memories.c.location_id.in_(location_ids))
         .order_by(memories.c.id)
     )
-    for memory_id, location_id, title, status, start, end in rows:
+    for memory_id, location_id, title, status, episode, start, end in rows:
         by_title.setdefault((location_id, title), []).append(
-            (memory_id, status != Status.SUPERSEDED.value, end if end is not None else start)
+            _Candidate(
+                memory_id,
+                status != Status.SUPERSEDED.value,
+                episode,
+                start,
+                end if end is not None else start,
+            )
         )
     # the links already there (memory -> successor), so a new link never closes a cycle
     next_of: dict[int, int] = dict(
@@ -242,7 +286,7 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
             select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
             .join(memories, memories.c.id == memory_links.c.memory_id)
             .where(
-                memories.c.location_id.in_(sorted({entry[1] for entry in entries})),
+                memories.c.location_id.in_(location_ids),
                 memory_links.c.superseded_by_id.is_not(None),
             )
         ).all()
@@ -261,35 +305,31 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
     links = []
     now = _now()
     for memory_id, location_id, memory in entries:
-        successor: tuple[int, bool, int] | None = None
+        episode = memory.superseded_at_episode or memory.episode
+        successor: _Candidate | None = None
         if memory.superseded_by is not None:
             candidates = [
                 c
                 for c in by_title.get((location_id, memory.superseded_by), [])
-                if c[0] != memory_id
+                if c.id != memory_id
             ]
-            # the live one; else the latest later one (a successor is normally newer); else
-            # the latest earlier one that does not lead back here
-            ordered = [c for c in candidates if c[1]] + sorted(
-                (c for c in candidates if not c[1]),
-                key=lambda c: (c[0] > memory_id, c[0]),
-                reverse=True,
-            )
-            successor = next((c for c in ordered if not leads_back(c[0], memory_id)), None)
+            at = None if memory.superseded_at_turn is None else (episode, memory.superseded_at_turn)
+            ordered = _successor_order(candidates, memory_id, at)
+            successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
             if successor is not None:
-                next_of[memory_id] = successor[0]
+                next_of[memory_id] = successor.id
         turn = memory.superseded_at_turn
         if turn is None:
             turn = (
-                successor[2]
+                successor.last
                 if successor is not None
                 else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
             )
         links.append(
             {
                 "memory_id": memory_id,
-                "superseded_by_id": successor[0] if successor is not None else None,
-                "episode": memory.superseded_at_episode or memory.episode,
+                "superseded_by_id": successor.id if successor is not None else None,
+                "episode": episode,
                 "turn": turn,
                 "reason": memory.invalidation_reason,
                 "created_at": now,

@@ -62,7 +62,8 @@ def test_flagged_memory_is_frozen(flagged: FlaggedMemories) -> None:
         memory.importance = 5  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("content", ["", "   ", "\n\t "])
+# "\x00": blank to SQLite, whose length() stops at the first NUL
+@pytest.mark.parametrize("content", ["", "   ", "\n\t ", "\x00", " \x00 note"])
 def test_empty_content_is_ignored(flagged: FlaggedMemories, content: str) -> None:
     assert add(flagged, content) is False
     assert flagged.count() == 0

@@ -17,6 +17,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    blank_for_sqlite,
 )
 from memstore.store import MemoryStore
 from memstore.store_import import ImportConflict, apply_import
@@ -248,19 +249,85 @@ def test_apply_updates_fields_statuses_and_links(store: MemoryStore, mem: MakeMe
     assert [m.title for m in store.memories(41)] == ["Rope", "Ladder"]
 
 
+CELLAR = "# Location Memories\n\n## Location 7: Cellar\n**Visits:** 1 | **Episodes:** 1\n\n"
+DANGLING = (
+    CELLAR + "### Memories\n\n"
+    "**[NOTE - PERMANENT - SUPERSEDED] Dark** *(Ep1, T3)*\n"
+    '[Superseded at T9 by "Nowhere"]\n~~It is dark.~~\n\n---\n'
+)
+
+
+def test_a_successor_title_no_memory_has_is_a_problem_at_its_reference_line(
+    store: MemoryStore,
+) -> None:
+    plan = plan_for(store, DANGLING)
+    assert [p.line for p in plan.problems] == [9]
+    assert "superseded by 'Nowhere'" in plan.problems[0].message
+    assert [c.memory.title for c in plan.added] == ["Dark"]  # kept for --skip-invalid
+
+
 def test_a_superseded_memory_whose_successor_is_gone_keeps_its_turn(
     store: MemoryStore,
 ) -> None:
-    text = (
-        "# Location Memories\n\n## Location 7: Cellar\n**Visits:** 1 | **Episodes:** 1\n\n"
-        "### Memories\n\n"
-        "**[NOTE - PERMANENT - SUPERSEDED] Dark** *(Ep1, T3)*\n"
-        '[Superseded at T9 by "Nowhere"]\n~~It is dark.~~\n\n---\n'
-    )
-    apply_import(store, plan_for(store, text), prune=False)
+    plan = plan_for(store, DANGLING)
+    assert not plan.ok  # applied only with --skip-invalid
+    apply_import(store, plan, prune=False)
     (memory,) = store.memories(7, include_superseded=True)
     assert memory.status is Status.SUPERSEDED
     assert (memory.superseded_by, memory.superseded_at_turn) == (None, 9)
+
+
+def test_a_memory_superseded_by_its_own_title_alone_is_a_problem(store: MemoryStore) -> None:
+    plan = plan_for(store, edit(DANGLING, '"Nowhere"', '"Dark"'))
+    assert [p.line for p in plan.problems] == [9]
+
+
+def test_a_successor_only_in_the_database_is_no_problem_unless_pruned(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    store.add_memory(7, "Cellar", mem("Lamp", turns="9"))
+    plan = plan_for(store, edit(DANGLING, '"Nowhere"', '"Lamp"'))
+    assert plan.ok, plan.problems
+    apply_import(store, plan, prune=False)
+    assert [m.title for m in store.history(7, "Dark")] == ["Dark", "Lamp"]
+    pruning = plan_for(store, edit(DANGLING, '"Nowhere"', '"Lamp"'), prune=True)
+    assert [p.line for p in pruning.problems] == [9]
+
+
+def test_a_successor_title_no_memory_has_refuses_apply_unless_skip_invalid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import memstore.cli as cli
+
+    path = tmp_path / "M.md"
+    path.write_text(DANGLING, encoding="utf-8")
+    db = str(tmp_path / "m.db")
+    assert cli.main(["--db", db, "import", str(path), "--apply"]) == 1
+    out, err = capsys.readouterr()
+    assert "line 9: memory 'Dark'" in out and "1 problem(s)" in err
+    assert cli.main(["--db", db, "import", str(path), "--apply", "--skip-invalid"]) == 0
+    assert "applied (the problems listed were skipped)" in capsys.readouterr().out
+
+
+def test_history_after_import_follows_the_successor_the_link_was_made_to(
+    store: MemoryStore, mem: MakeMemory, tmp_path: Path
+) -> None:
+    # X is superseded by Y (T2), which is invalidated; two later memories are titled Y too
+    store.add_memory(7, "Cellar", mem("X", turns="1"))
+    store.supersede_memory(7, "Cellar", "X", mem("Y", turns="2"))
+    store.invalidate_memory(7, "Y", "wrong", turn=3)
+    store.add_memory(7, "Cellar", mem("Y", turns="4"))
+    store.supersede_memory(7, "Cellar", "Y", mem("Z", turns="5"))
+    store.add_memory(7, "Cellar", mem("Y", turns="6-7"))
+    text = export_text(store)
+    with MemoryStore.open(tmp_path / "copy.db") as copy:
+        plan = plan_for(copy, text)
+        assert plan.ok, plan.problems
+        apply_import(copy, plan, prune=False)
+        assert export_text(copy) == text
+        for title in ("X", "Y", "Z"):
+            assert copy.history(7, title) == store.history(7, title)
+        assert [m.turns for m in copy.history(7, "X")] == ["1", "2"]
 
 
 def test_without_prune_nothing_is_deleted(store: MemoryStore, mem: MakeMemory) -> None:
@@ -385,6 +452,11 @@ TITLES = st.sampled_from(["Troll", "Lamp", 'The "sword" *glows*', "Trap [door]",
 WORDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 
 
+def not_blank(reason: str) -> bool:
+    # the model's rule ("\x00" once got through to SQLite's CHECK: an IntegrityError)
+    return not blank_for_sqlite(reason)
+
+
 @st.composite
 def location_memories(draw: st.DrawFn, location_id: int) -> LocationMemories:
     count = draw(st.integers(0, 6))
@@ -403,7 +475,7 @@ def location_memories(draw: st.DrawFn, location_id: int) -> LocationMemories:
                 fields["superseded_at_turn"] = draw(st.integers(0, 500))
                 fields["superseded_at_episode"] = draw(st.integers(1, 9))
             if kind == "reason":
-                fields["invalidation_reason"] = draw(WORDS.filter(lambda s: s.strip() != ""))
+                fields["invalidation_reason"] = draw(WORDS.filter(not_blank))
             elif kind == "successor":
                 fields["superseded_by"] = draw(st.sampled_from(others))
         else:

@@ -360,6 +360,11 @@ def test_corrupt_file_reports_each_broken_piece_at_its_line() -> None:
             "malformed reference line",
         ),
         ("## Location 1: A\n#### Deep heading\n", 2, "unexpected heading"),
+        (
+            '## Location 1: A\n**[NOTE - SUPERSEDED] T** *(Ep1, T1)*\n[Invalidated at T2: "  "]\n',
+            2,
+            "invalidation reason must not be blank",
+        ),
     ],
 )
 def test_each_kind_of_broken_piece_is_reported_at_its_line(

@@ -356,6 +356,7 @@ def test_new_memory_cannot_be_added_superseded(store: MemoryStore, mem: MakeMemo
         ("turns", "9-3", "ends before it starts"),
         ("episode", 0, "episode"),
         ("title", "  ", "title must not be blank"),
+        ("title", "\x00 note", "title must not be blank"),  # blank to SQLite's length()
     ],
 )
 def test_invalid_memory_fields_are_rejected_by_pydantic(
@@ -364,6 +365,28 @@ def test_invalid_memory_fields_are_rejected_by_pydantic(
     fields = {"title": "Something", field: value}
     with pytest.raises(ValidationError, match=message):
         mem(**fields)
+
+
+@pytest.mark.parametrize("reason", [" ", "\x00", " \x00gone"])
+def test_an_invalidation_reason_blank_to_the_database_is_rejected(
+    store: MemoryStore, mem: MakeMemory, reason: str
+) -> None:
+    # SQLite's length() stops at the first NUL: its CHECK would refuse these at the insert
+    with pytest.raises(ValidationError, match="invalidation reason must not be blank"):
+        mem(status="SUPERSEDED", invalidation_reason=reason)
+    store.add_memory(3, "Room", mem("Door is unlocked"))
+    with pytest.raises(ValueError, match="non-empty reason"):
+        store.invalidate_memory(3, "Door is unlocked", reason)
+    assert store.get_persistent_count(3) == 1
+
+
+def test_a_nul_after_the_first_character_is_stored_as_it_is(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    store.add_memory(3, "Room", mem("Door\x00 is unlocked"))
+    assert store.invalidate_memory(3, "Door\x00 is unlocked", "gone\x00")
+    (memory,) = store.memories(3, include_superseded=True)
+    assert (memory.title, memory.invalidation_reason) == ("Door\x00 is unlocked", "gone\x00")
 
 
 def test_persistence_is_required(mem: MakeMemory) -> None:
