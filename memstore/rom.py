@@ -46,15 +46,20 @@ def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _read_story(p: Path, what: str) -> bytes:
+    """The bytes of ``p``, or RomError naming ``what`` was looked for and how to get it."""
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise RomError(f"No {what} at {p}. {HOW_TO_GET}") from None
+    except OSError as exc:
+        raise RomError(f"Cannot read the {what} {p}: {exc}. {HOW_TO_GET}") from exc
+
+
 def verify_rom(path: str | Path, expected_sha256: str = ZORK1_SHA256) -> Path:
     """Check that ``path`` is the expected story file; return it, or raise RomError."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise RomError(f"No Zork I story file at {p}. {HOW_TO_GET}") from None
-    except OSError as exc:
-        raise RomError(f"Cannot read the Zork I story file {p}: {exc}. {HOW_TO_GET}") from exc
+    data = _read_story(p, "Zork I story file")
     digest = sha256_of(data)
     if digest != expected_sha256:
         raise RomError(
@@ -77,12 +82,7 @@ def check_story_file(path: str | Path) -> bytes:
     Frotz ends the whole process on a file that fails these checks, so they come first.
     """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise RomError(f"No story file at {p}. {HOW_TO_GET}") from None
-    except OSError as exc:
-        raise RomError(f"Cannot read the story file {p}: {exc}. {HOW_TO_GET}") from exc
+    data = _read_story(p, "story file")
     if len(data) < _HEADER_BYTES or data[0] not in _LENGTH_UNIT:
         raise RomError(f"{p} is not a Z-machine story file (no version 1-8 header). {HOW_TO_GET}")
     declared = ((data[0x1A] << 8) | data[0x1B]) * _LENGTH_UNIT[data[0]]
