@@ -100,7 +100,7 @@ def compute_metrics(
 
 
 def coverage_from_records(
-    records: list[Mapping[str, Any]], covered: Mapping[int, set[int]]
+    records: Iterable[Mapping[str, Any]], covered: Mapping[int, set[int]]
 ) -> dict[int, tuple[int, int]]:
     """Per episode, (visited locations that had a memory at its end, visited locations).
 
