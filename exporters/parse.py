@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from exporters.base_line import ExportBase, split_base_line
 from exporters.canonical import read_canonical
 from exporters.escaping import unescape
 from exporters.memory_block import (
@@ -64,6 +65,8 @@ class ParseResult:
 
     locations: tuple[LocationMemories, ...]
     problems: tuple[Problem, ...]
+    #: the database and change counter the file was exported at (None: no base line)
+    base: ExportBase | None = None
 
     @property
     def ok(self) -> bool:
@@ -452,6 +455,16 @@ def _parse(text: str, canonical_first: bool) -> ParseResult:
         text = text[1:]
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
+    base, text = split_base_line(text)
+    result = _parse_body(text, canonical_first)
+    if base is None:
+        return result
+    # the base line was line 2: every problem after it moves down one line
+    problems = tuple(Problem(p.line + (p.line >= 2), p.message) for p in result.problems)
+    return ParseResult(result.locations, problems, base)
+
+
+def _parse_body(text: str, canonical_first: bool) -> ParseResult:
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()

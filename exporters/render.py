@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from exporters.base_line import ExportBase, render_base_line
 from exporters.escaping import escape_inline, escape_text_lines
 from exporters.memory_block import HEADER_STARTS
 from memstore.models import LocationInfo, LocationMemories, Memory, Status
@@ -108,8 +109,13 @@ def _location_header(location: LocationInfo) -> list[str]:
     ]
 
 
-def render_memories_md(locations: Iterable[LocationMemories]) -> str:
+def render_memories_md(
+    locations: Iterable[LocationMemories], base: ExportBase | None = None
+) -> str:
     """Render locations as the text of Memories.md.
+
+    With ``base`` (the database and change counter exported from), a hidden comment line
+    under the title records it, for the 3-way import (``exporters.base_line``).
 
     Promises: deterministic (the same input always gives byte-identical text, whatever
     the input order of locations); locations sorted by id; memories in the order given;
@@ -118,7 +124,7 @@ def render_memories_md(locations: Iterable[LocationMemories]) -> str:
     equal objects. Raises ValueError if two locations share an id.
     """
     ordered = sorted(locations, key=lambda entry: entry.location.id)
-    lines = [FILE_TITLE, ""]
+    lines = [FILE_TITLE, ""] if base is None else [FILE_TITLE, render_base_line(base), ""]
     previous_id: int | None = None
     for entry in ordered:
         location = entry.location
