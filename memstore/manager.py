@@ -27,6 +27,7 @@ from memstore.synthesis import (
     LLMCallable,
     SynthesisDecision,
     SynthesisError,
+    loggable_text,
     number_memories,
     resolve_decision,
     synthesize,
@@ -332,13 +333,12 @@ class SimpleMemoryManager:
         )
         entry.update(
             error_kind=kind,
-            error=exc.message[:2000],
+            error=loggable_text(exc.message, 2000),
             latency_ms=(time.perf_counter() - started) * 1000,
         )
-        cause = exc.__cause__
-        raw = getattr(cause, "raw", None) or getattr(exc, "raw", None)
+        raw = getattr(exc, "raw", None) or getattr(exc.__cause__, "raw", None)
         if isinstance(raw, str):
-            entry["raw_answer"] = raw
+            entry["raw_answer"] = loggable_text(raw)
         self._log_later(entry, location_id, location_name)
 
     def _log_later(self, entry: dict[str, Any], location_id: int, location_name: str) -> None:

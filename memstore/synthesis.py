@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from memstore.errors import MemstoreError
-from memstore.models import Category, Memory, Persistence, Status
+from memstore.models import Category, Memory, Persistence, Status, blank_for_sqlite
 
 #: Takes chat messages ({"role": ..., "content": ...}), returns the model's raw text.
 LLMCallable = Callable[[list[dict[str, str]]], str]
@@ -39,6 +39,10 @@ LLMCallable = Callable[[list[dict[str, str]]], str]
 #: Spec limits: a synthesis touches few memories at once.
 MAX_SUPERSEDES = 3
 MAX_INVALIDATES = 3
+
+#: The longest raw answer read (characters). An answer is a few hundred characters; a
+#: longer one is refused as a ``schema`` failure before it is parsed.
+MAX_ANSWER_CHARS = 100_000
 
 #: A reference like 2, "2" or "[2]" is a handle; anything else is a title.
 _HANDLE = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
@@ -71,7 +75,35 @@ class LLMCallError(SynthesisError):
 
 
 class AnswerError(SynthesisError):
-    """The model answered, but not usably: invalid_json or schema."""
+    """The model answered, but not usably: invalid_json or schema. ``raw`` is the answer's
+    text when ``synthesize`` had one (the manager keeps a bounded copy in the decision log)."""
+
+    raw: str | None = None
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate: not Unicode, so neither UTF-8 nor SQLite
+    nor JSON serialisation can take it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def loggable_text(text: str, limit: int = 10_000) -> str:
+    """``text`` cut to ``limit`` characters, lone surrogates written as ``\\udxxx`` escapes:
+    safe to store in the decision log whatever the model sent."""
+    text = text[:limit]
+    if has_lone_surrogate(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _storable(value: str, what: str) -> str:
+    if has_lone_surrogate(value):
+        raise ValueError(f"{what} is not valid Unicode text (it holds a lone surrogate)")
+    return value
 
 
 # --------------------------------------------------------------------------- the answer
@@ -92,6 +124,7 @@ def _normalise_references(value: object) -> object:
         if isinstance(item, bool):
             raise ValueError(f"a memory reference must be a handle or a title, got {item!r}")
         if isinstance(item, str):
+            _storable(item, "a memory reference")
             match = _HANDLE.match(item)
             if match:
                 item = int(match.group(1))
@@ -166,6 +199,11 @@ class MemorySynthesisResponse(BaseModel):
     def _reasoning_text(cls, value: object) -> object:
         return "" if value is None else value
 
+    @field_validator("memory_title", "memory_text", "invalidation_reason", "reasoning")
+    @classmethod
+    def _unicode_text(cls, value: str | None) -> str | None:
+        return value if value is None else _storable(value, "the text")
+
     @model_validator(mode="after")
     def _rules(self) -> MemorySynthesisResponse:
         if self.should_remember:
@@ -173,7 +211,7 @@ class MemorySynthesisResponse(BaseModel):
                 name
                 for name in ("category", "memory_title", "memory_text", "persistence")
                 if getattr(self, name) is None
-                or (isinstance(getattr(self, name), str) and not getattr(self, name).strip())
+                or (isinstance(getattr(self, name), str) and blank_for_sqlite(getattr(self, name)))
             ]
             if missing:
                 raise ValueError(
@@ -198,7 +236,7 @@ class MemorySynthesisResponse(BaseModel):
                 f"at most {MAX_INVALIDATES} memories may be invalidated at once, "
                 f"got {len(self.invalidates)}"
             )
-        if self.invalidates and not (self.invalidation_reason or "").strip():
+        if self.invalidates and blank_for_sqlite((self.invalidation_reason or "").strip()):
             raise ValueError("invalidates is not empty, so invalidation_reason is required")
         both = [ref for ref in self.supersedes if ref in self.invalidates]
         if both:
@@ -257,10 +295,21 @@ def _describe_validation_error(exc: ValidationError) -> str:
 def parse_synthesis_answer(raw: str) -> MemorySynthesisResponse:
     """Parse the model's raw text (bare JSON or a ```json fenced block) into a response.
 
-    Raises AnswerError with kind ``invalid_json`` or ``schema``.
+    Raises AnswerError with kind ``invalid_json`` or ``schema``, and nothing else, whatever
+    the text: an answer longer than MAX_ANSWER_CHARS, holding a lone surrogate, nested too
+    deeply for the JSON reader or holding an integer too long to convert is ``schema``.
     """
     if not isinstance(raw, str) or not raw.strip():
         raise AnswerError(SynthesisErrorKind.INVALID_JSON, "the model returned an empty answer")
+    if len(raw) > MAX_ANSWER_CHARS:
+        raise AnswerError(
+            SynthesisErrorKind.SCHEMA,
+            f"answer of {len(raw):,} characters is longer than the {MAX_ANSWER_CHARS:,} allowed",
+        )
+    if has_lone_surrogate(raw):
+        raise AnswerError(
+            SynthesisErrorKind.SCHEMA, "answer is not valid Unicode text (a lone surrogate)"
+        )
     text = raw.strip()
     fenced = _FENCE.search(text)
     if fenced:
@@ -272,14 +321,22 @@ def parse_synthesis_answer(raw: str) -> MemorySynthesisResponse:
         raise AnswerError(
             SynthesisErrorKind.INVALID_JSON, f"answer is not JSON ({exc.msg}): {snippet!r}"
         ) from exc
+    except RecursionError as exc:
+        raise AnswerError(SynthesisErrorKind.SCHEMA, "answer is nested too deeply") from exc
+    except ValueError as exc:  # an integer longer than int's digit limit
+        raise AnswerError(SynthesisErrorKind.SCHEMA, f"answer holds a bad value: {exc}") from exc
     if not isinstance(data, dict):
         raise AnswerError(
             SynthesisErrorKind.SCHEMA, f"answer must be a JSON object, got {type(data).__name__}"
         )
     try:
-        return MemorySynthesisResponse.model_validate(data)
+        response = MemorySynthesisResponse.model_validate(data)
+        response.model_dump_json()  # what the decision log stores must serialise
     except ValidationError as exc:
         raise AnswerError(SynthesisErrorKind.SCHEMA, _describe_validation_error(exc)) from exc
+    except (ValueError, RecursionError) as exc:  # PydanticSerializationError is a ValueError
+        raise AnswerError(SynthesisErrorKind.SCHEMA, f"answer cannot be stored: {exc}") from exc
+    return response
 
 
 # --------------------------------------------------------------------------- calling
@@ -329,7 +386,11 @@ def synthesize(
             SynthesisErrorKind.PROVIDER_ERROR,
             f"the LLM callable returned {type(raw).__name__}, expected str",
         )
-    return raw, parse_synthesis_answer(raw)
+    try:
+        return raw, parse_synthesis_answer(raw)
+    except AnswerError as exc:
+        exc.raw = raw
+        raise
 
 
 # --------------------------------------------------------------------------- the guards

@@ -1,0 +1,166 @@
+"""Hostile model answers never raise out of record_action_outcome (issue 14).
+
+Each one becomes a counted ``schema`` failure with its decision-log row, and nothing is
+written: deep nesting, huge integers, texts SQLite reads as blank (a leading NUL), lone
+surrogates that cannot be stored or serialised, and answers too large to read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memstore.manager import SimpleMemoryManager
+from memstore.store import MemoryStore
+from memstore.synthesis import (
+    MAX_ANSWER_CHARS,
+    AnswerError,
+    SynthesisErrorKind,
+    parse_synthesis_answer,
+)
+from memstore.triggers import ZMachineContext
+
+CLEARING = 3
+LONG = "x" * 150  # fires the long-response trigger
+
+
+def remember(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "should_remember": True,
+        "category": "NOTE",
+        "memory_title": title,
+        "memory_text": f"Learned: {title}.",
+        "persistence": "permanent",
+        "reasoning": "test",
+        **extra,
+    }
+
+
+def invalidate_first(reason: str) -> dict[str, Any]:
+    return {
+        "should_remember": False,
+        "invalidates": [1],
+        "invalidation_reason": reason,
+        "reasoning": "proven false",
+    }
+
+
+class Answers:
+    """An injected LLM answering raw texts in order (dicts are sent as JSON)."""
+
+    def __init__(self, *answers: str | dict[str, Any]) -> None:
+        self.answers = [a if isinstance(a, str) else json.dumps(a) for a in answers]
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def play(store: MemoryStore) -> Iterator[Any]:
+    """Play one turn per answer at the Clearing; return the manager."""
+    made: list[SimpleMemoryManager] = []
+
+    def run(*answers: str | dict[str, Any]) -> SimpleMemoryManager:
+        manager = SimpleMemoryManager(store, llm=Answers(*answers), episode=1)
+        made.append(manager)
+        for _ in answers:
+            context = ZMachineContext(location_before=CLEARING, location_after=CLEARING)
+            manager.record_action_outcome(CLEARING, "Clearing", "look", LONG, context)
+        return manager
+
+    yield run
+    for manager in made:
+        manager.close()
+
+
+def assert_one_schema_failure_nothing_written(
+    manager: SimpleMemoryManager, titles_before: list[str]
+) -> None:
+    assert manager.get_status()["failures"] == {"schema": 1}
+    memories = manager.store.memories(CLEARING, include_superseded=True)
+    assert [(m.title, m.status.value) for m in memories] == titles_before
+    manager.flush()
+    failed = [row for row in manager.store.decision_log() if row["error_kind"]]
+    assert len(failed) == 1
+    (row,) = failed
+    assert row["error_kind"] == "schema" and row["applied"] is None
+    assert row["location_id"] == CLEARING and row["error"]
+
+
+DEEP = 100_000
+HUGE_INT = "1" * 5000
+
+HOSTILE_NEW_MEMORY = {
+    "deeply nested JSON": '{"should_remember": false, "reasoning": '
+    + "[" * DEEP
+    + "]" * DEEP
+    + "}",
+    "unclosed deep nesting": "[" * DEEP,
+    "deep nesting in a fence": "```json\n" + '{"a": ' * DEEP + "1" + "}" * DEEP + "\n```",
+    "a 5,000-digit integer": json.dumps(remember("Big"))[:-1] + f', "supersedes": [{HUGE_INT}]}}',
+    "a 5,000-digit handle string": json.dumps(remember("Big", supersedes=[f"[{HUGE_INT}]"])),
+    "a title starting with NUL": json.dumps(remember("\x00Troll")),
+    "a title of spaces and NUL": json.dumps(remember("  \x00 x")),
+    "a lone surrogate in the title": json.dumps(remember("Troll \ud800")),
+    "a lone surrogate in the text": json.dumps(remember("Troll", memory_text="axe \udfff")),
+    "a lone surrogate in the reasoning": json.dumps(remember("Troll", reasoning="\ud83d")),
+    "a raw lone surrogate outside the JSON": "Here:\ud800\n```json\n"
+    + json.dumps(remember("Troll"))
+    + "\n```",
+    "an answer too large to read": json.dumps(remember("Big", reasoning="y" * MAX_ANSWER_CHARS)),
+}
+
+
+@pytest.mark.parametrize("raw", HOSTILE_NEW_MEMORY.values(), ids=HOSTILE_NEW_MEMORY.keys())
+def test_hostile_answer_is_a_counted_schema_failure(play: Any, raw: str) -> None:
+    manager = play(raw)
+    assert_one_schema_failure_nothing_written(manager, [])
+
+
+HOSTILE_INVALIDATION = {
+    "a reason starting with NUL": invalidate_first("\x00proven false"),
+    "a reason of a space and NUL": invalidate_first(" \x00"),
+    "a lone surrogate in the reason": invalidate_first("proven \ud800 false"),
+}
+
+
+@pytest.mark.parametrize("answer", HOSTILE_INVALIDATION.values(), ids=HOSTILE_INVALIDATION.keys())
+def test_hostile_invalidation_changes_nothing(play: Any, answer: dict[str, Any]) -> None:
+    manager = play(remember("Troll is friendly"), answer)
+    assert_one_schema_failure_nothing_written(manager, [("Troll is friendly", "ACTIVE")])
+
+
+def test_the_turn_after_a_hostile_answer_is_stored_normally(play: Any) -> None:
+    manager = play("[" * DEEP, remember("Troll is friendly"))
+    assert [m.title for m in manager.store.memories(CLEARING)] == ["Troll is friendly"]
+    assert manager.get_status()["failures"] == {"schema": 1}
+    assert manager.get_status()["memories_written"] == 1
+
+
+def test_the_failed_answer_is_kept_in_the_log_bounded_and_storable(play: Any) -> None:
+    manager = play(json.dumps(remember("Troll \ud800", reasoning="z" * 50_000)))
+    manager.flush()
+    (row,) = manager.store.decision_log()
+    assert row["error_kind"] == "schema"
+    assert "Troll" in row["raw_answer"] and len(row["raw_answer"]) <= 10_000
+    row["raw_answer"].encode("utf-8")  # storable text: the surrogate was escaped
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * DEEP,
+        '{"should_remember": ' + HUGE_INT + "}",
+        json.dumps(remember("\x00x")),
+        json.dumps(invalidate_first("\ud800")),
+        "x" * (MAX_ANSWER_CHARS + 1),
+    ],
+    ids=["deep", "huge int", "NUL title", "surrogate reason", "too large"],
+)
+def test_parse_synthesis_answer_raises_only_answer_error(raw: str) -> None:
+    with pytest.raises(AnswerError) as caught:
+        parse_synthesis_answer(raw)
+    assert caught.value.kind is SynthesisErrorKind.SCHEMA
