@@ -25,8 +25,11 @@ from exporters.memory_block import (
     HEADER_STARTS,
     REFERENCE,
     REFERENCE_STARTS,
+    SHORT_DIGITS,
     Skipped,
     build_memory,
+    location_numbers_problem,
+    memory_numbers_problem,
 )
 from memstore.models import LocationInfo, LocationMemories, Memory, Status
 from memstore.prevalidated import location_from_fields, typed_location_memories, typed_memory
@@ -74,14 +77,13 @@ def _location(block: str) -> LocationInfo | None:
     match = _LOCATION.fullmatch(block)
     if match is None:
         return None
-    raw_id, raw_name, visits, episodes = match.groups()
+    raw_id, raw_name, raw_visits, raw_episodes = match.groups()
+    location_id, visits = int(raw_id), int(raw_visits)
+    episodes = () if raw_episodes == "none" else tuple(map(int, raw_episodes.split(", ")))
+    if location_numbers_problem(location_id, visits, episodes) is not None:
+        return None  # the line parser says what is wrong
     try:
-        return location_from_fields(
-            int(raw_id),
-            unescape(raw_name),
-            int(visits),
-            () if episodes == "none" else tuple(map(int, episodes.split(", "))),
-        )
+        return location_from_fields(location_id, unescape(raw_name), visits, episodes)
     except ValidationError:
         return None
 
@@ -111,7 +113,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
     if next(blocks) != _TITLE:
         return None
     block_match = _MEMORY_BLOCK.fullmatch
-    kinds, episodes, scores = _KINDS, _EPISODES, _SCORES
+    kinds, episodes, scores, short = _KINDS, _EPISODES, _SCORES, SHORT_DIGITS
     seen: set[int] = set()
     locations: list[LocationMemories] = []
     for block in blocks:  # a location's header
@@ -136,6 +138,11 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                 episode, score = episodes[raw_episode], scores[raw_score]
             except KeyError:
                 episode, score = int(raw_episode), (int(raw_score[2:]) if raw_score else None)
+                if memory_numbers_problem(episode, turns, score) is not None:
+                    return None
+            else:
+                if len(turns) > short and memory_numbers_problem(1, turns, None) is not None:
+                    return None
             if "\\" in title:
                 title = unescape(title)
             if status is not _SUPERSEDED:

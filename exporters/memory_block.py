@@ -4,6 +4,13 @@ Shared by the line parser (``exporters.parse``), which reads any file and explai
 it cannot read, and the canonical reader (``exporters.canonical``), which reads files in
 exactly the renderer's layout in one pass over their blank-line blocks. Both turn the
 pieces of a memory into a ``Memory`` here, so they cannot disagree on what a memory is.
+
+The numbers of a file must fit where they are stored: SQLite keeps integers as signed
+64-bit numbers, so a location id, visit count, episode, turn, score change or reference
+number outside ``INT64_MIN .. INT64_MAX`` is a problem at its line (``memory_numbers_problem``,
+``location_numbers_problem`` and ``build_memory`` say so), as is an episode below 1 in a
+location's episode list (the database's CHECK). Problems quote at most about 80 characters
+of what the file holds (``clip``).
 """
 
 from __future__ import annotations
@@ -46,6 +53,12 @@ REFERENCE = re.compile(
 #: How a reference line starts: the first text line of a memory starting so is one.
 REFERENCE_STARTS = ("[Superseded", "[Invalidated")
 
+#: The range of a SQLite integer (signed 64-bit).
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+#: A run of this many digits or fewer always fits (10**18 < 2**63): no need to read it.
+SHORT_DIGITS = 18
+
 CATEGORIES = {category.value: category for category in Category}
 PERSISTENCES = {persistence.value.upper(): persistence for persistence in Persistence}
 STATUSES = {status.value: status for status in Status}
@@ -57,6 +70,46 @@ class Skipped:
 
     message: str
     at_reference: bool = False
+
+
+def clip(value: str, limit: int = 80) -> str:
+    """A piece of the file short enough to quote in a problem message."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def memory_numbers_problem(episode: int, turns: str, score_change: int | None) -> str | None:
+    """Why a memory header's numbers cannot be stored (out of SQLite's range), or None.
+
+    ``turns`` is the header's turn string (digits, maybe a ``-`` and digits).
+    """
+    if episode > INT64_MAX:
+        return f"episode {clip(str(episode))} is out of range (at most {INT64_MAX})"
+    if len(turns) > SHORT_DIGITS:
+        for part in turns.split("-"):
+            if part.isdigit() and int(part) > INT64_MAX:
+                return f"turn {clip(part)} is out of range (at most {INT64_MAX})"
+    if score_change is not None and not INT64_MIN <= score_change <= INT64_MAX:
+        return (
+            f"score change {clip(str(score_change))} is out of range ({INT64_MIN} to {INT64_MAX})"
+        )
+    return None
+
+
+def location_numbers_problem(
+    location_id: int, visit_count: int, episodes: tuple[int, ...]
+) -> str | None:
+    """Why a location's numbers cannot be stored, or None: each must fit a SQLite integer,
+    and each episode of its list be at least 1 (the database's CHECK)."""
+    if location_id > INT64_MAX:
+        return f"location id {clip(str(location_id))} is out of range (at most {INT64_MAX})"
+    if visit_count > INT64_MAX:
+        return f"visit count {clip(str(visit_count))} is out of range (at most {INT64_MAX})"
+    for episode in episodes:
+        if episode < 1:
+            return f"episode {clip(str(episode))} in the episode list is below 1 (they start at 1)"
+        if episode > INT64_MAX:
+            return f"episode {clip(str(episode))} is out of range (at most {INT64_MAX})"
+    return None
 
 
 def header_fields(
@@ -100,7 +153,17 @@ def build_memory(
     ``escaped_text`` is the memory's text lines joined by line breaks, still escaped and,
     for a SUPERSEDED memory, maybe struck through (``~~...~~`` over all the lines).
     Returns the ``Memory``, or why it must be skipped.
+
+    A reference line without ``EpN`` was made in the memory's own episode (the renderer
+    writes ``EpN`` only for another one), except a line that names nothing else either
+    (``[Superseded]``): the renderer writes no line for that memory, and reading no line
+    gives no supersession episode, so neither does reading ``[Superseded]`` (nor
+    ``[Superseded at EpN]`` in the memory's own episode): the file reads back the same
+    after an export.
     """
+    numbers = memory_numbers_problem(episode, turns, score_change)
+    if numbers is not None:
+        return Skipped(f"{numbers}: memory {clip(title)!r} skipped")
     if (
         status is Status.SUPERSEDED
         and escaped_text.startswith("~~")
@@ -112,7 +175,7 @@ def build_memory(
     if reference is not None:
         if status is not Status.SUPERSEDED:
             return Skipped(
-                f"memory {title!r} has a reference line but is {status.value}, "
+                f"memory {clip(title)!r} has a reference line but is {status.value}, "
                 f"not SUPERSEDED: memory skipped",
                 at_reference=True,
             )
@@ -120,17 +183,31 @@ def build_memory(
         if kind == "Superseded" and reason is not None:
             return Skipped(
                 f'a "Superseded" reference line names a reason instead of a successor '
-                f'(write [Invalidated at T..: "..."]): memory {title!r} skipped',
+                f'(write [Invalidated at T..: "..."]): memory {clip(title)!r} skipped',
                 at_reference=True,
             )
         if kind == "Invalidated" and successor is not None:
             return Skipped(
                 f'an "Invalidated" reference line names a successor instead of a reason '
-                f'(write [Superseded at T.. by "..."]): memory {title!r} skipped',
+                f'(write [Superseded at T.. by "..."]): memory {clip(title)!r} skipped',
                 at_reference=True,
             )
+        for name, digits in (("episode", at_episode), ("turn", at_turn)):
+            if digits is not None and len(digits) > SHORT_DIGITS and int(digits) > INT64_MAX:
+                return Skipped(
+                    f"reference {name} {clip(digits)} is out of range (at most {INT64_MAX}): "
+                    f"memory {clip(title)!r} skipped",
+                    at_reference=True,
+                )
         superseded_at_episode = int(at_episode) if at_episode is not None else episode
         superseded_at_turn = int(at_turn) if at_turn is not None else None
+        if (
+            superseded_at_turn is None
+            and successor is None
+            and reason is None
+            and superseded_at_episode == episode
+        ):
+            superseded_at_episode = None  # as when the file has no reference line
         if successor is not None:
             superseded_by = unescape(successor)
         if reason is not None:
@@ -153,15 +230,16 @@ def build_memory(
             invalidation_reason,
         )
     except ValidationError as error:
-        return Skipped(f"memory {title!r} is invalid ({first_error(error)}): memory skipped")
+        return Skipped(f"memory {clip(title)!r} is invalid ({first_error(error)}): memory skipped")
 
 
 def first_error(error: ValidationError) -> str:
-    """The first complaint of a pydantic error, as ``field: message``."""
+    """The first complaint of a pydantic error, as ``field: message`` (at most 120 characters)."""
     details = error.errors()
     if not details:
-        return str(error)
+        return clip(str(error), 120)
     first = details[0]
     where = ".".join(str(part) for part in first.get("loc", ()))
     message = first.get("msg", "invalid")
-    return f"{where}: {message}" if where else message
+    # a validator's message may quote the value (a turn string of 200 digits)
+    return clip(f"{where}: {message}" if where else message, 120)

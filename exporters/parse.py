@@ -33,8 +33,10 @@ from exporters.memory_block import (
     STATUSES,
     Skipped,
     build_memory,
+    clip,
     first_error,
     header_fields,
+    location_numbers_problem,
 )
 from memstore.models import (
     Category,
@@ -92,11 +94,6 @@ _MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
 _STRUCTURE_STARTS = frozenset("#*- \t")
 
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
-
-
-def _clip(value: str, limit: int = 80) -> str:
-    """A piece of the file short enough to quote in a problem message."""
-    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 class _PendingMemory:
@@ -225,11 +222,11 @@ class _Parser:
         self.finish_memory()
         if line.startswith("### "):
             if _MEMORIES_HEADING.fullmatch(line) is None:
-                self.problem(number, f"unexpected heading {_clip(line)!r} ignored")
+                self.problem(number, f"unexpected heading {clip(line)!r} ignored")
             return
         if line.startswith("# ") and _TITLE_HEADING.fullmatch(line) is not None:
             return
-        self.problem(number, f"unexpected heading {_clip(line)!r} ignored")
+        self.problem(number, f"unexpected heading {clip(line)!r} ignored")
 
     def location_header(self, number: int, line: str) -> None:
         self.finish_location()
@@ -238,11 +235,16 @@ class _Parser:
             self.skipping_location = True
             self.problem(
                 number,
-                f"malformed location header {_clip(line)!r} (expected '## Location <id>: <name>'): "
+                f"malformed location header {clip(line)!r} (expected '## Location <id>: <name>'): "
                 f"section skipped up to the next location header",
             )
             return
         location_id = int(match.group(1))
+        numbers = location_numbers_problem(location_id, 0, ())
+        if numbers is not None:
+            self.skipping_location = True
+            self.problem(number, f"{numbers}: section skipped up to the next location header")
+            return
         if location_id in self.seen_ids:
             self.skipping_location = True
             self.problem(
@@ -270,26 +272,35 @@ class _Parser:
         if match is None:
             self.problem(
                 number,
-                f"malformed visits line {_clip(line)!r} (expected '**Visits:** N | **Episodes:** "
+                f"malformed visits line {clip(line)!r} (expected '**Visits:** N | **Episodes:** "
                 f"1, 2'): location {location.id} kept with 0 visits and no episodes",
             )
             return
-        raw_episodes = match.group(2)
-        try:
-            episodes = (
-                ()
-                if raw_episodes.lower() in _NO_EPISODES
-                else tuple(int(part.strip(" \t")) for part in raw_episodes.split(","))
-            )
-        except ValueError:
-            self.problem(
-                number,
-                f"malformed episode list {_clip(raw_episodes)!r}: location {location.id} kept "
-                f"with {match.group(1)} visits and no episodes",
-            )
-            episodes = ()
+        visit_count = int(match.group(1))
+        numbers = location_numbers_problem(location.id, visit_count, ())
+        if numbers is None:
+            raw_episodes = match.group(2)
+            try:
+                episodes = (
+                    ()
+                    if raw_episodes.lower() in _NO_EPISODES
+                    else tuple(int(part.strip(" \t")) for part in raw_episodes.split(","))
+                )
+            except ValueError:
+                self.problem(
+                    number,
+                    f"malformed episode list {clip(raw_episodes)!r}: location {location.id} "
+                    f"kept with {visit_count} visits and no episodes",
+                )
+                episodes = ()
+            numbers = location_numbers_problem(location.id, visit_count, episodes)
+        if numbers is not None:
+            self.location = None
+            self.skipping_location = True
+            self.problem(number, f"{numbers}: location {location.id} skipped")
+            return
         location.visits_seen = True
-        location.visit_count = int(match.group(1))
+        location.visit_count = visit_count
         location.episodes = episodes
 
     def memory_header(self, number: int, line: str) -> None:
@@ -322,8 +333,8 @@ class _Parser:
         if category is None:
             self.problem(
                 number,
-                f"unknown category {parts[0]!r} (expected one of "
-                f"{', '.join(CATEGORIES)}): memory {title!r} skipped",
+                f"unknown category {clip(parts[0])!r} (expected one of "
+                f"{', '.join(CATEGORIES)}): memory {clip(title)!r} skipped",
             )
             return
         persistence: Persistence | None = None
@@ -337,14 +348,15 @@ class _Parser:
             else:
                 self.problem(
                     number,
-                    f"unknown or repeated marker {part!r} in [{marker}] (expected "
-                    f"CORE or PERMANENT, then TENTATIVE or SUPERSEDED): memory {title!r} skipped",
+                    f"unknown or repeated marker {clip(part)!r} in [{clip(marker)}] "
+                    f"(expected CORE or PERMANENT, then TENTATIVE or SUPERSEDED): "
+                    f"memory {clip(title)!r} skipped",
                 )
                 return
         if persistence is Persistence.EPHEMERAL:
             self.problem(
                 number,
-                f"EPHEMERAL memory {title!r} skipped: ephemeral memories are never "
+                f"EPHEMERAL memory {clip(title)!r} skipped: ephemeral memories are never "
                 f"written to Memories.md",
             )
             return
@@ -352,8 +364,8 @@ class _Parser:
         if metadata is None:
             self.problem(
                 number,
-                f"malformed metadata {_clip(raw_metadata)!r} "
-                f"(expected 'EpN, Tn' or 'EpN, Tn-m, +s'): memory {title!r} skipped",
+                f"malformed metadata {clip(raw_metadata)!r} "
+                f"(expected 'EpN, Tn' or 'EpN, Tn-m, +s'): memory {clip(title)!r} skipped",
             )
             return
         episode, turns, score = metadata.groups()
@@ -378,9 +390,9 @@ class _Parser:
             self.skipping_memory = True
             self.problem(
                 number,
-                f"malformed reference line {_clip(line)!r} "
+                f"malformed reference line {clip(line)!r} "
                 f"(expected '[Superseded at Tn by \"title\"]' or "
-                f"'[Invalidated at Tn: \"reason\"]'): memory {memory.title!r} skipped",
+                f"'[Invalidated at Tn: \"reason\"]'): memory {clip(memory.title)!r} skipped",
             )
             return
         memory.reference = match
