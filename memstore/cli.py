@@ -157,7 +157,10 @@ def _read_text(path: str) -> str:
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", default=str(DEFAULT_EXPORT), help=f"the file to write (default: {DEFAULT_EXPORT})"
+        "--out",
+        default=str(DEFAULT_EXPORT),
+        help=f"the file to write, or - for standard output (default: {DEFAULT_EXPORT}); "
+        "a symbolic link is written through, a device, FIFO or folder refused",
     )
     parser.add_argument(
         "--check",
@@ -170,7 +173,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
         const=str(DEFAULT_NOTES),
         default=None,
         metavar="PATH",
-        help="also write the agent-flagged memories to PATH "
+        help="also write the agent-flagged memories to PATH, or - for standard output "
         f"(default when given without PATH: {DEFAULT_NOTES})",
     )
 
@@ -182,13 +185,29 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 )
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters import render_memories_md
-    from memstore.export_file import export_check, write_atomically
+    from memstore.export_file import check_target, export_check, write_atomically
 
-    with ctx.open_store() as store:
+    stdout = "-"
+    if stdout in (args.out, args.notes):
+        if args.check:
+            raise CliError("--check compares files: it cannot be used with - (standard output)")
+        if args.out == args.notes:
+            raise CliError("--out - and --notes - would mix two files on standard output")
+        # the export goes to standard output: what is said about it, to standard error
+        info = Context(args, ctx.err, ctx.err)
+    else:
+        info = ctx
+    for path in (args.out, args.notes):  # refuse a device, FIFO or folder before any write
+        if path is not None and path != stdout:
+            check_target(path)
+    with info.open_store() as store:
         entries = store.export_locations()
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries)
     count = sum(len(entry.memories) for entry in entries)
+    outputs = [(args.out, text, f"{len(entries)} locations, {count} memories")]
+    if notes is not None:
+        outputs.append((args.notes, notes, "agent-flagged memories"))
     if args.check:
         if notes is not None and not export_check(args.notes, notes):
             print(
@@ -207,11 +226,16 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             file=ctx.err,
         )
         return 1
-    write_atomically(args.out, text)
-    ctx.print(f"wrote {args.out}: {len(entries)} locations, {count} memories")
-    if notes is not None:
-        write_atomically(args.notes, notes)
-        ctx.print(f"wrote {args.notes}: agent-flagged memories")
+
+    def warn(message: str) -> None:
+        print(f"{PROG}: warning: {message}", file=ctx.err)
+
+    for path, content, what in outputs:
+        if path == stdout:
+            ctx.out.write(content)
+        else:
+            write_atomically(path, content, warn=warn)
+            info.print(f"wrote {path}: {what}")
     return 0
 
 

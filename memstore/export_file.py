@@ -1,19 +1,69 @@
 """Writing Memories.md atomically, and checking a file against what the database would write.
 
-``write_atomically`` writes to a temporary file in the same folder, flushes and fsyncs it,
-renames it over the target with ``os.replace`` (atomic on POSIX and Windows) and fsyncs the
-folder, so a crash leaves either the old file or the new one, never a torn file, and no
-temporary file is left behind on an error.
+``write_atomically`` writes to a temporary file in the target's folder (named
+``.{name}.XXXXXXXX.tmp``), flushes and fsyncs it, renames it over the target with
+``os.replace`` (atomic on POSIX and Windows) and fsyncs the folder, so a crash leaves
+either the old file or the new one, never a torn file, and no temporary file is left
+behind on an error.
+
+What the target may be:
+
+- **missing or a regular file**: written as above (an existing file keeps its permission
+  bits; a new one gets 0644).
+- **a symbolic link**: written through to its final target (every link in the chain
+  resolved), atomically there (the temporary file goes in the final target's folder);
+  the link itself stays a link. A link to nothing creates its target.
+- **anything else** (a folder, a character or block device such as ``/dev/null``, a FIFO,
+  a socket): refused with ``NotARegularFile`` (``IsADirectoryError`` for a folder) before
+  anything is opened or written, so a FIFO never blocks and a device is never replaced.
+- **a file with other hard links** (``st_nlink > 1``): still replaced atomically, which
+  gives the name a new file: the other names keep the old content. Writing in place
+  would keep the links but could leave a torn file after a crash, and a reviewer's copy
+  that shares the file would change under them; so the atomic replace is kept and the
+  caller is told, through ``warn``, in one line.
+
+A killed export can leave its temporary file behind. The next export of the same file
+removes such leftovers: regular files in the target's folder named exactly
+``.{name}.XXXXXXXX.tmp`` (``tempfile``'s eight characters) and untouched for
+``STALE_TEMP_SECONDS``, so that a concurrent export's temporary file, still being written,
+is left alone.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import stat
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["export_check", "write_atomically", "write_bytes_atomically"]
+__all__ = [
+    "STALE_TEMP_SECONDS",
+    "NotARegularFile",
+    "check_target",
+    "export_check",
+    "write_atomically",
+    "write_bytes_atomically",
+]
+
+#: A leftover temporary file this old (by its modification time) is a killed export's.
+STALE_TEMP_SECONDS = 10.0
+
+Warn = Callable[[str], None]
+
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotARegularFile(OSError):
+    """The export's target exists and is not a regular file (a device, FIFO, socket)."""
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -30,30 +80,102 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+def _final_target(target: Path) -> Path:
+    """The file a write to ``target`` lands in: ``target``, or the end of its link chain.
+
+    A loop of links raises ``OSError`` (ELOOP).
+    """
+    if not target.is_symlink():
+        return target
+    try:
+        return Path(os.path.realpath(target, strict=True))
+    except FileNotFoundError:  # a link to nothing: write its target
+        return Path(os.path.realpath(target))
+
+
+def _existing_mode(target: Path, shown: Path) -> os.stat_result | None:
+    """The target's status if it exists and is a regular file; None if it does not exist.
+
+    Raises ``IsADirectoryError`` for a folder and ``NotARegularFile`` for anything else
+    that is not a regular file, naming ``shown`` (the path the caller gave).
+    """
+    try:
+        status = os.stat(target)
+    except FileNotFoundError:
+        return None
+    through = f"links to {target}, " if shown != target else "is "
+    if stat.S_ISDIR(status.st_mode):  # else the rename fails, naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, f"{through}a folder, not a file", str(shown))
+    if not stat.S_ISREG(status.st_mode):
+        kind = next((name for test, name in _KINDS if test(status.st_mode)), "a special file")
+        raise NotARegularFile(
+            errno.EINVAL, f"{through}{kind}, not a regular file: nothing was written", str(shown)
+        )
+    return status
+
+
+def _remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Remove what a killed export of ``name`` left in ``folder`` (best effort)."""
+    pattern = re.compile(re.escape(f".{name}.") + r"[a-z0-9_]{8}\.tmp")
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if pattern.fullmatch(entry.name) is None:
+            continue
+        try:
+            status = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(status.st_mode) and status.st_mtime < cutoff:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def check_target(path: str | Path) -> None:
+    """Raise what ``write_atomically(path, ...)`` would raise for a target that is not a
+    regular file (``IsADirectoryError``, ``NotARegularFile``), writing nothing: a caller
+    that writes several files checks them all first."""
+    given = Path(path)
+    _existing_mode(_final_target(given), given)
+
+
+def write_atomically(
+    path: str | Path, text: str, *, encoding: str = "utf-8", warn: Warn | None = None
+) -> Path:
     """Replace ``path`` with ``text`` (written as-is, ``\\n`` line endings kept), atomically.
 
     The folder is created if needed. A file that already exists keeps its permission bits.
-    Returns the path written.
+    Returns the path written. See ``write_bytes_atomically`` for what ``path`` may be.
     """
-    return write_bytes_atomically(path, text.encode(encoding))
+    return write_bytes_atomically(path, text.encode(encoding), warn=warn)
 
 
-def write_bytes_atomically(path: str | Path, data: bytes) -> Path:
+def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None = None) -> Path:
     """Replace ``path`` with ``data`` atomically (temporary file, fsync, rename, fsync folder).
 
     A crash leaves the old file or the new one, never a torn file, and no temporary file
     is left behind on an error. An existing file keeps its permission bits (new: 0644).
+    A symbolic link is written through to its final target and stays a link; a target
+    that is not a regular file (folder, device, FIFO, socket) raises ``OSError``
+    (``IsADirectoryError``, ``NotARegularFile``) before anything is written; a target
+    with other hard links is replaced all the same, and ``warn`` (if given) is called
+    with one line saying that the other links keep the old content. Leftover temporary
+    files of a killed export of the same file are removed.
     """
-    target = Path(path)
-    if target.is_dir():  # else the rename fails, naming the temporary file
-        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(target))
+    given = Path(path)
+    target = _final_target(given)
+    existing = _existing_mode(target, given)
+    if existing is not None and existing.st_nlink > 1 and warn is not None:
+        warn(
+            f"{given} has {existing.st_nlink - 1} other hard link(s); they keep the old "
+            f"content (the export replaces the file atomically)"
+        )
+    mode = 0o644 if existing is None else existing.st_mode & 0o7777
     folder = target.parent if str(target.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
+    _remove_stale_temporaries(folder, target.name)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     tmp = Path(tmp_name)
     try:
@@ -67,17 +189,21 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(folder)
-    return target
+    return given
 
 
 def export_check(path: str | Path, text: str, *, encoding: str = "utf-8") -> bool:
     """True when the file at ``path`` holds exactly ``text`` (byte for byte).
 
-    A missing file is simply different (False); other read errors (a folder, no
-    permission) raise OSError.
+    A missing file is simply different (False); a target that is not a regular file
+    (a folder, a device, a FIFO, which a read could block on) raises ``OSError`` without
+    being opened, as do other read errors (no permission).
     """
+    given = Path(path)
+    if _existing_mode(_final_target(given), given) is None:
+        return False
     try:
-        on_disk = Path(path).read_bytes()
+        on_disk = given.read_bytes()
     except FileNotFoundError:
         return False
     return on_disk == text.encode(encoding)
