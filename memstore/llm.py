@@ -1,8 +1,17 @@
-"""The litellm-backed LLMCallable. litellm is imported lazily, on the first call."""
+"""The litellm-backed LLMCallable. litellm is imported lazily, on the first call.
+
+``config.timeout`` bounds the whole call: every attempt, every retry and the pauses
+between them. httpx's timeouts bound each read, not a response (a server sending a byte
+every half second never trips them), so each attempt runs in a daemon thread and the caller
+waits for it only until the deadline; a connection still open then is left to that thread.
+memstore retries itself (litellm's own retries need ``tenacity`` and know no deadline):
+litellm and the OpenAI client are told not to retry.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,16 +41,65 @@ def _import_litellm() -> Any:
     return litellm
 
 
+#: the first pause between attempts (seconds); it doubles each retry, up to RETRY_PAUSE_MAX
+RETRY_PAUSE = 0.5
+RETRY_PAUSE_MAX = 4.0
+#: no attempt starts with less time than this left before the deadline
+MIN_ATTEMPT_SECONDS = 0.25
+
+
+class LLMDeadlineExceeded(TimeoutError):
+    """The model call (retries included) had no answer by ``config.timeout``."""
+
+
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: a timeout, a lost connection, a rate limit or a
+    server error (HTTP 408, 409, 429, 5xx); not a refused request (other 4xx) or a bug."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return status in (408, 409, 429) or status >= 500
+    return isinstance(exc, (TimeoutError, ConnectionError))
+
+
+def call_with_deadline(function: Any, kwargs: dict[str, Any], seconds: float) -> Any:
+    """``function(**kwargs)`` in a daemon thread; its result, or its exception re-raised,
+    or LLMDeadlineExceeded when it has not returned within ``seconds`` (the thread is
+    left to finish on its own: a daemon, it never holds up the interpreter's exit)."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def attempt() -> None:
+        try:
+            outcome["result"] = function(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=attempt, name="memstore-llm-call", daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        raise LLMDeadlineExceeded(f"no answer within {seconds:.3g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 class LiteLLMCompletion:
     """Call ``litellm.completion`` with the configured model; return the answer's text.
 
+    ``config.timeout`` bounds the whole call, retries included: with no answer by then it
+    raises LLMDeadlineExceeded (a TimeoutError). A failed attempt that may succeed again
+    (see ``is_retryable``) is retried up to ``config.num_retries`` times, after a pause
+    that doubles from RETRY_PAUSE, while time is left.
+
     After each successful call ``last_usage`` holds an LLMUsage; the running totals are in
     ``calls``, ``prompt_tokens``, ``completion_tokens`` and ``cost_usd``. A failed call
-    sets ``last_usage`` to None and raises litellm's exception (``synthesize`` classifies it).
+    sets ``last_usage`` to None and raises the last attempt's exception (``synthesize``
+    classifies it).
     """
 
     def __init__(
@@ -63,16 +121,21 @@ class LiteLLMCompletion:
         self.completion_tokens = 0
         self.cost_usd = 0.0
 
-    def request_kwargs(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        """The keyword arguments given to ``litellm.completion`` (handy in tests and logs)."""
+    def request_kwargs(
+        self, messages: list[dict[str, str]], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The keyword arguments of one attempt's ``litellm.completion`` (handy in tests and
+        logs): ``timeout`` is the time left (default: all of ``config.timeout``); no retries,
+        memstore makes them."""
         config = self.config
         kwargs: dict[str, Any] = {
             "model": config.model,
             "messages": messages,
             "temperature": config.temperature,
             "max_tokens": config.max_tokens,
-            "timeout": config.timeout,
-            "num_retries": config.num_retries,
+            "timeout": config.timeout if timeout is None else timeout,
+            "num_retries": 0,
+            "max_retries": 0,
         }
         if config.api_base:
             kwargs["api_base"] = config.api_base
@@ -83,10 +146,10 @@ class LiteLLMCompletion:
         return kwargs
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        litellm = _import_litellm()
+        litellm = _import_litellm()  # before the clock starts: the import takes seconds
         self.last_usage = None
         started = time.perf_counter()
-        response = litellm.completion(**self.request_kwargs(messages))
+        response = self._complete(litellm, messages, deadline=started + self.config.timeout)
         seconds = time.perf_counter() - started
 
         usage = getattr(response, "usage", None)
@@ -115,3 +178,25 @@ class LiteLLMCompletion:
         except (AttributeError, IndexError, TypeError):
             content = None
         return content if isinstance(content, str) else ""
+
+    def _complete(self, litellm: Any, messages: list[dict[str, str]], deadline: float) -> Any:
+        """One attempt, then retries while they may help and time is left."""
+        retries = 0
+        while True:
+            left = deadline - time.perf_counter()
+            try:
+                return call_with_deadline(
+                    litellm.completion, self.request_kwargs(messages, timeout=left), left
+                )
+            except LLMDeadlineExceeded as exc:
+                raise LLMDeadlineExceeded(
+                    f"no answer within the {self.config.timeout:g} s timeout "
+                    f"({retries + 1} attempt{'s' if retries else ''})"
+                ) from exc
+            except Exception as exc:
+                pause = min(RETRY_PAUSE * 2**retries, RETRY_PAUSE_MAX)
+                too_late = time.perf_counter() + pause + MIN_ATTEMPT_SECONDS > deadline
+                if retries >= self.config.num_retries or too_late or not is_retryable(exc):
+                    raise
+            retries += 1
+            time.sleep(pause)

@@ -6,12 +6,15 @@
         server.requests[0].body["temperature"]
 
 Each POST to /v1/chat/completions (or /chat/completions) takes the next scripted reply; an
-empty queue answers 500. Every request is recorded.
+empty queue answers 500. Every request is recorded. A reply can also misbehave: ``delay``
+(answer late, or never: the wait ends when the server stops), ``trickle`` (send the whole
+HTTP response one byte at a time) or ``close`` (read the request, close the connection).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,12 +27,16 @@ PATHS = ("/v1/chat/completions", "/chat/completions")
 @dataclass(frozen=True)
 class FakeReply:
     """One scripted reply: ``content`` becomes an assistant message; ``body`` (a dict or a
-    raw string) replaces the whole JSON body; ``delay`` seconds pass before answering."""
+    raw string) replaces the whole JSON body; ``delay`` seconds pass before answering;
+    ``trickle`` seconds pass between the bytes of the response; ``close`` closes the
+    connection without a response."""
 
     status: int = 200
     content: str | None = None
     body: dict[str, Any] | str | None = None
     delay: float = 0.0
+    trickle: float = 0.0
+    close: bool = False
     usage: dict[str, int] = field(
         default_factory=lambda: {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
     )
@@ -121,6 +128,28 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
+            def _trickle(self, status: int, payload: bytes, interval: float) -> None:
+                head = (
+                    f"HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(payload)}\r\n\r\n"
+                ).encode()
+                self.close_connection = True
+                data = head + payload
+                for index in range(len(data)):
+                    try:
+                        self.wfile.write(data[index : index + 1])
+                    except OSError:
+                        return  # the client gave up
+                    if server._stopping.wait(interval):
+                        return
+
+            def _hang_up(self) -> None:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length).decode("utf-8", "replace")
@@ -135,6 +164,9 @@ class FakeOpenAIServer:
                 reply, number = server._next(RecordedRequest(path, dict(self.headers), body))
                 if reply is None:
                     reply = FakeReply(status=500, body=error_body(500))
+                if reply.close:
+                    self._hang_up()
+                    return
                 if reply.delay and server._stopping.wait(reply.delay):
                     return
                 if reply.body is not None:
@@ -145,6 +177,9 @@ class FakeOpenAIServer:
                     model = body.get("model", "fake-model") if isinstance(body, dict) else ""
                     payload = completion_body(reply.content or "", reply.usage, model, number)
                 data = payload if isinstance(payload, str) else json.dumps(payload)
+                if reply.trickle:
+                    self._trickle(reply.status, data.encode("utf-8"), reply.trickle)
+                    return
                 self._send(reply.status, data.encode("utf-8"))
 
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

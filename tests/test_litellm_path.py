@@ -231,7 +231,9 @@ def test_request_kwargs_pass_every_setting() -> None:
         model="openai/m", api_base="http://x/v1", api_key="k", timeout=7, num_retries=3
     )
     kwargs = LiteLLMCompletion(config).request_kwargs(MESSAGES)
-    assert kwargs["timeout"] == 7 and kwargs["num_retries"] == 3
+    assert kwargs["timeout"] == 7  # one attempt's share: all of it by default
+    assert kwargs["num_retries"] == 0 and kwargs["max_retries"] == 0  # memstore retries
+    assert LiteLLMCompletion(config).request_kwargs(MESSAGES, timeout=1.5)["timeout"] == 1.5
     assert kwargs["api_base"] == "http://x/v1" and kwargs["api_key"] == "k"
     assert kwargs["temperature"] == 0.3 and kwargs["max_tokens"] == 1000
     assert "response_format" in kwargs
