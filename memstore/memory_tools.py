@@ -28,6 +28,10 @@ MAX_TOP_LIMIT = 20
 DEFAULT_TOP_LIMIT = 10
 #: at most this many memories (the most important) are shown to the query LLM
 DEFAULT_MAX_QUERY_MEMORIES = 200
+#: the longest tool-call arguments read (characters of JSON)
+MAX_ARGUMENT_CHARS = 100_000
+#: SQLite's largest integer: no location number is larger
+MAX_LOCATION_ID = 2**63 - 1
 
 NO_MEMORIES = (
     "No memories recorded yet. As you play, important discoveries will be remembered here."
@@ -420,7 +424,7 @@ class MemoryToolkit:
         asked = location.strip()
         groups = self.memories.by_location_name(asked)
         number = _LOCATION_NUMBER.match(asked)
-        if not groups and number:
+        if not groups and number and len(number.group(1)) <= len(str(MAX_LOCATION_ID)):
             return self._location_by_id(int(number.group(1)), asked)
         if not groups:
             return _unknown_location(asked)
@@ -440,7 +444,7 @@ class MemoryToolkit:
         return "\n\n".join(parts)
 
     def _location_by_id(self, location_id: int, asked: str) -> str:
-        if location_id < 0:
+        if not 0 <= location_id <= MAX_LOCATION_ID:
             return _unknown_location(asked)
         memories = self.memories.by_location_id(location_id)
         if not memories:
@@ -480,20 +484,41 @@ class MemoryToolkit:
 
     def call_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> str:
         """Run the tool a model asked for; ``arguments`` is a dict or the model's JSON
-        string. Every problem (unknown tool, bad JSON, wrong arguments) is an error string."""
-        if name not in TOOL_NAMES:
-            return f"Error: unknown tool {name!r}. Available tools: {', '.join(TOOL_NAMES)}."
+        string. Every problem (unknown tool, bad JSON, wrong arguments, arguments nested too
+        deeply or longer than MAX_ARGUMENT_CHARS) is an error string; it never raises."""
+        try:
+            return self._call_tool(name, arguments)
+        except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
+            detail = _one_line(str(exc))[:200]
+            return f"Error: call_tool failed ({type(exc).__name__}: {detail})."
+
+    def _call_tool(self, name: str, arguments: dict[str, Any] | str | None) -> str:
+        if not isinstance(name, str) or name not in TOOL_NAMES:
+            shown = repr(name)[:100]
+            return f"Error: unknown tool {shown}. Available tools: {', '.join(TOOL_NAMES)}."
         if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
             arguments = {}
         if isinstance(arguments, str):
+            if len(arguments) > MAX_ARGUMENT_CHARS:
+                return (
+                    f"Error: the arguments for {name} are {len(arguments):,} characters, "
+                    f"more than the {MAX_ARGUMENT_CHARS:,} allowed."
+                )
             try:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError as exc:
                 return f"Error: the arguments for {name} are not valid JSON ({exc.msg})."
+            except RecursionError:
+                return f"Error: the arguments for {name} are nested too deeply."
+            except ValueError as exc:  # an integer longer than int's digit limit
+                return f"Error: the arguments for {name} hold a bad value ({exc})."
         if not isinstance(arguments, dict):
             return f"Error: the arguments for {name} must be a JSON object."
         schema = TOOL_SCHEMAS[TOOL_NAMES.index(name)]["function"]["parameters"]
-        unknown = sorted(set(arguments) - set(schema["properties"]))
+        unknown = sorted(
+            repr(key)[:100] if not isinstance(key, str) else key[:100]
+            for key in set(arguments) - set(schema["properties"])
+        )
         if unknown:
             return f"Error: {name} has no argument(s) {', '.join(unknown)}."
         missing = [key for key in schema["required"] if key not in arguments]
@@ -504,6 +529,8 @@ class MemoryToolkit:
 
 
 def _unknown_location(asked: str) -> str:
+    if len(asked) > 100:  # a name no room has: echo only its start
+        asked = asked[:100] + "..."
     return (
         f"No memories recorded for '{asked}'. Either you haven't been there or nothing "
         "important was noted."

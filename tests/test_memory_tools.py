@@ -431,6 +431,43 @@ def test_call_tool_errors_are_strings(
     assert llm.calls == []
 
 
+HUGE_INT = "1" * 5000
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("get_top_memories", "[" * 100_000, "Error: the arguments for get_top_memories are"),
+        ("query_memories", '{"question": ' * 50_000, "Error: the arguments for query_memories"),
+        ("get_top_memories", '{"limit": ' + HUGE_INT + "}", "Error: the arguments for"),
+        ("get_top_memories", {"limit": "9" * 5000}, "Error: limit must be a whole number"),
+        ("get_location_memories", {"location": HUGE_INT}, "No memories recorded for"),
+        ("get_location_memories", {"location": 2**64}, "No memories recorded for"),
+        ("get_top_memories", {1: 2, "sort": 3}, "Error: get_top_memories has no argument(s)"),
+        ("get_top_memories", "x" * 2_000_000, "Error: the arguments for get_top_memories are"),
+        ({"not": "hashable"}, {}, "Error: unknown tool"),
+    ],
+    ids=[
+        "deep nesting",
+        "deep objects",
+        "5,000-digit JSON integer",
+        "5,000-digit limit",
+        "5,000-digit location",
+        "location past 64 bits",
+        "non-text argument name",
+        "two megabytes of arguments",
+        "unhashable tool name",
+    ],
+)
+def test_call_tool_never_raises_on_hostile_arguments(
+    toolkit: MemoryToolkit, llm: FakeLLM, name: object, arguments: object, expected: str
+) -> None:
+    result = toolkit.call_tool(name, arguments)  # type: ignore[arg-type]
+    assert isinstance(result, str) and result.startswith(expected)
+    assert "\n" not in result and len(result) < 1000
+    assert llm.calls == []
+
+
 # --- through litellm and the fake OpenAI-compatible server ------------------------------------
 
 
