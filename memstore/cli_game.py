@@ -66,6 +66,10 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
             stream=sys.stderr,
         )
     ctx.print(report.render())
+    if report.all_llm_calls_failed:
+        raise CliError(
+            f"every LLM call failed ({report.failure_kinds()}); the last: {report.last_failure}"
+        )
     return 0
 
 

@@ -4,8 +4,10 @@ The "agent" is Jericho's walkthrough (its first ``moves`` actions, up to all 396
 is reproducible: with the offline recorder, the same database state always gives the same
 Memories.md. Before each action the agent's context is read (``get_location_memory``) and
 counted in tokens; after it, ``record_action_outcome`` judges the outcome at the SOURCE
-location. The report gives coverage, memories by tier and category, triggers, LLM calls,
-tokens of memory per turn, and the memory system's overhead per turn.
+location. The report gives coverage, memories by tier and category, triggers, LLM calls
+and their failures by kind, tokens of memory per turn, and the memory system's overhead
+per turn; when every LLM call failed it says so (``all_llm_calls_failed``), and
+``memstore demo`` exits 1.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class DemoReport:
     turns: int = 0
     triggers_fired: int = 0
     llm_calls: int = 0
+    #: failed LLM calls by kind (SynthesisErrorKind values), as get_status()["failures"]
+    failures: dict[str, int] = field(default_factory=dict)
+    #: the last failure's kind and message, if any
+    last_failure: str | None = None
     coverage: dict[int, tuple[int, int]] = field(default_factory=dict)
     memory_tokens: list[int] = field(default_factory=list)
     overhead_us: list[float] = field(default_factory=list)
@@ -48,6 +54,30 @@ class DemoReport:
     by_category: dict[str, int] = field(default_factory=dict)
     exported_to: Path | None = None
     seconds: float = 0.0
+
+    @property
+    def failed_calls(self) -> int:
+        return sum(self.failures.values())
+
+    @property
+    def all_llm_calls_failed(self) -> bool:
+        """The model was called and never gave a usable answer."""
+        return self.llm_calls > 0 and self.failed_calls >= self.llm_calls
+
+    def failure_kinds(self) -> str:
+        """``timeout 2, schema 1``: failed calls by kind."""
+        return ", ".join(f"{kind} {count}" for kind, count in self.failures.items())
+
+    def failures_text(self) -> str:
+        """``3 failed (timeout 2, schema 1)``, ``all 3 failed (...)``, or "" without failures."""
+        if not self.failed_calls:
+            return ""
+        share = f"all {self.failed_calls}" if self.all_llm_calls_failed else self.failed_calls
+        return f"{share} failed ({self.failure_kinds()})"
+
+    def llm_calls_text(self) -> str:
+        failed = self.failures_text()
+        return f"LLM calls: {self.llm_calls}" + (f", {failed}" if failed else "")
 
     def render(self) -> str:
         tokens = [float(t) for t in self.memory_tokens]
@@ -68,13 +98,18 @@ class DemoReport:
             "memories by category: "
             + (", ".join(f"{k} {v}" for k, v in self.by_category.items()) or "none"),
             f"triggers fired on {self.triggers_fired}/{self.turns} turns; "
-            f"LLM calls: {self.llm_calls} ({self.mode}: {self.model})",
+            f"{self.llm_calls_text()} ({self.mode}: {self.model})",
             f"memory tokens given to the agent per turn: median "
             f"{statistics.median(tokens) if tokens else 0:.0f}, p95 {percentile(tokens, 0.95):.0f}",
             f"memory system overhead per turn: median "
             f"{statistics.median(self.overhead_us) if self.overhead_us else 0:.0f} us, p95 "
             f"{percentile(self.overhead_us, 0.95):.0f} us",
         ]
+        if self.all_llm_calls_failed:
+            lines.append(
+                "every LLM call failed, so no memory was synthesised (hence the coverage): "
+                "check the model name, its API base and key; the decision log has each error"
+            )
         if self.exported_to is not None:
             lines.append(f"exported persistent memories to {self.exported_to}")
         return "\n".join(lines)
@@ -142,6 +177,8 @@ def run_demo(
     status = manager.get_status()
     report.triggers_fired = status["triggers_fired"]
     report.llm_calls = status["llm_calls"]
+    report.failures = dict(status["failures"])
+    report.last_failure = manager.last_failure
     store_status = store.get_status()
     report.by_tier = {k: v for k, v in store_status["memories_by_tier"].items() if k != "ephemeral"}
     report.by_category = store_status["memories_by_category"]

@@ -79,6 +79,8 @@ class SimpleMemoryManager:
         self._pending = Bookkeeping()
         self.counters: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
+        #: the last failed synthesis, "kind: message" (None before any)
+        self.last_failure: str | None = None
         self.tokens = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
         #: tokens of the last get_location_memory answer, until the turn is recorded
@@ -328,6 +330,7 @@ class SimpleMemoryManager:
     ) -> None:
         kind = str(exc.kind)
         self.failures[kind] += 1
+        self.last_failure = loggable_text(f"{kind}: {exc.message}", 500)
         log.warning(
             "memory synthesis failed (%s): %s; turn %d skipped", kind, exc.message, self.turn
         )

@@ -252,3 +252,71 @@ def test_importing_memstore_synthesis_does_not_import_litellm() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+# --- memstore demo with a model that fails --------------------------------------------------
+
+
+def test_demo_report_shows_llm_failures_by_kind() -> None:
+    from memstore.demo import DemoReport
+
+    report = DemoReport(
+        mode="llm", model="openai/m", turns=10, llm_calls=5, failures={"timeout": 2, "schema": 1}
+    )
+    text = report.render()
+    assert "LLM calls: 5, 3 failed (timeout 2, schema 1) (llm: openai/m)" in text
+    assert not report.all_llm_calls_failed
+    offline = DemoReport(mode="offline", model="offline-recorder", turns=10)
+    assert "LLM calls: 0 (offline: offline-recorder)" in offline.render()
+    assert not offline.all_llm_calls_failed
+
+
+def test_demo_with_an_injected_llm_that_always_fails_says_why(tmp_path: Path) -> None:
+    from memstore.demo import run_demo
+    from memstore.store import MemoryStore
+    from tests.fixtures.walkthrough import rom_or_skip
+
+    rom = rom_or_skip()
+
+    def down(messages: list[dict[str, str]]) -> str:
+        raise ConnectionError("provider down")
+
+    with MemoryStore.open(tmp_path / "demo.db") as store:
+        report = run_demo(store, episodes=1, moves=5, rom=rom, llm=down, out=None, progress=False)
+    assert report.llm_calls > 0
+    assert report.failures == {"provider_error": report.llm_calls}
+    assert report.all_llm_calls_failed
+    text = report.render()
+    calls = report.llm_calls
+    assert f"LLM calls: {calls}, all {calls} failed (provider_error {calls})" in text
+    assert "every LLM call failed, so no memory was synthesised" in text
+
+
+def test_demo_cli_exits_1_when_every_llm_call_failed(
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from memstore import cli
+    from tests.fixtures.walkthrough import rom_or_skip
+
+    rom = rom_or_skip().resolve()  # the test runs in tmp_path
+    (tmp_path / "pyproject.toml").write_text("[tool.memstore]\nnum_retries = 0\ntimeout = 5\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSTORE_API_BASE", server.api_base)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    server.enqueue(*[FakeReply(status=503)] * 50)
+    code = cli.main(
+        ["--db", str(tmp_path / "demo.db"), "demo", "--episodes", "1", "--moves", "5",
+         "--rom", str(rom), "--out", str(tmp_path / "Memories.md"), "--no-progress",
+         "--model", "openai/fake-model"]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    calls = len(server.requests)
+    assert calls > 0, err
+    assert f"LLM calls: {calls}, all {calls} failed (provider_error {calls})" in out
+    assert "every LLM call failed, so no memory was synthesised" in out
+    (line,) = err.strip().splitlines()
+    assert line.startswith("memstore: error: every LLM call failed") and "503" in line
