@@ -201,9 +201,9 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         if path is not None and path != stdout:
             check_target(path)
     with info.open_store() as store:
-        entries = store.export_locations()
+        entries, base = store.export_snapshot()
         notes = _notes_text(store) if args.notes else None
-    text = render_memories_md(entries)
+    text = render_memories_md(entries, base)
     count = sum(len(entry.memories) for entry in entries)
     outputs = [(args.out, text, f"{len(entries)} locations, {count} memories")]
     if notes is not None:
@@ -257,12 +257,28 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prune",
         action="store_true",
-        help="delete database memories that are missing from the file",
+        help="delete database memories that were removed from the file",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="let --prune delete more than 10%% of the memories, or every one (empty file)",
+    )
+    side = parser.add_mutually_exclusive_group()
+    side.add_argument(
+        "--ours",
+        action="store_true",
+        help="resolve conflicts by keeping what the database has now",
+    )
+    side.add_argument(
+        "--theirs",
+        action="store_true",
+        help="resolve conflicts by taking what the file says",
     )
     parser.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="apply the valid parts of a file that has problems",
+        help="apply the valid parts of a file that has problems or conflicts",
     )
     parser.add_argument(
         "-v",
@@ -273,7 +289,11 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
 
 
 def import_file(store: Any, text: str, *, prune: bool = False) -> tuple[Any, Any]:
-    """Parse ``text`` and plan its import into ``store``: (ParseResult, ImportPlan)."""
+    """Parse ``text`` and plan its import into ``store``, 2-way: (ParseResult, ImportPlan).
+
+    For tools and benchmarks that look at a plan; ``memstore import`` itself plans and
+    writes in one transaction (``memstore.store_import.import_memories``).
+    """
     from exporters import parse_memories_md
     from memstore.importing import plan_import
 
@@ -285,50 +305,50 @@ def import_file(store: Any, text: str, *, prune: bool = False) -> tuple[Any, Any
 
 @command(
     "import",
-    help="compare Memories.md with the database; --apply writes the changes",
+    help="merge a reviewed Memories.md into the database; --apply writes the changes",
     configure=_configure_import,
 )
 def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.merge import Resolution
+    from memstore.store import MemoryStore
+    from memstore.store_import import import_memories
+
     text = _read_text(args.file)
+    options = {
+        "prune": args.prune,
+        "resolution": Resolution.OURS if args.ours else Resolution.THEIRS if args.theirs else None,
+        "skip_invalid": args.skip_invalid,
+        "force": args.force,
+    }
     if ctx.db_exists():
         with ctx.open_store() as store:
-            _parsed, plan = import_file(store, text, prune=args.prune)
-            return _import_with_plan(args, ctx, store, plan)
-    # No database yet: plan against nothing, and create it only when there is work to do.
+            outcome = import_memories(store, text, apply=args.apply, **options)
+        return _report_import(args, ctx, outcome)
+    # No database yet: plan against an empty one, and create it only when there is work.
     ctx.print(f"database: {ctx.db_display} (does not exist yet)")
-    _parsed, plan = import_file(None, text, prune=args.prune)
-    if not args.apply or (plan.problems and not args.skip_invalid) or not plan.has_changes:
-        return _import_with_plan(args, ctx, None, plan)
-    with ctx.open_store(create=True) as store:
-        return _import_with_plan(args, ctx, store, plan)
+    with MemoryStore.open("sqlite://") as empty:
+        outcome = import_memories(empty, text, apply=False, **options)
+    if args.apply and outcome.refused is None and outcome.plan.has_changes:
+        with ctx.open_store(create=True) as store:
+            outcome = import_memories(store, text, apply=True, **options)
+    return _report_import(args, ctx, outcome)
 
 
-def _import_with_plan(args: argparse.Namespace, ctx: Context, store: Any, plan: Any) -> int:
-    from memstore.store_import import apply_import
-
-    if args.apply and plan.problems and not args.skip_invalid:
-        _report_plan(args, ctx, plan, applied=False, refused=True)
-        raise CliError(
-            f"{args.file} has {len(plan.problems)} problem(s); nothing was applied "
-            f"(fix them, or use --skip-invalid to apply the valid parts)"
-        )
-    pending = plan.has_changes or (args.prune and plan.ok and bool(plan.missing))
-    if args.apply and pending:
-        apply_import(store, plan, prune=args.prune)
-    return _report_plan(args, ctx, plan, applied=args.apply and pending)
-
-
-def _report_plan(
-    args: argparse.Namespace, ctx: Context, plan: Any, *, applied: bool, refused: bool = False
-) -> int:
+def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
+    plan = outcome.plan
     ctx.print(f"import {args.file}:")
     ctx.print(plan.summary(prune=args.prune))
     if args.verbose and plan.has_changes:
         ctx.print(plan.details())
-    if refused:
-        return 1
-    if applied:
-        skipped = " (the problems listed were skipped)" if plan.problems else ""
+    if outcome.refused is not None:
+        raise CliError(f"{args.file}: {outcome.refused}")
+    if outcome.applied:
+        skipped = ""
+        if plan.problems or plan.conflicts:
+            skipped = " (the problems listed were skipped)"
+            if plan.conflicts and not args.skip_invalid:
+                side = "the database's side" if args.ours else "the file's side"
+                skipped = f" (conflicts resolved by taking {side})"
         ctx.print(f"applied{skipped}")
     elif args.apply:
         ctx.print("nothing to apply: the database already matches the file")

@@ -186,7 +186,7 @@ def run_demo(
         from exporters import render_memories_md
         from memstore.export_file import write_atomically
 
-        report.exported_to = write_atomically(out, render_memories_md(store.export_locations()))
+        report.exported_to = write_atomically(out, render_memories_md(*store.export_snapshot()))
     report.seconds = time.perf_counter() - started
     return report
 

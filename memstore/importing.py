@@ -31,10 +31,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from memstore.models import LocationInfo, LocationMemories, Memory, Persistence, Status
 
 __all__ = [
+    "LineFinder",
     "ChangeKind",
     "ImportPlan",
     "ImportProblem",
@@ -174,6 +176,11 @@ class ImportPlan:
     problems: tuple[ImportProblem, ...]
     #: the id of every location in the file (with or without changes)
     file_location_ids: frozenset[int] = field(default_factory=frozenset)
+    #: memories that the file and the database both changed since the export, differently
+    #: (memstore.merge); what the plan does with each depends on the resolution chosen
+    conflicts: tuple[Any, ...] = ()
+    #: things the user should know that do not stop the import (no export base, ...)
+    warnings: tuple[str, ...] = ()
 
     def _of(self, kind: ChangeKind) -> tuple[MemoryChange, ...]:
         return tuple(change for change in self.memories if change.kind is kind)
@@ -221,6 +228,10 @@ class ImportPlan:
             f"problems {len(self.problems)}",
         ]
         lines.extend(f"  {problem}" for problem in self.problems)
+        if self.conflicts:
+            lines.append(f"conflicts {len(self.conflicts)}")
+            lines.extend(f"  {conflict}" for conflict in self.conflicts)
+        lines.extend(f"warning: {warning}" for warning in self.warnings)
         return "\n".join(lines)
 
     def details(self) -> str:
@@ -246,7 +257,7 @@ class ImportPlan:
 _LOCATION_LINE = re.compile(r"##[ \t]+Location[ \t]+([0-9]+)[ \t]*:")
 
 
-class _LineFinder:
+class LineFinder:
     """Best-effort line numbers for the plan's own problems (0 when not found)."""
 
     def __init__(self, source: str | None) -> None:
@@ -334,6 +345,8 @@ def plan_import(
     *,
     source: str | None = None,
     prune: bool = False,
+    conflicts: Sequence[Any] = (),
+    warnings: Sequence[str] = (),
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
 
@@ -347,7 +360,7 @@ def plan_import(
         ImportProblem(int(getattr(p, "line", 0) or 0), str(getattr(p, "message", p)))
         for p in problems
     ]
-    lines = _LineFinder(source)
+    lines = LineFinder(source)
 
     db_locations: dict[int, LocationInfo] = {}
     # key -> the database memories with that key, in stored order
@@ -455,13 +468,54 @@ def plan_import(
                 f"with --skip-invalid it is imported with no successor",
             )
         )
+    all_problems.extend(_reference_cycles(changes, lines))
     return ImportPlan(
         memories=tuple(changes),
         missing=tuple(missing),
         locations=tuple(location_changes),
         problems=tuple(all_problems),
         file_location_ids=frozenset(file_ids),
+        conflicts=tuple(conflicts),
+        warnings=tuple(warnings),
     )
+
+
+def _reference_cycles(changes: Sequence[MemoryChange], lines: LineFinder) -> list[ImportProblem]:
+    """Supersession references in the file that go round in a circle (A by B, B by A) among
+    titles no live memory has: the database cannot link them (a problem at the first line)."""
+    live: set[tuple[int, str]] = set()
+    successor: dict[tuple[int, str], str] = {}
+    for change in changes:
+        memory = change.memory
+        if memory.status is not Status.SUPERSEDED:
+            live.add((change.location_id, memory.title))
+        elif memory.superseded_by not in (None, memory.title):  # itself: reported above
+            successor.setdefault((change.location_id, memory.title), memory.superseded_by)
+    problems = []
+    reported: set[tuple[int, str]] = set()
+    for start in successor:
+        location_id, title = start
+        path = [title]
+        current = successor.get(start)
+        while current is not None and (location_id, current) not in live:
+            if current == title:
+                if not reported.intersection((location_id, t) for t in path):
+                    reported.update((location_id, t) for t in path)
+                    circle = " -> ".join(repr(t[:60]) for t in [*path, title])
+                    problems.append(
+                        ImportProblem(
+                            lines.reference_line(location_id, title),
+                            f"supersession references at location {location_id} go round "
+                            f"in a circle ({circle}): no memory ends it (with --skip-invalid "
+                            f"the link that closes the circle is left out)",
+                        )
+                    )
+                break
+            if current in path:
+                break
+            path.append(current)
+            current = successor.get((location_id, current))
+    return problems
 
 
 def _titles_after(
@@ -490,7 +544,7 @@ def _drop_title_conflicts(
     changes: list[MemoryChange],
     missing: list[MemoryChange],
     prune: bool,
-    lines: _LineFinder,
+    lines: LineFinder,
     problems: list[ImportProblem],
 ) -> list[MemoryChange]:
     """Without prune, a missing live memory keeps its title: a file memory may not take it."""

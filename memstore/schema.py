@@ -29,9 +29,9 @@ from memstore.models import Category, Status
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 #: every revision in order, oldest first (a test checks this against alembic's history)
-KNOWN_REVISIONS = ("0001", "0002", "0003")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -114,6 +114,9 @@ memories = Table(
     "memories",
     metadata,
     *_memory_columns(["core", "permanent"], location_fk=True),
+    # revision 0004: the store_meta change counter when the row was created / last changed
+    Column("created_version", Integer, nullable=False, server_default=text("0")),
+    Column("changed_version", Integer, nullable=False, server_default=text("0")),
 )
 Index("ix_memories_location_id_status", memories.c.location_id, memories.c.status)
 # The spec's backup de-duplication, enforced by the database within the tier.
@@ -227,6 +230,50 @@ flagged_memories = Table(
 )
 Index("ix_flagged_memories_importance", flagged_memories.c.importance)
 Index("ix_flagged_memories_location_id", flagged_memories.c.location_id)
+
+# --- revision 0004: the change counter and the rows' earlier states (3-way import) -------------
+
+store_meta = Table(
+    "store_meta",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("database_id", Text, nullable=False),
+    Column("change_counter", Integer, nullable=False, server_default=text("0")),
+    CheckConstraint("id = 1", name="one_row"),
+    CheckConstraint("change_counter >= 0", name="counter_not_negative"),
+)
+
+#: the state a persistent memory had before a change (or its deletion) replaced it, in the
+#: terms of Memories.md (the successor by title), so an import can rebuild the database as
+#: it was when a file was exported
+memory_history = Table(
+    "memory_history",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("memory_id", Integer, nullable=False),
+    Column("location_id", Integer, nullable=False),
+    Column("category", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("episode", Integer, nullable=False),
+    Column("turn_start", Integer, nullable=False),
+    Column("turn_end", Integer, nullable=True),
+    Column("score_change", Integer, nullable=True),
+    Column("persistence", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("successor_title", Text, nullable=True),
+    Column("link_turn", Integer, nullable=True),
+    Column("link_episode", Integer, nullable=True),
+    Column("link_reason", Text, nullable=True),
+    Column("created_version", Integer, nullable=False),
+    Column("replaced_version", Integer, nullable=False),
+    Column("deleted", Integer, nullable=False, server_default=text("0")),
+)
+Index(
+    "ix_memory_history_replaced_version_memory_id",
+    memory_history.c.replaced_version,
+    memory_history.c.memory_id,
+)
 
 #: alembic's own bookkeeping table, as alembic creates it; MemoryStore.open stamps new files
 alembic_version = Table(

@@ -50,6 +50,9 @@ from memstore.connection import (
     resolve_target,
 )
 from memstore.errors import StoreBusy
+from memstore.executor import run as _run
+from memstore.executor import run_many as _run_many
+from memstore.merge import StoredMemory
 from memstore.models import (
     Category,
     LocationInfo,
@@ -76,6 +79,14 @@ from memstore.schema import (
     synthesis_decisions,
     turn_records,
 )
+from memstore.versions import (
+    ExportBase,
+    create_identity,
+    identity,
+    next_version,
+    record_history,
+    state_at,
+)
 
 #: "every location" for the cache-invalidation argument of _write
 ALL = object()
@@ -100,10 +111,12 @@ _FIND_LIVE = {
 }
 _INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
 _MARK_SUPERSEDED = {
-    tier: update(table)
-    .where(table.c.id == bindparam("memory_id"))
-    .values(status=Status.SUPERSEDED.value)
-    for tier, table in TIERS
+    "persistent": update(memories)
+    .where(memories.c.id == bindparam("memory_id"))
+    .values(status=Status.SUPERSEDED.value, changed_version=bindparam("version")),
+    "ephemeral": update(ephemeral_memories)
+    .where(ephemeral_memories.c.id == bindparam("memory_id"))
+    .values(status=Status.SUPERSEDED.value),
 }
 _INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
 _ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
@@ -115,42 +128,6 @@ _VISIT_LOCATION = _upsert.on_conflict_do_update(
 _VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
 _INSERT_DECISION = insert(synthesis_decisions)
 _INSERT_TURNS = insert(turn_records)
-
-
-_COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
-
-
-def _compiled(
-    conn: Connection, statement: Any, keys: tuple[str, ...]
-) -> tuple[str, tuple[str, ...], dict[str, Any]]:
-    """(SQL, parameter order, default values) of a statement, compiled once per key set."""
-    entry = _COMPILED.get((id(statement), keys))
-    if entry is None:
-        compiled = statement.compile(dialect=conn.dialect, column_keys=list(keys))
-        entry = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))
-        _COMPILED[(id(statement), keys)] = entry
-    return entry
-
-
-def _driver(conn: Connection) -> sqlite3.Connection:
-    return conn.connection.driver_connection  # type: ignore[return-value]
-
-
-def _run(conn: Connection, statement: Any, params: dict[str, Any]) -> sqlite3.Cursor:
-    """Run a prebuilt Core statement on ``conn``'s DBAPI cursor, inside its transaction.
-
-    The statement is compiled once per set of parameter names; SQLAlchemy's per-execute
-    overhead would otherwise be most of a durable write's time budget.
-    """
-    sql, names, defaults = _compiled(conn, statement, tuple(params))
-    return _driver(conn).execute(sql, [params[n] if n in params else defaults[n] for n in names])
-
-
-def _run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
-    """``_run`` for many rows with the same keys (one executemany)."""
-    if rows:
-        sql, names, _defaults = _compiled(conn, statement, tuple(rows[0]))
-        _driver(conn).executemany(sql, [[row[n] for n in names] for row in rows])
 
 
 def _now() -> str:
@@ -221,6 +198,22 @@ class Bookkeeping:
         self.visits.clear()
         self.decisions.clear()
         self.turns.clear()
+
+
+class _Version:
+    """The version of one write transaction: taken from the counter when first needed,
+    so a transaction that changes no persistent memory leaves the counter alone."""
+
+    __slots__ = ("conn", "value")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.value: int | None = None
+
+    def get(self) -> int:
+        if self.value is None:
+            self.value = next_version(self.conn)
+        return self.value
 
 
 class _Live(NamedTuple):
@@ -320,6 +313,7 @@ class MemoryStore:
     def _create_schema(self) -> None:
         with self._write() as conn:
             metadata.create_all(conn)
+            create_identity(conn)
             alembic_version.create(conn)
             conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
 
@@ -361,6 +355,36 @@ class MemoryStore:
         if version != self._data_version:
             self._forget()
             self._data_version = version
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Connection]:
+        """One transaction on the store's connection, for the store layer's other modules
+        (the importer, flagged memories): ``BEGIN IMMEDIATE`` when ``write``, and every
+        cached view dropped afterwards; a lock held past the busy timeout is StoreBusy."""
+        with self._transaction("BEGIN IMMEDIATE" if write else "BEGIN") as conn:
+            yield conn
+
+    def stored_memories(self, conn: Connection) -> list[StoredMemory]:
+        """Every persistent memory (all statuses) with its row id, in stored order."""
+        cursor = _run(conn, _load_query("persistent", False, True), {})
+        row_type = _row_type(tuple(column[0] for column in cursor.description))
+        stored = []
+        for values in cursor:
+            row = row_type(*values)
+            stored.append(
+                StoredMemory(row.id, row.location_id, row.created_version, _to_memory(row))
+            )
+        return stored
+
+    def memories_at(
+        self, conn: Connection, version: int, current: list[StoredMemory]
+    ) -> dict[int, StoredMemory]:
+        """The persistent memories as they were at change ``version`` (``current``: now)."""
+        return state_at(conn, version, current, _to_memory)
+
+    def database_identity(self, conn: Connection) -> ExportBase:
+        """The database's identity and change counter (inside ``transaction()``)."""
+        return identity(conn)
 
     def _write(self, forget: object = ALL) -> Any:
         return self._transaction("BEGIN IMMEDIATE", forget)
@@ -420,10 +444,15 @@ class MemoryStore:
     def locations(self) -> list[LocationInfo]:
         """Every stored location, by id."""
         with self._read() as conn:
-            rows = conn.execute(select(locations).order_by(locations.c.id)).all()
-            episodes: dict[int, list[int]] = {}
-            for location_id, episode in conn.execute(select(location_episodes)):
-                episodes.setdefault(location_id, []).append(episode)
+            return self.locations_in(conn)
+
+    @staticmethod
+    def locations_in(conn: Connection) -> list[LocationInfo]:
+        """Every stored location, by id (inside ``transaction()``)."""
+        rows = conn.execute(select(locations).order_by(locations.c.id)).all()
+        episodes: dict[int, list[int]] = {}
+        for location_id, episode in conn.execute(select(location_episodes)):
+            episodes.setdefault(location_id, []).append(episode)
         return [
             LocationInfo(
                 id=r.id,
@@ -459,12 +488,14 @@ class MemoryStore:
         return False
 
     def _insert(
-        self, conn: Connection, location_id: int, name: str, memory: Memory
+        self, conn: Connection, location_id: int, name: str, memory: Memory, version: _Version
     ) -> tuple[str, int]:
+        row = _memory_row(location_id, memory)
         tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
         if tier == "persistent":
             self._ensure_location(conn, location_id, name)
-        cursor = _run(conn, _INSERT_MEMORY[tier], _memory_row(location_id, memory))
+            row["created_version"] = row["changed_version"] = version.get()
+        cursor = _run(conn, _INSERT_MEMORY[tier], row)
         return tier, int(cursor.lastrowid or 0)
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
@@ -481,7 +512,7 @@ class MemoryStore:
         with self._write(forget=location_id) as conn:
             if self._live_title_exists(conn, location_id, memory.title):
                 return False
-            self._insert(conn, location_id, location_name, memory)
+            self._insert(conn, location_id, location_name, memory, _Version(conn))
             return True
 
     @staticmethod
@@ -518,8 +549,9 @@ class MemoryStore:
                 return False  # would lose a game mechanic or spawn state after reset
             if self._live_title_exists(conn, location_id, new_memory.title, [(tier, old.id)]):
                 return False
-            self._mark_superseded(conn, tier, old.id)
-            new_tier, new_id = self._insert(conn, location_id, location_name, new_memory)
+            version = _Version(conn)
+            self._mark_superseded(conn, tier, old.id, version)
+            new_tier, new_id = self._insert(conn, location_id, location_name, new_memory, version)
             self._link(
                 conn,
                 tier,
@@ -531,8 +563,13 @@ class MemoryStore:
             return True
 
     @staticmethod
-    def _mark_superseded(conn: Connection, tier: str, memory_id: int) -> None:
-        _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id})
+    def _mark_superseded(conn: Connection, tier: str, memory_id: int, version: _Version) -> None:
+        if tier == "persistent":
+            at = version.get()
+            record_history(conn, (memory_id,), at)
+            _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id, "version": at})
+        else:
+            _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id})
 
     @staticmethod
     def _link(
@@ -588,13 +625,14 @@ class MemoryStore:
             raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
         results: dict[str, bool] = {}
         with self._write(forget=location_id) as conn:
+            version = _Version(conn)
             for title in titles:
                 found = self._find_live(conn, location_id, title)
                 if found is None:
                     results[title] = False
                     continue
                 tier, old = found
-                self._mark_superseded(conn, tier, old.id)
+                self._mark_superseded(conn, tier, old.id, version)
                 # the clock's episode, never one before the memory's own
                 episode = max(self.current_episode, old.episode)
                 self._link(conn, tier, old.id, episode, at_turn, reason=reason)
@@ -633,6 +671,7 @@ class MemoryStore:
         # The live memories here before the write, to update rather than reload (below).
         live_before = self._live_cache.get(location_id)
         with self._write(forget=location_id) as conn:
+            version = _Version(conn)
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
                 for title in supersede_titles:
@@ -651,8 +690,8 @@ class MemoryStore:
                 [(tier, old_id) for tier, old_id, _title in superseded],
             ):
                 for tier, old_id, _title in superseded:
-                    self._mark_superseded(conn, tier, old_id)
-                successor = self._insert(conn, location_id, location_name, new_memory)
+                    self._mark_superseded(conn, tier, old_id, version)
+                successor = self._insert(conn, location_id, location_name, new_memory, version)
                 for tier, old_id, _title in superseded:
                     self._link(conn, tier, old_id, episode, turn, successor=successor)
                 added = True
@@ -664,7 +703,7 @@ class MemoryStore:
                 if found is None:
                     continue
                 tier, old = found
-                self._mark_superseded(conn, tier, old.id)
+                self._mark_superseded(conn, tier, old.id, version)
                 self._link(conn, tier, old.id, episode, turn, reason=invalidation_reason)
                 invalidated.append(title)
             applied = AppliedSynthesis(
@@ -889,7 +928,13 @@ class MemoryStore:
 
     def export_locations(self) -> list[LocationMemories]:
         """Every location with its persistent memories (all statuses), for the exporter."""
+        return self.export_snapshot()[0]
+
+    def export_snapshot(self) -> tuple[list[LocationMemories], ExportBase]:
+        """``export_locations()`` and the database's identity and change counter, read in
+        one transaction: the base a Memories.md records for the 3-way import."""
         with self._read() as conn:
+            base = identity(conn)
             loaded = self._load(
                 conn, location_id=None, include_superseded=True, tiers=("persistent",)
             )
@@ -912,7 +957,7 @@ class MemoryStore:
                 memories=tuple(grouped.get(r.id, ())),
             )
             for r in location_rows
-        ]
+        ], base
 
     def get_status(self) -> dict[str, Any]:
         """Counts for monitoring: locations, memories by tier, status and category, file size."""

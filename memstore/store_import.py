@@ -7,18 +7,37 @@ Part of the store layer (it writes the store's tables inside ``MemoryStore._writ
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from exporters.base_line import ExportBase
 from memstore.errors import MemstoreError
-from memstore.importing import ChangeKind, ImportPlan, MemoryChange, MemoryKey
-from memstore.models import Memory, Status, parse_turns
+from memstore.importing import (
+    ChangeKind,
+    ImportPlan,
+    LineFinder,
+    MemoryChange,
+    MemoryKey,
+    plan_import,
+)
+from memstore.invariants import check_invariants
+from memstore.merge import Resolution, StoredMemory, merge_import
+from memstore.models import LocationInfo, LocationMemories, Memory, Status, parse_turns
 from memstore.schema import location_episodes, locations, memories, memory_links
+from memstore.versions import next_version, record_history
 
-__all__ = ["ImportConflict", "apply_import"]
+__all__ = [
+    "ImportConflict",
+    "ImportOutcome",
+    "ImportRefused",
+    "apply_import",
+    "apply_plan",
+    "import_memories",
+]
 
 
 class ImportConflict(MemstoreError):
@@ -41,17 +60,21 @@ def apply_import(store: Any, plan: ImportPlan, *, prune: bool) -> None:
     with that title that ``_successor_order`` ranks first and that does not close a cycle).
     When no memory has that title the link keeps its turn and episode but no successor.
     """
-    with store._write() as conn:
-        _apply(conn, plan, prune=prune and plan.ok)
+    with store.transaction() as conn:
+        apply_plan(conn, plan, prune=prune and plan.ok)
 
 
-def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
+def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
+    """Write ``plan`` inside the caller's write transaction; the locations whose memories
+    it changed. Every row it changes, deletes or adds is stamped with one new version of
+    the change counter, and the state it replaced is kept (memstore.versions)."""
     _write_locations(conn, plan)
     touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
     if prune:
         touched.update(c.location_id for c in plan.missing)
     if not touched:
-        return
+        return touched
+    version = next_version(conn)
     ids: dict[MemoryKey, list[int]] | None = None
 
     def row_id(change: MemoryChange) -> int:
@@ -72,6 +95,7 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
     # Memories leaving the live set first: the partial unique index allows one live title.
     updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
     relink: list[tuple[int, int, Memory]] = []  # (row id, location id, memory)
+    record_history(conn, [row_id(change) for change in updates], version)
     for change in updates:
         memory_id = row_id(change)
         new = change.new
@@ -85,6 +109,7 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
                 score_change=new.score_change,
                 persistence=new.persistence.value,
                 status=new.status.value,
+                changed_version=version,
             )
         )
         if change.status_changed:
@@ -93,6 +118,7 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
 
     if prune and plan.missing:
         doomed = [row_id(change) for change in plan.missing]
+        record_history(conn, doomed, version, deleted=True)
         conn.execute(delete(memories).where(memories.c.id.in_(doomed)))
 
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
@@ -100,7 +126,9 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
         before = conn.execute(select(func.coalesce(func.max(memories.c.id), 0))).scalar_one()
         now = _now()
         # plain executemany: SQLAlchemy's per-row parameter processing would double the time
-        conn.exec_driver_sql(_INSERT_MEMORY, [_row(c.location_id, c.new, now) for c in added])
+        conn.exec_driver_sql(
+            _INSERT_MEMORY, [_row(c.location_id, c.new, now, version) for c in added]
+        )
         new_ids = (
             conn.execute(
                 select(memories.c.id).where(memories.c.id > before).order_by(memories.c.id)
@@ -115,6 +143,7 @@ def _apply(conn: Connection, plan: ImportPlan, *, prune: bool) -> None:
             for memory_id, change in zip(new_ids, added, strict=True)
         )
     _write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED])
+    return touched
 
 
 def _write_locations(conn: Connection, plan: ImportPlan) -> None:
@@ -176,6 +205,8 @@ _MEMORY_COLUMNS = (
     "persistence",
     "status",
     "created_at",
+    "created_version",
+    "changed_version",
 )
 _INSERT_MEMORY = (
     f"INSERT INTO {memories.name} ({', '.join(_MEMORY_COLUMNS)}) "
@@ -183,7 +214,7 @@ _INSERT_MEMORY = (
 )
 
 
-def _row(location_id: int, memory: Memory | None, now: str) -> tuple[Any, ...]:
+def _row(location_id: int, memory: Memory | None, now: str, version: int) -> tuple[Any, ...]:
     """The values of ``_MEMORY_COLUMNS`` for one memory."""
     assert memory is not None
     start, end = parse_turns(memory.turns)
@@ -199,6 +230,8 @@ def _row(location_id: int, memory: Memory | None, now: str) -> tuple[Any, ...]:
         memory.persistence.value,
         memory.status.value,
         now,
+        version,
+        version,
     )
 
 
@@ -336,3 +369,164 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
             }
         )
     conn.execute(insert(memory_links), links)
+
+
+# --- the whole import in one transaction --------------------------------------------------
+
+#: ``--prune`` refuses, without ``--force``, to delete more than this share of the
+#: persistent memories
+PRUNE_LIMIT = 0.10
+
+
+class ImportRefused(MemstoreError):
+    """The import would break one of the database's rules; nothing was written."""
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import planned, whether it wrote it, and why not if it did not."""
+
+    plan: ImportPlan
+    applied: bool
+    #: why nothing was written (problems, conflicts, a prune guard); None when applied or
+    #: when a dry run would apply
+    refused: str | None
+    base: ExportBase | None
+
+
+def import_memories(
+    store: Any,
+    text: str,
+    *,
+    apply: bool,
+    prune: bool = False,
+    resolution: Resolution | None = None,
+    skip_invalid: bool = False,
+    force: bool = False,
+) -> ImportOutcome:
+    """Import the text of a Memories.md into ``store``: parse, merge, plan and (``apply``)
+    write, all inside ONE transaction, so what the plan saw is what it changes.
+
+    The file's export base (``exporters.base_line``) makes it a 3-way merge
+    (``memstore.merge``); conflicts are resolved by ``resolution`` (ours, theirs, skip),
+    and without one nothing is applied. ``skip_invalid`` applies the rest of a file with
+    problems (and skips conflicting memories). ``prune`` deletes the memories the reviewer
+    removed, but refuses without ``force`` a file with no location sections or a deletion
+    of more than 10% of the persistent memories. The result is checked against the
+    database's rules (``memstore.invariants``) before the commit: a breach rolls it all
+    back (ImportRefused). A dry run computes the same plan, read-only.
+    """
+    from exporters import parse_memories_md
+
+    parsed = parse_memories_md(text)
+    if skip_invalid and resolution is None:
+        resolution = Resolution.SKIP
+    lines = LineFinder(text)
+    with store.transaction(write=apply) as conn:
+        current = store.stored_memories(conn)
+        current_locations = {info.id: info for info in store.locations_in(conn)}
+        here = store.database_identity(conn)
+        base, warnings = _usable_base(parsed.base, here, store.target.display)
+        base_state = store.memories_at(conn, base.version, current) if base else None
+        merged = merge_import(
+            parsed.locations,
+            current,
+            current_locations,
+            base_state,
+            resolution=resolution,
+            prune=prune,
+            lines=lines,
+            warnings=warnings,
+        )
+        plan = plan_import(
+            _grouped(current, current_locations),
+            merged.locations,
+            parsed.problems,
+            source=text,
+            prune=prune,
+            conflicts=merged.conflicts,
+            warnings=merged.warnings,
+        )
+        refused = _refusal(plan, parsed, current, prune, resolution, skip_invalid, force)
+        pending = plan.has_changes or (prune and plan.ok and bool(plan.missing))
+        if not apply or refused is not None or not pending:
+            return ImportOutcome(plan, False, refused, base)
+        apply_plan(conn, plan, prune=prune and plan.ok)
+        broken = check_invariants(conn)
+        if broken:
+            raise ImportRefused(
+                f"the import would break the database's rules ({broken[0]}"
+                f"{f'; and {len(broken) - 1} more' if len(broken) > 1 else ''}); "
+                f"nothing was written"
+            )
+    return ImportOutcome(plan, True, None, base)
+
+
+def _usable_base(
+    base: ExportBase | None, here: ExportBase, where: str
+) -> tuple[ExportBase | None, tuple[str, ...]]:
+    if base is None:
+        return None, (
+            "the file has no export base (hand-written, or exported by an older memstore): "
+            "changes made in the database since it was written cannot be told apart from "
+            "edits in the file; a status is never moved back from SUPERSEDED without --theirs",
+        )
+    if base.database_id != here.database_id:
+        return None, (
+            f"the file was exported from another database ({base.database_id}), not "
+            f"{where} ({here.database_id}): compared 2-way, as a file with no base",
+        )
+    if base.version > here.version:
+        return None, (
+            f"the file says it was exported at change {base.version}, but the database is "
+            f"only at {here.version} (restored from a backup?): compared 2-way",
+        )
+    return base, ()
+
+
+def _grouped(
+    current: list[StoredMemory], locations: dict[int, LocationInfo]
+) -> list[LocationMemories]:
+    by_location: dict[int, list[Memory]] = {}
+    for stored in current:
+        by_location.setdefault(stored.location_id, []).append(stored.memory)
+    return [
+        LocationMemories(location=info, memories=tuple(by_location.get(location_id, ())))
+        for location_id, info in sorted(locations.items())
+    ]
+
+
+def _refusal(
+    plan: ImportPlan,
+    parsed: Any,
+    current: list[StoredMemory],
+    prune: bool,
+    resolution: Resolution | None,
+    skip_invalid: bool,
+    force: bool,
+) -> str | None:
+    if plan.problems and not skip_invalid:
+        return (
+            f"the file has {len(plan.problems)} problem(s); nothing was applied "
+            f"(fix them, or use --skip-invalid to apply the valid parts)"
+        )
+    if plan.conflicts and resolution is None:
+        return (
+            f"{len(plan.conflicts)} conflict(s) between the file and changes made in the "
+            f"database since the export; nothing was applied (choose per run: --ours keeps "
+            f"the database's side, --theirs takes the file's, --skip-invalid applies the rest)"
+        )
+    if not prune or force or not plan.missing:
+        return None
+    persistent = len(current)
+    if not parsed.locations:
+        return (
+            f"the file has no location sections: --prune would delete every memory "
+            f"({len(plan.missing)} of {persistent}); refused without --force"
+        )
+    if len(plan.missing) > PRUNE_LIMIT * persistent:
+        return (
+            f"--prune would delete {len(plan.missing)} of {persistent} persistent memories "
+            f"(more than {PRUNE_LIMIT:.0%}); refused without --force"
+        )
+    return None

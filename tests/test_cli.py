@@ -15,6 +15,7 @@ from alembic import command as alembic_command
 from alembic.config import Config
 
 import memstore.cli as cli
+from exporters.base_line import split_base_line
 from memstore.store import MemoryStore
 from tests.conftest import MakeMemory
 
@@ -56,6 +57,11 @@ def db(db_path: Path, mem: MakeMemory) -> Path:
     with MemoryStore.open(db_path) as store:
         populate(store, mem)
     return db_path
+
+
+def body(text: str) -> str:
+    """A Memories.md without its export base (which names the database and its version)."""
+    return split_base_line(text)[1]
 
 
 def export(capsys: pytest.CaptureFixture[str], db: Path, out: Path) -> str:
@@ -146,7 +152,7 @@ def test_import_apply_round_trip_is_byte_identical(
     copy = tmp_path / "copy.db"
     code, stdout, _err = run(capsys, "--db", str(copy), "import", str(out), "--apply")
     assert code == 0 and "added 5" in stdout and "applied" in stdout
-    assert export(capsys, copy, tmp_path / "copy.md") == text
+    assert body(export(capsys, copy, tmp_path / "copy.md")) == body(text)
     code, stdout, _err = run(capsys, "--db", str(copy), "import", str(out), "--apply")
     assert code == 0 and "unchanged 5" in stdout and "nothing to apply" in stdout
 
@@ -206,9 +212,16 @@ def test_prune_deletes_and_nothing_is_deleted_without_it(
     code, out, _err = run(capsys, "--db", str(db), "import", str(smaller), "--apply")
     assert code == 0 and "would delete 1 (only with --prune)" in out
     assert export(capsys, db, tmp_path / "after.md") == text
-    code, out, _err = run(capsys, "--db", str(db), "import", str(smaller), "--apply", "--prune")
+    code, out, err = run(capsys, "--db", str(db), "import", str(smaller), "--apply", "--prune")
+    assert code == 1 and "--prune would delete 1 of 5 persistent memories" in err
+    assert "refused without --force" in err
+    assert export(capsys, db, tmp_path / "after.md") == text
+    code, out, _err = run(
+        capsys, "--db", str(db), "import", str(smaller), "--apply", "--prune", "--force"
+    )
     assert code == 0 and "would delete 1 (deleted with --prune)" in out and "applied" in out
-    assert export(capsys, db, tmp_path / "pruned.md") == smaller.read_text(encoding="utf-8")
+    pruned = export(capsys, db, tmp_path / "pruned.md")
+    assert body(pruned) == body(smaller.read_text(encoding="utf-8"))
 
 
 def test_import_verbose_lists_the_changes(

@@ -24,9 +24,23 @@ def alembic_config(db: Path) -> Config:
     return config
 
 
-def schema_of(db: Path) -> list[tuple[str, str, str]]:
+def _elements(sql: str | None) -> tuple[str, ...]:
+    """A CREATE statement as its sorted column and constraint definitions.
+
+    alembic's batch mode (a table rebuilt to add columns) writes the same constraints in
+    another order and quotes the table's name: the schema is the same.
+    """
+    if sql is None:
+        return ()
+    head, _, body = sql.partition("(")
+    parts = [part.strip() for part in body.rsplit(")", 1)[0].split(", \n")]
+    return (head.replace('"', "").strip(), *sorted(parts))
+
+
+def schema_of(db: Path) -> list[tuple[str, str, tuple[str, ...]]]:
     with sqlite3.connect(db) as conn:
-        return sorted(conn.execute("SELECT type, name, sql FROM sqlite_master"))
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    return sorted((kind, name, _elements(sql)) for kind, name, sql in rows)
 
 
 def digest(path: Path) -> str:

@@ -1,0 +1,143 @@
+"""The rules every memstore database keeps, checked (``memstore check``, and every import).
+
+* a supersession link belongs to a SUPERSEDED memory (a live memory has none);
+* a successor is another memory at the same location;
+* links form no cycles (following successors always ends);
+* no row is stamped with a version the change counter has not reached;
+* SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check`` (``memstore check``).
+
+A SUPERSEDED memory may have no link at all: files of the older implementation wrote no
+reference line for some.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, func, select
+
+from memstore.schema import (
+    ephemeral_memories,
+    ephemeral_memory_links,
+    memories,
+    memory_links,
+    store_meta,
+)
+
+__all__ = ["check_invariants"]
+
+_SUPERSEDED = "SUPERSEDED"
+
+
+def _describe(location_id: int, title: str) -> str:
+    shown = title if len(title) <= 60 else title[:57] + "..."
+    return f"location {location_id} {shown!r}"
+
+
+def _links(
+    conn: Connection, tier: str, table, links, successor_column
+) -> tuple[list[str], dict[int, int]]:  # type: ignore[no-untyped-def]
+    problems: list[str] = []
+    successor = table.alias("successor")
+    rows = conn.execute(
+        select(
+            links.c.memory_id,
+            successor_column,
+            table.c.location_id,
+            table.c.title,
+            table.c.status,
+            successor.c.location_id.label("successor_location"),
+        )
+        .select_from(
+            links.join(table, table.c.id == links.c.memory_id).outerjoin(
+                successor, successor.c.id == successor_column
+            )
+        )
+        .order_by(links.c.memory_id)
+    )
+    next_of: dict[int, int] = {}
+    for memory_id, successor_id, location_id, title, status, successor_location in rows:
+        where = _describe(location_id, title)
+        if status != _SUPERSEDED:
+            problems.append(f"{tier} memory {where} is {status} but has a supersession link")
+        if successor_id is None:
+            continue
+        if successor_id == memory_id:
+            problems.append(f"{tier} memory {where} is superseded by itself")
+        elif successor_location is None:
+            problems.append(f"{tier} memory {where} is superseded by a memory that is not there")
+        elif successor_location != location_id:
+            problems.append(
+                f"{tier} memory {where} is superseded by a memory at location "
+                f"{successor_location}"
+            )
+        else:
+            next_of[memory_id] = successor_id
+    return problems, next_of
+
+
+def _cycles(tier: str, next_of: dict[int, int], titles: dict[int, tuple[int, str]]) -> list[str]:
+    problems = []
+    done: set[int] = set()
+    for start in sorted(next_of):
+        path: list[int] = []
+        on_path: set[int] = set()
+        node: int | None = start
+        while node is not None and node not in done and node not in on_path:
+            path.append(node)
+            on_path.add(node)
+            node = next_of.get(node)
+        if node is not None and node in on_path:
+            cycle = path[path.index(node) :]
+            names = " -> ".join(_describe(*titles[n]) for n in cycle if n in titles)
+            problems.append(f"{tier} supersession links form a cycle: {names}")
+        done.update(path)
+    return problems
+
+
+def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[str]:
+    """Every broken rule, one line each (empty: the database is sound).
+
+    With ``sqlite_checks``, SQLite's ``integrity_check`` and ``foreign_key_check`` too
+    (they read the whole file: ``memstore check``, not every import).
+    """
+    problems: list[str] = []
+    tiers = (
+        ("persistent", memories, memory_links, memory_links.c.superseded_by_id),
+        (
+            "ephemeral",
+            ephemeral_memories,
+            ephemeral_memory_links,
+            ephemeral_memory_links.c.superseded_by_id,
+        ),
+    )
+    for tier, table, links, successor_column in tiers:
+        found, next_of = _links(conn, tier, table, links, successor_column)
+        problems.extend(found)
+        if next_of:
+            ids = set(next_of) | set(next_of.values())
+            titles = {
+                row.id: (row.location_id, row.title)
+                for row in conn.execute(
+                    select(table.c.id, table.c.location_id, table.c.title).where(
+                        table.c.id.in_(sorted(ids))
+                    )
+                )
+            }
+            problems.extend(_cycles(tier, next_of, titles))
+    counter = conn.execute(select(store_meta.c.change_counter)).scalar()
+    if counter is None:
+        problems.append("the change counter (store_meta) is missing")
+    else:
+        stamped = conn.execute(
+            select(func.max(func.max(memories.c.created_version, memories.c.changed_version)))
+        ).scalar()
+        if stamped is not None and stamped > counter:
+            problems.append(
+                f"memories are stamped with version {stamped}, past the change counter {counter}"
+            )
+    if sqlite_checks:
+        verdict = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
+        if verdict != ["ok"]:
+            problems.extend(f"SQLite integrity_check: {line}" for line in verdict[:20])
+        for table, rowid, parent, _fk in conn.exec_driver_sql("PRAGMA foreign_key_check"):
+            problems.append(f"SQLite foreign_key_check: {table} row {rowid} points at no {parent}")
+    return problems

@@ -1,0 +1,301 @@
+"""The 3-way merge of an import: the export's base, the reviewed file, the database now.
+
+Pure (no SQL). A Memories.md records the database and the change counter it was exported
+at (``exporters.base_line``); the store rebuilds the persistent memories as they were then
+(``memstore.versions.state_at``). For each memory, each field group (text, category,
+score change, persistence, and the status with its supersession link) is merged:
+
+* changed only in the database since the base (an agent superseded it after the export):
+  the database's value stays - nothing an agent learned is reverted;
+* changed only in the file: the file's value (the reviewer's edit);
+* changed in both, differently: a conflict, which the user resolves per run with
+  ``ours`` (keep the database), ``theirs`` (take the file) or ``skip`` (leave that memory
+  as the database has it and apply the rest); without a resolution nothing is applied.
+
+A memory the database created after the export is kept as it is (never pruned); one the
+file dropped is left to ``--prune`` only when the database did not change it since. The
+result is the file as it should be read against the database now; ``plan_import`` then
+plans it 2-way as before.
+
+A file with no base (hand-written, or exported before revision 0004) is compared 2-way,
+with a warning, and a status moved backwards (SUPERSEDED in the database, live in the
+file) is a conflict: only ``theirs`` applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from memstore.importing import CONTENT_FIELDS, STATUS_FIELDS, LineFinder, MemoryKey, memory_key
+from memstore.models import LocationInfo, LocationMemories, Memory, Status
+
+__all__ = ["MergeConflict", "MergeResult", "Resolution", "StoredMemory", "merge_import"]
+
+#: the groups merged as a unit: each content field alone, the status with its link
+GROUPS: tuple[tuple[str, ...], ...] = (*((name,) for name in CONTENT_FIELDS), STATUS_FIELDS)
+
+
+class Resolution(StrEnum):
+    """How conflicts are resolved in one run (``--ours``, ``--theirs``, ``--skip-invalid``)."""
+
+    OURS = "ours"
+    THEIRS = "theirs"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory:
+    """A persistent memory as stored: its row id, location, the version that created it."""
+
+    id: int
+    location_id: int
+    created_version: int
+    memory: Memory
+
+
+def _clip(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _status_text(memory: Memory) -> str:
+    if memory.status is not Status.SUPERSEDED:
+        return memory.status.value
+    if memory.invalidation_reason is not None:
+        return f"invalidated ({_clip(memory.invalidation_reason)})"
+    if memory.superseded_by is not None:
+        return f"superseded by {_clip(memory.superseded_by)}"
+    return "superseded"
+
+
+def _group_text(memory: Memory, group: tuple[str, ...]) -> str:
+    if group == STATUS_FIELDS:
+        return _status_text(memory)
+    return _clip(getattr(memory, group[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class MergeConflict:
+    """A memory both sides changed differently since the export (or one side deleted)."""
+
+    line: int
+    location_id: int
+    title: str
+    fields: tuple[str, ...]
+    file: Memory | None  # None: the file dropped it
+    database: Memory | None  # None: the database deleted it
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        head = f"{where}location {self.location_id} {_clip(self.title)}"
+        if self.file is None:
+            return f"{head}: removed in the file, changed in the database since the export"
+        if self.database is None:
+            return f"{head}: changed in the file, deleted from the database since the export"
+        parts = []
+        for group in GROUPS:
+            if group[0] in self.fields:
+                name = "status" if group == STATUS_FIELDS else group[0]
+                parts.append(
+                    f"{name}: file {_group_text(self.file, group)}, "
+                    f"database {_group_text(self.database, group)}"
+                )
+        return f"{head}: {'; '.join(parts)}"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """The file as it should be read against the database now, and what conflicted."""
+
+    locations: tuple[LocationMemories, ...]
+    conflicts: tuple[MergeConflict, ...]
+    warnings: tuple[str, ...]
+
+
+def _values(memory: Memory, group: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(getattr(memory, name) for name in group)
+
+
+def _merge_fields(
+    base: Memory | None, file: Memory, database: Memory, resolution: Resolution | None
+) -> tuple[Memory, tuple[str, ...]]:
+    """(the merged memory, the fields in conflict). Without a base every difference is one."""
+    update: dict[str, object] = {}
+    conflicted: list[str] = []
+    for group in GROUPS:
+        f, d = _values(file, group), _values(database, group)
+        if f == d:
+            continue
+        b = _values(base, group) if base is not None else None
+        if b == f:
+            continue  # only the database changed it: keep the database's
+        if b != d:  # both changed it, differently
+            conflicted.extend(group)
+            if resolution is not Resolution.THEIRS:
+                continue
+        update.update(zip(group, f, strict=True))
+    if not update:
+        return database, tuple(conflicted)
+    if len(update) == len(CONTENT_FIELDS) + len(STATUS_FIELDS):
+        return file, tuple(conflicted)
+    return database.model_copy(update=update), tuple(conflicted)
+
+
+def _backwards(file: Memory, database: Memory) -> bool:
+    return database.status is Status.SUPERSEDED and file.status is not Status.SUPERSEDED
+
+
+def merge_import(
+    incoming: Sequence[LocationMemories],
+    current: Sequence[StoredMemory],
+    current_locations: dict[int, LocationInfo],
+    base: dict[int, StoredMemory] | None,
+    *,
+    resolution: Resolution | None,
+    prune: bool,
+    lines: LineFinder,
+    warnings: Iterable[str] = (),
+) -> MergeResult:
+    """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
+    in stored order) against ``base`` (the memories at the file's export, by row id; None
+    for a file with no usable base)."""
+    if base is None:
+        return _two_way(incoming, current, resolution, lines, tuple(warnings))
+    by_id = {stored.id: stored for stored in current}
+    base_by_key: dict[MemoryKey, list[StoredMemory]] = {}
+    for stored in sorted(base.values(), key=lambda s: s.id):
+        base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
+    # database memories the base did not have, by key: an agent's, or an earlier import's
+    fresh_by_key: dict[MemoryKey, list[StoredMemory]] = {}
+    for stored in current:
+        if stored.id not in base:
+            fresh_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(
+                stored
+            )
+
+    conflicts: list[MergeConflict] = []
+    kept: dict[int, list[tuple[int, Memory]]] = {}  # location -> (row id, memory)
+    added: dict[int, list[Memory]] = {}  # location -> memories new in the file
+    claimed: set[int] = set()  # row ids the file speaks for
+    names: dict[int, LocationInfo] = {}
+
+    def keep(location_id: int, row_id: int, memory: Memory) -> None:
+        kept.setdefault(location_id, []).append((row_id, memory))
+        claimed.add(row_id)
+
+    for entry in incoming:
+        location_id = entry.location.id
+        names[location_id] = entry.location
+        seen: dict[MemoryKey, int] = {}
+        titled: dict[str, int] = {}
+        for memory in entry.memories:
+            key = memory_key(location_id, memory)
+            nth = seen.get(key, 0)
+            seen[key] = nth + 1
+            title_nth = titled.get(memory.title, 0)
+            titled[memory.title] = title_nth + 1
+            line = lines.memory_line(location_id, memory.title, title_nth)
+            bases = base_by_key.get(key, [])
+            if nth < len(bases):
+                was = bases[nth]
+                now = by_id.get(was.id)
+                claimed.add(was.id)
+                if now is None:  # deleted from the database since the export
+                    if memory == was.memory:
+                        continue
+                    conflicts.append(
+                        MergeConflict(line, location_id, memory.title, (), memory, None)
+                    )
+                    if resolution is Resolution.THEIRS:
+                        added.setdefault(location_id, []).append(memory)
+                    continue
+                merged, fields = _merge_fields(was.memory, memory, now.memory, resolution)
+            else:  # new in the file; the database may have gained the same memory meanwhile
+                fresh = fresh_by_key.get(key)
+                if not fresh:
+                    added.setdefault(location_id, []).append(memory)
+                    continue
+                now = fresh.pop(0)
+                merged, fields = _merge_fields(None, memory, now.memory, resolution)
+            if fields:
+                conflicts.append(
+                    MergeConflict(line, location_id, memory.title, fields, memory, now.memory)
+                )
+                if resolution is Resolution.SKIP:
+                    merged = now.memory
+            keep(location_id, now.id, merged)
+
+    for row_id, was in sorted(base.items()):
+        if row_id in claimed:
+            continue
+        now = by_id.get(row_id)
+        if now is None:
+            continue  # gone from both
+        if now.memory == was.memory or not prune:
+            continue  # the reviewer removed it: missing, deleted only by --prune
+        conflicts.append(
+            MergeConflict(
+                lines.location_lines.get(now.location_id, 0),
+                now.location_id,
+                now.memory.title,
+                (),
+                None,
+                now.memory,
+            )
+        )
+        if resolution is not Resolution.THEIRS:
+            keep(now.location_id, now.id, now.memory)
+    for stored in current:
+        if stored.id not in base and stored.id not in claimed:
+            keep(stored.location_id, stored.id, stored.memory)  # learned after the export
+
+    locations = []
+    for location_id in sorted(set(kept) | set(added) | set(names)):
+        info = names.get(location_id) or current_locations[location_id]
+        ordered = [memory for _id, memory in sorted(kept.get(location_id, ()))]
+        ordered.extend(added.get(location_id, ()))
+        locations.append(LocationMemories(location=info, memories=tuple(ordered)))
+    return MergeResult(tuple(locations), tuple(conflicts), tuple(warnings))
+
+
+def _two_way(
+    incoming: Sequence[LocationMemories],
+    current: Sequence[StoredMemory],
+    resolution: Resolution | None,
+    lines: LineFinder,
+    warnings: tuple[str, ...],
+) -> MergeResult:
+    """No base: the file against the database, but a status never moves backwards unless
+    the user takes the file's side (``theirs``)."""
+    by_key: dict[MemoryKey, list[Memory]] = {}
+    for stored in current:
+        by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored.memory)
+    conflicts: list[MergeConflict] = []
+    locations = []
+    for entry in incoming:
+        location_id = entry.location.id
+        seen: dict[MemoryKey, int] = {}
+        titled: dict[str, int] = {}
+        memories = []
+        for memory in entry.memories:
+            key = memory_key(location_id, memory)
+            nth = seen.get(key, 0)
+            seen[key] = nth + 1
+            title_nth = titled.get(memory.title, 0)
+            titled[memory.title] = title_nth + 1
+            olds = by_key.get(key, [])
+            if nth < len(olds) and _backwards(memory, olds[nth]):
+                old = olds[nth]
+                line = lines.memory_line(location_id, memory.title, title_nth)
+                conflicts.append(
+                    MergeConflict(line, location_id, memory.title, STATUS_FIELDS, memory, old)
+                )
+                if resolution is Resolution.SKIP:
+                    memory = old
+                elif resolution is not Resolution.THEIRS:
+                    memory = memory.model_copy(update={n: getattr(old, n) for n in STATUS_FIELDS})
+            memories.append(memory)
+        locations.append(LocationMemories(location=entry.location, memories=tuple(memories)))
+    return MergeResult(tuple(locations), tuple(conflicts), warnings)

@@ -1,0 +1,130 @@
+"""The change counter, the rows' earlier states, and the database as it was at a version.
+
+Part of the store layer. Every write that changes a persistent memory takes one new
+version from ``store_meta.change_counter`` (:func:`next_version`), stamps the rows it
+creates or changes with it, and first copies the state each changed or deleted row had
+into ``memory_history`` (:func:`record_history`). So :func:`state_at` can rebuild what
+the persistent memories were at any earlier version: an exported Memories.md records the
+version it was exported at, and the import merges three ways (base, file, database).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, insert, select, update
+
+from exporters.base_line import ExportBase
+from memstore.executor import run, run_many
+from memstore.merge import StoredMemory
+from memstore.schema import memories, memory_history, memory_links, store_meta
+
+__all__ = [
+    "create_identity",
+    "identity",
+    "next_version",
+    "record_history",
+    "state_at",
+]
+
+_BUMP = (
+    update(store_meta)
+    .where(store_meta.c.id == 1)
+    .values(change_counter=store_meta.c.change_counter + 1)
+    .returning(store_meta.c.change_counter)
+)
+
+_successor = memories.alias("successor")
+_HISTORY_COLUMNS = [c.name for c in memory_history.columns if c.name != "id"]
+_RECORD = insert(memory_history).from_select(
+    _HISTORY_COLUMNS,
+    select(
+        memories.c.id,
+        memories.c.location_id,
+        memories.c.category,
+        memories.c.title,
+        memories.c.text,
+        memories.c.episode,
+        memories.c.turn_start,
+        memories.c.turn_end,
+        memories.c.score_change,
+        memories.c.persistence,
+        memories.c.status,
+        _successor.c.title,
+        memory_links.c.turn,
+        memory_links.c.episode,
+        memory_links.c.reason,
+        memories.c.created_version,
+        bindparam("version"),
+        bindparam("deleted"),
+    )
+    .select_from(
+        memories.outerjoin(memory_links, memory_links.c.memory_id == memories.c.id).outerjoin(
+            _successor, _successor.c.id == memory_links.c.superseded_by_id
+        )
+    )
+    .where(memories.c.id == bindparam("memory_id")),
+)
+
+
+def create_identity(conn: Connection) -> None:
+    """Give a new database its identity (a random UUID) and counter 0."""
+    conn.execute(insert(store_meta).values(id=1, database_id=str(uuid.uuid4()), change_counter=0))
+
+
+def identity(conn: Connection) -> ExportBase:
+    """The database's identity and its change counter now."""
+    row = conn.execute(select(store_meta.c.database_id, store_meta.c.change_counter)).one()
+    return ExportBase(row.database_id, int(row.change_counter))
+
+
+def next_version(conn: Connection) -> int:
+    """Advance the change counter (inside the caller's write transaction); the new value."""
+    return int(run(conn, _BUMP, {}).fetchone()[0])
+
+
+def record_history(
+    conn: Connection, memory_ids: Iterable[int], version: int, *, deleted: bool = False
+) -> None:
+    """Keep the state of these persistent memories (with their links) before ``version``
+    changes them, or deletes them (``deleted``)."""
+    run_many(
+        conn,
+        _RECORD,
+        [
+            {"version": version, "deleted": int(deleted), "memory_id": memory_id}
+            for memory_id in memory_ids
+        ],
+    )
+
+
+def state_at(
+    conn: Connection, version: int, current: Iterable[StoredMemory], to_memory: Any
+) -> dict[int, StoredMemory]:
+    """The persistent memories as they were at ``version``, by row id.
+
+    ``current`` is every persistent memory now. A row created after ``version`` did not
+    exist then; a row changed or deleted since then had the state that the first change
+    after ``version`` recorded (``to_memory`` reads such a history row).
+    """
+    earlier: dict[int, Any] = {}
+    history = conn.execute(
+        select(memory_history)
+        .where(memory_history.c.replaced_version > version)
+        .order_by(memory_history.c.memory_id, memory_history.c.replaced_version.desc())
+    )
+    for row in history:  # the last one kept per memory is the earliest change after version
+        earlier[row.memory_id] = row
+    state = {
+        stored.id: stored
+        for stored in current
+        if stored.id not in earlier and stored.created_version <= version
+    }
+    for memory_id, row in earlier.items():
+        if row.created_version <= version:
+            state[memory_id] = StoredMemory(
+                memory_id, row.location_id, row.created_version, to_memory(row)
+            )
+    return state
