@@ -39,6 +39,8 @@ LLMCallable = Callable[[list[dict[str, str]]], str]
 #: Spec limits: a synthesis touches few memories at once.
 MAX_SUPERSEDES = 3
 MAX_INVALIDATES = 3
+#: a reference list longer than this is refused before it is read
+MAX_LISTED_REFERENCES = 50
 
 #: The longest raw answer read (characters). An answer is a few hundred characters; a
 #: longer one is refused as a ``schema`` failure before it is parsed.
@@ -119,7 +121,12 @@ def _normalise_references(value: object) -> object:
         value = sorted(value, key=str)
     if not isinstance(value, (list, tuple)):
         return value  # let pydantic report the type error
+    if len(value) > MAX_LISTED_REFERENCES:
+        raise ValueError(
+            f"{len(value)} references are too many to read (at most {MAX_LISTED_REFERENCES})"
+        )
     seen: list[Reference] = []
+    known: set[object] = set()  # linear in the answer's length, however long its lists
     for item in value:
         if isinstance(item, bool):
             raise ValueError(f"a memory reference must be a handle or a title, got {item!r}")
@@ -130,8 +137,13 @@ def _normalise_references(value: object) -> object:
                 item = int(match.group(1))
             elif not item.strip():
                 raise ValueError("a memory reference must not be blank")
-        if item not in seen:
-            seen.append(item)
+        try:
+            if item in known:
+                continue
+            known.add(item)
+        except TypeError:  # unhashable: pydantic reports the wrong type
+            pass
+        seen.append(item)
     return tuple(seen)
 
 
@@ -282,13 +294,16 @@ def json_schema_response_format() -> dict[str, Any]:
     }
 
 
-def _describe_validation_error(exc: ValidationError) -> str:
+def _describe_validation_error(exc: ValidationError, shown: int = 5) -> str:
+    errors = exc.errors(include_url=False)
     parts = []
-    for error in exc.errors(include_url=False):
+    for error in errors[:shown]:
         where = ".".join(str(part) for part in error.get("loc", ()))
         message = error.get("msg", "invalid")
         message = message.removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
+    if len(errors) > shown:
+        parts.append(f"and {len(errors) - shown} more")
     return "; ".join(parts)
 
 

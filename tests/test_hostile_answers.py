@@ -8,6 +8,7 @@ surrogates that cannot be stored or serialised, and answers too large to read.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,3 +165,22 @@ def test_parse_synthesis_answer_raises_only_answer_error(raw: str) -> None:
     with pytest.raises(AnswerError) as caught:
         parse_synthesis_answer(raw)
     assert caught.value.kind is SynthesisErrorKind.SCHEMA
+
+
+def test_a_long_reference_list_is_refused_in_linear_time() -> None:
+    refs = [f"t{number}" for number in range(9000)]
+    raw = json.dumps(invalidate_first("gone") | {"invalidates": refs})
+    assert len(raw) < MAX_ANSWER_CHARS
+    started = time.perf_counter()
+    with pytest.raises(AnswerError, match="9000 references are too many") as caught:
+        parse_synthesis_answer(raw)
+    assert time.perf_counter() - started < 0.25
+    assert caught.value.kind is SynthesisErrorKind.SCHEMA
+
+
+def test_a_schema_failure_message_is_bounded_however_many_errors() -> None:
+    raw = json.dumps(remember("Troll", supersedes=[[1]] * 40, invalidates=[{}] * 40))
+    with pytest.raises(AnswerError) as caught:
+        parse_synthesis_answer(raw)
+    assert caught.value.kind is SynthesisErrorKind.SCHEMA
+    assert caught.value.message.endswith("more") and len(caught.value.message) < 1000
