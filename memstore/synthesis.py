@@ -395,7 +395,7 @@ def synthesize(
         raise
     except Exception as exc:  # noqa: BLE001 - every call failure becomes a SynthesisError
         kind = classify_llm_exception(exc)
-        raise LLMCallError(kind, f"{type(exc).__name__}: {exc}") from exc
+        raise LLMCallError(kind, loggable_text(f"{type(exc).__name__}: {exc}", 1000)) from exc
     if not isinstance(raw, str):
         raise LLMCallError(
             SynthesisErrorKind.PROVIDER_ERROR,

@@ -19,8 +19,10 @@ from memstore.store import MemoryStore
 from memstore.synthesis import (
     MAX_ANSWER_CHARS,
     AnswerError,
+    LLMCallError,
     SynthesisErrorKind,
     parse_synthesis_answer,
+    synthesize,
 )
 from memstore.triggers import ZMachineContext
 
@@ -184,3 +186,19 @@ def test_a_schema_failure_message_is_bounded_however_many_errors() -> None:
         parse_synthesis_answer(raw)
     assert caught.value.kind is SynthesisErrorKind.SCHEMA
     assert caught.value.message.endswith("more") and len(caught.value.message) < 1000
+
+
+def test_a_provider_error_with_a_huge_message_is_logged_bounded(store: MemoryStore) -> None:
+    def failing(messages: list[dict[str, str]]) -> str:
+        raise RuntimeError("<html>" + "z" * 1_000_000 + "\ud800</html>")
+
+    manager = SimpleMemoryManager(store, llm=failing, episode=1)
+    context = ZMachineContext(location_before=CLEARING, location_after=CLEARING)
+    assert manager.record_action_outcome(CLEARING, "Clearing", "look", LONG, context) is None
+    assert manager.get_status()["failures"] == {"provider_error": 1}
+    manager.close()
+    (row,) = store.decision_log()
+    assert row["error"].startswith("RuntimeError: <html>zzz") and len(row["error"]) <= 2000
+    with pytest.raises(LLMCallError) as caught:  # what the warning in the log shows
+        synthesize(failing, [])
+    assert len(caught.value.message) <= 1000
