@@ -470,6 +470,24 @@ def _configure_rom(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--path", default=None, help="check this file instead of searching")
 
 
+@command(
+    "check",
+    help="verify the database's rules (links, cycles, versions) and SQLite's integrity",
+)
+def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.invariants import check_invariants
+
+    with ctx.open_store() as store:
+        with store.transaction(write=False) as conn:
+            problems = check_invariants(conn, sqlite_checks=True)
+    for problem in problems:
+        ctx.print(f"  {problem}")
+    if problems:
+        raise CliError(f"{ctx.db_display}: {len(problems)} problem(s) found")
+    ctx.print("ok: every supersession link, successor and version is sound")
+    return 0
+
+
 @command("rom", help="fetch or check the Zork I story file", configure=_configure_rom)
 def cmd_rom(args: argparse.Namespace, ctx: Context) -> int:
     from memstore import rom

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memstore.invariants import check_invariants
 from memstore.models import Memory
 from memstore.store import MemoryStore
 
@@ -19,11 +20,20 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memories.db"
 
 
+def assert_sound(store: MemoryStore) -> None:
+    """The database keeps its rules (memstore check): every store test ends with this."""
+    with store.transaction(write=False) as conn:
+        assert check_invariants(conn, sqlite_checks=True) == []
+
+
 @pytest.fixture
 def store(db_path: Path) -> Iterator[MemoryStore]:
     opened = MemoryStore.open(db_path)
     yield opened
-    opened.close()
+    try:
+        assert_sound(opened)
+    finally:
+        opened.close()
 
 
 @pytest.fixture
