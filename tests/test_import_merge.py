@@ -291,8 +291,10 @@ def test_a_circle_of_supersessions_in_the_file_is_a_problem_at_its_line(
     text = (
         "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
         "### Memories\n\n"
-        '**[NOTE - PERMANENT - SUPERSEDED] A** *(Ep1, T1, +0)*\n[Superseded at T2 by "B"]\n~~a~~\n\n'
-        '**[NOTE - PERMANENT - SUPERSEDED] B** *(Ep1, T2, +0)*\n[Superseded at T3 by "A"]\n~~b~~\n\n'
+        "**[NOTE - PERMANENT - SUPERSEDED] A** *(Ep1, T1, +0)*\n"
+        '[Superseded at T2 by "B"]\n~~a~~\n\n'
+        "**[NOTE - PERMANENT - SUPERSEDED] B** *(Ep1, T2, +0)*\n"
+        '[Superseded at T3 by "A"]\n~~b~~\n\n'
         "---\n"
     )
     outcome = run_import(store, text)
