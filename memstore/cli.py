@@ -110,15 +110,22 @@ class Context:
     def print(self, *parts: object) -> None:
         print(*parts, file=self.out)
 
-    def open_store(self, *, create: bool = False) -> Any:
-        """Open the database (printing which one); without ``create`` it must exist."""
+    def open_store(self, *, create: bool = False, read_only: bool = False) -> Any:
+        """Open the database (printing which one); without ``create`` it must exist.
+
+        Commands that only read open it ``read_only``: they work on a database in a
+        read-only folder or file system, and never write to it.
+        """
         from memstore.config import load_config
         from memstore.store import MemoryStore
 
         if not create and not self.db_exists():
             raise CliError(f"no database at {self.db_display} (give --db PATH or set MEMSTORE_DB)")
         store = MemoryStore.open(
-            self.db, config=load_config(db=self.db), busy_timeout_s=self.args.busy_timeout
+            self.db,
+            config=load_config(db=self.db),
+            busy_timeout_s=self.args.busy_timeout,
+            read_only=read_only and not create,
         )
         self.print(f"database: {store.target.display}")
         return store
@@ -200,7 +207,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     for path in (args.out, args.notes):  # refuse a device, FIFO or folder before any write
         if path is not None and path != stdout:
             check_target(path)
-    with info.open_store() as store:
+    with info.open_store(read_only=True) as store:
         entries, base = store.export_snapshot()
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
@@ -321,7 +328,7 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         "force": args.force,
     }
     if ctx.db_exists():
-        with ctx.open_store() as store:
+        with ctx.open_store(read_only=not args.apply) as store:
             outcome = import_memories(store, text, apply=args.apply, **options)
         return _report_import(args, ctx, outcome)
     # No database yet: plan against an empty one, and create it only when there is work.
@@ -383,7 +390,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         from memstore.flagged import FlaggedMemories
         from memstore.memory_tools import format_top_memories
 
-        with ctx.open_store() as store:
+        with ctx.open_store(read_only=True) as store:
             top = FlaggedMemories(store).top(max(1, args.flagged))
         ctx.print(format_top_memories(top) if top else "no agent-flagged memories")
         if args.location is None:
@@ -391,7 +398,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     if args.location is None:
         raise CliError("give a location number, or --flagged")
     location = location_id(args.location)
-    with ctx.open_store() as store:
+    with ctx.open_store(read_only=True) as store:
         info = store.location(location)
         text = store.get_location_memory(location)
     name = info.name if info is not None else "(not in the database)"
@@ -429,7 +436,7 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.errors import MemoryNotFound
 
     location = location_id(args.location)
-    with ctx.open_store() as store:
+    with ctx.open_store(read_only=True) as store:
         chain = store.history(location, args.title)
     if not chain:
         raise MemoryNotFound(f"no memory titled {args.title!r} at location {location}")
@@ -443,7 +450,7 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
 
 @command("stats", help="counts of locations and memories, and the database size")
 def cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
-    with ctx.open_store() as store:
+    with ctx.open_store(read_only=True) as store:
         status = store.get_status()
 
     def joined(counts: dict[str, int]) -> str:
@@ -477,7 +484,7 @@ def _configure_rom(parser: argparse.ArgumentParser) -> None:
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.invariants import check_invariants
 
-    with ctx.open_store() as store:
+    with ctx.open_store(read_only=True) as store:
         with store.transaction(write=False) as conn:
             problems = check_invariants(conn, sqlite_checks=True)
     for problem in problems:

@@ -86,7 +86,7 @@ def _configure_metrics(parser: argparse.ArgumentParser) -> None:
 def cmd_metrics(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.metrics import compute_metrics, coverage_from_records, format_metrics
 
-    with ctx.open_store() as store:
+    with ctx.open_store(read_only=True) as store:
         records = store.turn_records()
         if not records:
             raise CliError("no turns recorded in this database yet (run `memstore demo`)")

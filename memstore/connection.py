@@ -12,6 +12,7 @@ with "database is locked" halfway through, and plain ``BEGIN`` for multi-stateme
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from sqlalchemy.pool import StaticPool
 
 from memstore.errors import (
     NotAMemstoreDatabase,
+    ReadOnlyDatabase,
     SchemaOutOfDate,
     SchemaTooNew,
     UnsupportedDatabase,
@@ -84,7 +86,7 @@ def check_existing(target: Target) -> bool:
             f"{path} is not a SQLite database (so not a memstore database); left untouched"
         )
     try:
-        probe = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        probe = sqlite3.connect(read_only_uri(path), uri=True)
         try:
             tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
             version = None
@@ -117,13 +119,60 @@ def check_existing(target: Target) -> bool:
     )
 
 
-def create_store_engine(target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
-    """An engine with exactly one connection, WAL, durable commits and the ephemeral tier."""
-    engine = create_engine(
-        target.url,
-        poolclass=StaticPool,
-        connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
-    )
+def _folder_writable(path: Path) -> bool:
+    return os.access(path.parent, os.W_OK)
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens ``path`` for reading only and never writes beside it.
+
+    ``mode=ro`` still needs the WAL's shared-memory file beside the database, which a
+    read-only folder cannot hold: there the file is opened ``immutable`` (SQLite then reads
+    it without locks, which is right for a folder nobody can write to).
+    """
+    shm = Path(f"{path}-shm")
+    if _folder_writable(path) or shm.exists():
+        return f"{path.as_uri()}?mode=ro"
+    return f"{path.as_uri()}?immutable=1"
+
+
+def check_writable(target: Target) -> None:
+    """Refuse, in one line, to open for writing a database the process cannot write."""
+    path = target.path
+    if path is None:
+        return
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ReadOnlyDatabase(f"read-only database: {path} (the file cannot be written)")
+    if path.parent.exists() and not _folder_writable(path):
+        raise ReadOnlyDatabase(
+            f"read-only database: {path} (its folder cannot be written, and SQLite keeps its "
+            f"journal there)"
+        )
+
+
+def create_store_engine(
+    target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, read_only: bool = False
+) -> Engine:
+    """An engine with exactly one connection, WAL, durable commits and the ephemeral tier.
+
+    ``read_only`` opens the file for reading only (``read_only_uri``): no schema is created,
+    the journal mode is left as it is, and any write fails (ReadOnlyDatabase).
+    """
+    if read_only and target.path is not None:
+        uri = read_only_uri(target.path)
+        engine = create_engine(
+            target.url,
+            poolclass=StaticPool,
+            creator=lambda: sqlite3.connect(
+                uri, uri=True, check_same_thread=False, timeout=busy_timeout_s
+            ),
+        )
+    else:
+        engine = create_engine(
+            target.url,
+            poolclass=StaticPool,
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
+        )
     ddl = ephemeral_ddl()
     busy_ms = int(busy_timeout_s * 1000)
 
@@ -132,7 +181,7 @@ def create_store_engine(target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIM
         dbapi_connection.isolation_level = None  # memstore issues BEGIN itself
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-        if target.path is not None:
+        if target.path is not None and not read_only:
             cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")

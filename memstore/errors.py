@@ -29,3 +29,7 @@ class UnsupportedDatabase(MemstoreError):
 
 class MemoryNotFound(MemstoreError):
     """No memory with that exact title at that location."""
+
+
+class ReadOnlyDatabase(MemstoreError):
+    """The database cannot be written (a read-only file, folder or file system)."""

@@ -46,10 +46,11 @@ from memstore.connection import (
     DEFAULT_BUSY_TIMEOUT_S,
     Target,
     check_existing,
+    check_writable,
     create_store_engine,
     resolve_target,
 )
-from memstore.errors import StoreBusy
+from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
 from memstore.merge import StoredMemory
@@ -250,9 +251,11 @@ class MemoryStore:
         *,
         config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
     ) -> None:
         """Use ``MemoryStore.open``; this assumes the target was checked."""
         self.target = target
+        self.read_only = read_only
         self.config = config or MemstoreConfig()
         self._lock = threading.RLock()
         # Per-location caches of what changes only when the database does: dropped after
@@ -262,9 +265,13 @@ class MemoryStore:
         self._context_cache: dict[int, str] = {}
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
         is_new = check_existing(target)
+        if read_only and is_new and target.path is not None:
+            raise NotAMemstoreDatabase(f"no memstore database at {target.path}")
+        if not read_only:
+            check_writable(target)
         if is_new and target.path is not None:
             target.path.parent.mkdir(parents=True, exist_ok=True)
-        self._engine = create_store_engine(target, busy_timeout_s)
+        self._engine = create_store_engine(target, busy_timeout_s, read_only=read_only)
         self._conn: Connection = self._engine.connect()
         if is_new:
             self._create_schema()
@@ -283,6 +290,7 @@ class MemoryStore:
         *,
         config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
     ) -> MemoryStore:
         """Open (or create, at the head schema revision) a memstore database.
 
@@ -293,10 +301,14 @@ class MemoryStore:
         model too. A database behind the head
         revision is refused (SchemaOutOfDate: run ``alembic upgrade head``), and a file that
         is not a memstore database is refused (NotAMemstoreDatabase) and left untouched.
+
+        ``read_only`` opens an existing database for reading only (it works in a read-only
+        folder too; every write raises ReadOnlyDatabase). A database the process cannot
+        write is refused when opened for writing (ReadOnlyDatabase: "read-only database").
         """
         config = config or load_config()
         target = resolve_target(path_or_url if path_or_url is not None else config.db)
-        return cls(target, config=config, busy_timeout_s=busy_timeout_s)
+        return cls(target, config=config, busy_timeout_s=busy_timeout_s, read_only=read_only)
 
     def close(self) -> None:
         """Close the connection; the ephemeral tier goes with it."""
@@ -331,6 +343,10 @@ class MemoryStore:
             except (OperationalError, sqlite3.OperationalError) as exc:
                 self._forget()
                 message = str(getattr(exc, "orig", exc))
+                if "readonly" in message or "read-only" in message:
+                    raise ReadOnlyDatabase(
+                        f"read-only database: {self.target.display}; nothing was written"
+                    ) from exc
                 if "locked" in message or "busy" in message:
                     raise StoreBusy(
                         f"{self.target.display} stayed locked by another process for longer "

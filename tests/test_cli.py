@@ -459,7 +459,15 @@ def test_a_new_subcommand_registers_without_touching_the_others(
 
     code, out, _err = run(capsys, "hello", "--times", "2")
     assert code == 3 and out == "hello hello \n"
-    assert list(cli.COMMANDS)[:6] == ["export", "import", "show", "history", "stats", "rom"]
+    assert list(cli.COMMANDS)[:7] == [
+        "export",
+        "import",
+        "show",
+        "history",
+        "stats",
+        "check",
+        "rom",
+    ]
 
 
 def test_a_cli_module_in_the_package_is_discovered(
