@@ -316,6 +316,11 @@ class MemoryStore:
             self._conn.close()
             self._engine.dispose()
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self._conn.closed
+
     def __enter__(self) -> MemoryStore:
         return self
 

@@ -30,6 +30,10 @@ def assert_sound(store: MemoryStore) -> None:
 def store(db_path: Path) -> Iterator[MemoryStore]:
     opened = MemoryStore.open(db_path)
     yield opened
+    if opened.closed:  # the test closed it: look again through a new connection
+        with MemoryStore.open(db_path, read_only=True) as again:
+            assert_sound(again)
+        return
     try:
         assert_sound(opened)
     finally:
