@@ -67,8 +67,9 @@ class SimpleMemoryManager:
         self.mode = "llm" if self._llm is not None else "offline"
         self.model = self._model_name()
         self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.episode = episode if episode is not None else self._next_episode()
-        self.store.current_episode = self.episode
+        self._episode = episode
+        if episode is not None:
+            self.store.current_episode = episode
         self.turn = 0
         self._visited: set[int] = set()
         self._last_location: int | None = None
@@ -95,18 +96,21 @@ class SimpleMemoryManager:
             return OFFLINE_MODEL
         return self.config.model or str(getattr(self._llm, "__name__", type(self._llm).__name__))
 
-    def _next_episode(self) -> int:
-        """Episodes continue across runs: one after the last episode the database has seen."""
-        has_history = self.store.locations() or self.store.get_persistent_count()
-        return self.store.current_episode + 1 if has_history else 1
+    @property
+    def episode(self) -> int:
+        """The episode being played. Numbered when first needed (``store.allocate_episode``:
+        one after every episode the database has handed out or seen), so episodes continue
+        across runs and agents sharing a database never play the same number."""
+        if self._episode is None:
+            self._episode = self.store.allocate_episode()
+        return self._episode
 
     def reset_episode(self) -> None:
         """Start the next episode: drop ephemeral memories and this episode's history."""
         self.flush()
         dropped = self.store.reset_episode()
-        log.info("episode %d ended: %d ephemeral memories dropped", self.episode, dropped)
-        self.episode += 1
-        self.store.current_episode = self.episode
+        log.info("episode %s ended: %d ephemeral memories dropped", self._episode, dropped)
+        self._episode = None  # the next one is numbered when it is played
         self.turn = 0
         self._visited.clear()
         self._last_location = None
@@ -365,7 +369,7 @@ class SimpleMemoryManager:
             "type": "SimpleMemoryManager",
             "mode": self.mode,
             "model": self.model,
-            "episode": self.episode,
+            "episode": self._episode,  # None between episodes (numbered when played)
             "turn": self.turn,
             "turns_seen": self.counters["turns"],
             "triggers_fired": self.counters["triggers_fired"],

@@ -239,6 +239,8 @@ store_meta = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("database_id", Text, nullable=False),
     Column("change_counter", Integer, nullable=False, server_default=text("0")),
+    # the last episode number handed out (MemoryStore.allocate_episode)
+    Column("last_episode", Integer, nullable=False, server_default=text("0")),
     CheckConstraint("id = 1", name="one_row"),
     CheckConstraint("change_counter >= 0", name="counter_not_negative"),
 )

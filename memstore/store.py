@@ -82,6 +82,7 @@ from memstore.schema import (
 )
 from memstore.versions import (
     ExportBase,
+    allocate_episode,
     create_identity,
     identity,
     next_version,
@@ -258,6 +259,7 @@ class MemoryStore:
         self.read_only = read_only
         self.config = config or MemstoreConfig()
         self._lock = threading.RLock()
+        self._depth = 0  # transactions open on this store (nested ones join the outer)
         # Per-location caches of what changes only when the database does: dropped after
         # every write through this store, and when PRAGMA data_version says another
         # connection committed.
@@ -328,11 +330,20 @@ class MemoryStore:
         self.close()
 
     def _create_schema(self) -> None:
+        """Create the schema of a new database, unless another process did it first: the
+        check and the creation are one write transaction, so of several processes opening
+        a new file at once exactly one creates it and the others find it."""
         with self._write() as conn:
-            metadata.create_all(conn)
-            create_identity(conn)
-            alembic_version.create(conn)
-            conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
+            made = conn.exec_driver_sql(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+            ).first()
+            if made is None:
+                metadata.create_all(conn)
+                create_identity(conn)
+                alembic_version.create(conn)
+                conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
+        if made is not None:
+            check_existing(self.target)  # the other process's schema: the same revision?
 
     # --- transactions --------------------------------------------------------------------
 
@@ -341,7 +352,17 @@ class MemoryStore:
         """One transaction. A write then drops the cached views it may have changed:
         ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
         with self._lock:
+            if self._depth:  # inside another transaction of this store: part of it
+                if begin != "BEGIN" and self._conn.info[BEGIN_KEY] == "BEGIN":
+                    raise RuntimeError("a write cannot run inside a read-only transaction")
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
             self._conn.info[BEGIN_KEY] = begin
+            self._depth = 1
             try:
                 with self._conn.begin():
                     yield self._conn
@@ -359,6 +380,7 @@ class MemoryStore:
                     ) from exc
                 raise
             finally:
+                self._depth = 0
                 if begin != "BEGIN":
                     self._forget(forget)
 
@@ -409,6 +431,12 @@ class MemoryStore:
 
     def _write(self, forget: object = ALL) -> Any:
         return self._transaction("BEGIN IMMEDIATE", forget)
+
+    def _session_write(self, forget: object = ALL) -> Any:
+        """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
+        (only a snapshot to read it), so session work never waits for another process's
+        write, whatever the busy timeout."""
+        return self._transaction("BEGIN DEFERRED", forget)
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
@@ -484,6 +512,15 @@ class MemoryStore:
             for r in rows
         ]
 
+    def allocate_episode(self) -> int:
+        """A new episode number, never handed out before by this database: one write
+        transaction, so agents in several processes sharing the file never play the same
+        episode. It also becomes ``current_episode``."""
+        with self._write(forget=None) as conn:
+            episode = allocate_episode(conn)
+        self.current_episode = episode
+        return episode
+
     def _max_episode(self) -> int:
         with self._read() as conn:
             found = conn.execute(select(func.max(location_episodes.c.episode))).scalar()
@@ -530,7 +567,8 @@ class MemoryStore:
         _check_memory(memory)
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
-        with self._write(forget=location_id) as conn:
+        session = memory.persistence is Persistence.EPHEMERAL
+        with (self._session_write if session else self._write)(forget=location_id) as conn:
             if self._live_title_exists(conn, location_id, memory.title):
                 return False
             self._insert(conn, location_id, location_name, memory, _Version(conn))
@@ -561,7 +599,9 @@ class MemoryStore:
         _check_memory(new_memory)
         if new_memory.status is Status.SUPERSEDED:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
-        with self._write(forget=location_id) as conn:
+        # an ephemeral memory can only supersede an ephemeral one: the file is not touched
+        session = new_memory.persistence is Persistence.EPHEMERAL
+        with (self._session_write if session else self._write)(forget=location_id) as conn:
             found = self._find_live(conn, location_id, old_memory_title)
             if found is None:
                 return False
@@ -795,7 +835,7 @@ class MemoryStore:
 
     def reset_episode(self) -> int:
         """Drop every ephemeral memory (and its links); returns how many were dropped."""
-        with self._write(forget=None) as conn:
+        with self._session_write(forget=None) as conn:
             touched = conn.execute(select(ephemeral_memories.c.location_id)).scalars().all()
             conn.execute(delete(ephemeral_memory_links))
             conn.execute(delete(ephemeral_memories))

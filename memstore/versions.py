@@ -14,14 +14,23 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from exporters.base_line import ExportBase
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
-from memstore.schema import memories, memory_history, memory_links, store_meta
+from memstore.schema import (
+    location_episodes,
+    memories,
+    memory_history,
+    memory_links,
+    store_meta,
+    synthesis_decisions,
+    turn_records,
+)
 
 __all__ = [
+    "allocate_episode",
     "create_identity",
     "identity",
     "next_version",
@@ -34,6 +43,13 @@ _BUMP = (
     .where(store_meta.c.id == 1)
     .values(change_counter=store_meta.c.change_counter + 1)
     .returning(store_meta.c.change_counter)
+)
+
+_NEXT_EPISODE = (
+    update(store_meta)
+    .where(store_meta.c.id == 1)
+    .values(last_episode=func.max(store_meta.c.last_episode, bindparam("seen")) + 1)
+    .returning(store_meta.c.last_episode)
 )
 
 _successor = memories.alias("successor")
@@ -72,6 +88,16 @@ _RECORD = insert(memory_history).from_select(
 def create_identity(conn: Connection) -> None:
     """Give a new database its identity (a random UUID) and counter 0."""
     conn.execute(insert(store_meta).values(id=1, database_id=str(uuid.uuid4()), change_counter=0))
+
+
+def allocate_episode(conn: Connection) -> int:
+    """The next episode number, handed out once (inside the caller's write transaction):
+    one after the last handed out and after every episode the tables hold."""
+    seen = [
+        conn.execute(select(func.max(table.c.episode))).scalar() or 0
+        for table in (location_episodes, memories, turn_records, synthesis_decisions)
+    ]
+    return int(run(conn, _NEXT_EPISODE, {"seen": max(seen)}).fetchone()[0])
 
 
 def identity(conn: Connection) -> ExportBase:

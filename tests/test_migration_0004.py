@@ -38,6 +38,13 @@ def test_upgrade_keeps_the_rows_stamps_them_0_and_gives_the_database_an_identity
     ((one, database_id, version),) = meta(db)
     assert one == 1 and version == 0 and uuid.UUID(str(database_id))
     with sqlite3.connect(db) as conn:
+        played = max(
+            conn.execute(f"SELECT coalesce(max(episode), 0) FROM {table}").fetchone()[0]
+            for table in ("location_episodes", "memories", "turn_records", "synthesis_decisions")
+        )
+    with MemoryStore.open(db) as store:  # episodes continue after those already played
+        assert store.allocate_episode() == played + 1 and played >= 1
+    with sqlite3.connect(db) as conn:
         stamps = conn.execute("SELECT DISTINCT created_version, changed_version FROM memories")
         assert stamps.fetchall() == [(0, 0)]
 

@@ -4,8 +4,8 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-23
 
-``store_meta`` holds the database's identity (a random UUID, made here) and its change
-counter; every write that changes a persistent memory advances the counter and stamps the
+``store_meta`` holds the database's identity (a random UUID, made here), its change
+counter and the last episode number handed out; every write that changes a persistent memory advances the counter and stamps the
 rows it creates or changes (``memories.created_version`` / ``changed_version``), and keeps
 the state a change replaced in ``memory_history``. Existing rows are stamped 0: a file
 exported before this revision has no base and imports 2-way, as before.
@@ -30,15 +30,22 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("database_id", sa.Text(), nullable=False),
         sa.Column("change_counter", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("last_episode", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.CheckConstraint("id = 1", name=op.f("ck_store_meta_one_row")),
         sa.CheckConstraint(
             "change_counter >= 0", name=op.f("ck_store_meta_counter_not_negative")
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_store_meta")),
     )
+    # episodes continue after the last one the database has seen
     op.execute(
-        sa.text("INSERT INTO store_meta (id, database_id, change_counter) VALUES (1, :id, 0)")
-        .bindparams(id=str(uuid.uuid4()))
+        sa.text(
+            "INSERT INTO store_meta (id, database_id, change_counter, last_episode) "
+            "SELECT 1, :id, 0, max(coalesce((SELECT max(episode) FROM location_episodes), 0), "
+            "coalesce((SELECT max(episode) FROM memories), 0), "
+            "coalesce((SELECT max(episode) FROM turn_records), 0), "
+            "coalesce((SELECT max(episode) FROM synthesis_decisions), 0))"
+        ).bindparams(id=str(uuid.uuid4()))
     )
     op.create_table(
         "memory_history",
