@@ -33,3 +33,7 @@ class MemoryNotFound(MemstoreError):
 
 class ReadOnlyDatabase(MemstoreError):
     """The database cannot be written (a read-only file, folder or file system)."""
+
+
+class RebuildFailed(MemstoreError):
+    """A decision-log row could not be replayed; the rebuild wrote nothing."""

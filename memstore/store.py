@@ -142,6 +142,20 @@ def _check_memory(memory: object) -> Memory:
     return memory
 
 
+#: SQLite's largest integer
+MAX_INT = 2**63 - 1
+
+
+def _check_clock(location_name: object, episode: object, turn: object) -> None:
+    """The episode, turn and location name of a write, checked before any SQL."""
+    if not isinstance(location_name, str):
+        raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
+    if type(episode) is not int or not 1 <= episode <= MAX_INT:
+        raise ValueError(f"episode must be an int from 1 to 2**63-1, got {episode!r}")
+    if type(turn) is not int or not 0 <= turn <= MAX_INT:
+        raise ValueError(f"turn must be an int from 0 to 2**63-1, got {turn!r}")
+
+
 def _check_reason(reason: object) -> str:
     if not isinstance(reason, str) or blank_for_sqlite(reason):
         raise ValueError("an invalidation needs a non-empty reason")
@@ -724,8 +738,11 @@ class MemoryStore:
         if given, records that too (column ``applied``).
         """
         check_location_id(location_id)
+        _check_clock(location_name, episode, turn)
         if new_memory is not None:
             _check_memory(new_memory)
+            if new_memory.status is Status.SUPERSEDED:
+                raise ValueError("a new memory cannot be SUPERSEDED already")
         invalidate = list(invalidate_titles)
         if invalidate:
             _check_reason(invalidation_reason)
