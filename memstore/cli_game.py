@@ -45,6 +45,7 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         DEFAULT_EPISODES,
         DEFAULT_MEMORIES_MD,
         DEFAULT_MOVES,
+        DemoInterrupted,
         mode_line,
         run_demo,
     )
@@ -56,15 +57,19 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     ctx.print(mode_line(config, None))
     ctx.print(f"database: {ctx.db_display}; story file: {rom}")
     with MemoryStore.open(config.db, config=config, busy_timeout_s=ctx.args.busy_timeout) as store:
-        report = run_demo(
-            store,
-            episodes=args.episodes or DEFAULT_EPISODES,
-            moves=args.moves or DEFAULT_MOVES,
-            rom=rom,
-            out=args.out or DEFAULT_MEMORIES_MD,
-            progress=not args.no_progress and sys.stderr.isatty(),
-            stream=sys.stderr,
-        )
+        try:
+            report = run_demo(
+                store,
+                episodes=args.episodes or DEFAULT_EPISODES,
+                moves=args.moves or DEFAULT_MOVES,
+                rom=rom,
+                out=args.out or DEFAULT_MEMORIES_MD,
+                progress=not args.no_progress and sys.stderr.isatty(),
+                stream=sys.stderr,
+            )
+        except DemoInterrupted as interrupted:  # Ctrl-C: say what was saved, then exit 130
+            ctx.print(interrupted.report.render())
+            raise
     ctx.print(report.render())
     if report.all_llm_calls_failed:
         raise CliError(
