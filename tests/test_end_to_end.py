@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from exporters.base_line import split_base_line
-
 from memstore.config import MemstoreConfig
 from memstore.demo import DEFAULT_EPISODES, DEFAULT_MOVES, run_demo
 from memstore.game import ZorkGame, z_machine_context
