@@ -14,6 +14,23 @@ De-duplication (the spec's ``_is_similar``): two texts are the same memory when,
 lower-casing and collapsing runs of whitespace, they are equal, or one contains the other and
 the shorter is at least 80% as long as the longer. A near-duplicate is not stored again; it
 only raises the stored importance when its own is higher.
+
+Where duplicates are looked for, so that adding costs the same at 10 or 10,000 memories:
+
+- **Exact duplicates** (equal once normalised) anywhere in the database: every row keeps its
+  normalised text in ``content_key`` (revision 0005), under an index, so this is one lookup.
+- **Near duplicates** (containment) among a bounded candidate set, at most
+  ``NEAR_DUPLICATE_CANDIDATES`` rows for each of: memories anywhere whose normalised text
+  starts with the first 80% of the new one's (this catches every containment that shares
+  the start: "Lamp is here" / "Lamp is here now", whatever the location), and the most
+  recent memories flagged at the same location number (or, without one, without a number).
+  A containment that shares no start with a memory at another location, or with one older
+  than the location's ``NEAR_DUPLICATE_CANDIDATES`` most recent, is stored as a new memory.
+
+The candidates are read in a plain read transaction, without the write lock. The write
+transaction (``BEGIN IMMEDIATE``) then looks only through indexes: the exact duplicate again,
+and the rows other writers added since the read (at most ``NEAR_DUPLICATE_CANDIDATES``).
+Two writers, in two processes or threads, adding the same text at once store it once.
 """
 
 from __future__ import annotations
@@ -23,8 +40,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, union_all, update
 
+from memstore.executor import run
 from memstore.models import blank_for_sqlite, check_location_id
 from memstore.schema import flagged_memories as table
 
@@ -32,6 +50,8 @@ MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 1000
 #: the shorter text must be at least this fraction of the longer one to count as contained
 SIMILARITY_THRESHOLD = 0.8
+#: at most this many rows are read for each kind of near-duplicate candidate (module doc)
+NEAR_DUPLICATE_CANDIDATES = 100
 
 
 class FlaggedMemory(BaseModel):
@@ -73,13 +93,27 @@ def normalise(text: str) -> str:
 def is_similar(text1: str, text2: str) -> bool:
     """The spec's ``_is_similar``: equal after ``normalise``, or one contains the other and
     the shorter is at least ``SIMILARITY_THRESHOLD`` of the longer's length."""
-    t1, t2 = normalise(text1), normalise(text2)
+    return _similar_keys(normalise(text1), normalise(text2))
+
+
+def _similar_keys(t1: str, t2: str) -> bool:
+    """``is_similar`` for texts already normalised (``content_key`` values)."""
     if t1 == t2:
         return True
     shorter, longer = (t1, t2) if len(t1) <= len(t2) else (t2, t1)
     if not shorter:
         return False
     return shorter in longer and len(shorter) / len(longer) >= SIMILARITY_THRESHOLD
+
+
+def _shared_start(key: str) -> tuple[str, str]:
+    """The bounds of the keys that start with ``key``'s first 80% (at least 1 character).
+
+    When one normalised text contains another at least 80% as long, starting at its first
+    character, both start with the new text's first 80%: the shorter is at least that long.
+    """
+    start = key[: max(1, len(key) * 4 // 5)]
+    return start, start + "\U0010ffff"
 
 
 def check_importance(importance: object) -> int:
@@ -112,6 +146,58 @@ def _to_model(row: Any) -> FlaggedMemory:
 
 
 _ORDER = (table.c.importance.desc(), table.c.id)
+
+_CANDIDATE_COLUMNS = (table.c.id, table.c.importance, table.c.content_key)
+
+
+def _bounded(query: Any) -> Any:
+    return select(query.limit(NEAR_DUPLICATE_CANDIDATES).subquery())
+
+
+#: the near-duplicate candidates (module doc), read without the write lock: the exact key,
+#: the keys sharing the new text's start, and the location's most recent memories; each part
+#: is one index range
+_CANDIDATES = union_all(
+    _bounded(select(*_CANDIDATE_COLUMNS).where(table.c.content_key == bindparam("key"))),
+    _bounded(
+        select(*_CANDIDATE_COLUMNS)
+        .where(table.c.content_key >= bindparam("low"), table.c.content_key < bindparam("high"))
+        .order_by(table.c.content_key)
+    ),
+    _bounded(
+        select(*_CANDIDATE_COLUMNS)
+        .where(table.c.location_id.is_(bindparam("location_id")))
+        .order_by(table.c.id.desc())
+    ),
+)
+_LAST_ID = select(func.max(table.c.id))
+#: under the write lock: the exact duplicate, through the content_key index
+_EXACT = select(table.c.id, table.c.importance).where(table.c.content_key == bindparam("key"))
+#: under the write lock: rows other writers added since the candidates were read
+_ADDED_SINCE = (
+    select(*_CANDIDATE_COLUMNS)
+    .where(table.c.id > bindparam("last_id"))
+    .order_by(table.c.id)
+    .limit(NEAR_DUPLICATE_CANDIDATES)
+)
+_RAISE_IMPORTANCE = (
+    update(table)
+    .where(table.c.id == bindparam("row_id"), table.c.importance < bindparam("importance"))
+    .values(importance=bindparam("importance"))
+)
+_INSERT = insert(table)
+
+
+def _first_similar(key: str, rows: Any) -> tuple[int, int] | None:
+    """(id, importance) of the first row similar to ``key``, most important first, then
+    oldest (the order the spec's list had)."""
+    found = [
+        (-importance, row_id) for row_id, importance, stored in rows if _similar_keys(key, stored)
+    ]
+    if not found:
+        return None
+    negative_importance, row_id = min(found)
+    return row_id, -negative_importance
 
 
 class FlaggedMemories:
@@ -148,9 +234,11 @@ class FlaggedMemories:
         (ValueError), ``location_id`` an int or None (TypeError), ``turn`` an int >= 0,
         ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError).
 
-        A near-duplicate of a stored memory (see :func:`is_similar`) is not stored (False);
-        if its importance is higher, the stored memory's importance is raised to it. The
-        check and the write are one transaction.
+        A near-duplicate of a stored memory (see :func:`is_similar`, and the module doc for
+        where it is looked for) is not stored (False); if its importance is higher, the
+        stored memory's importance is raised to it. Candidates are read without the write
+        lock; the write transaction checks the exact duplicate again through the index, and
+        the rows added meanwhile, so concurrent writers never store the same text twice.
         """
         if not isinstance(content, str):
             raise TypeError(f"content must be a str, got {type(content).__name__}")
@@ -167,41 +255,59 @@ class FlaggedMemories:
         _check_int("score", score, None, optional=True)
         _check_int("moves", moves, 0, optional=True)
 
-        with self.store._write() as conn:
-            duplicate = self._find_similar(conn, text)
+        key = normalise(text)
+        duplicate, last_id = self._find_similar(key, location_id)
+        if duplicate is not None:
+            self._raise_importance(*duplicate, importance)
+            return False
+        with self.store._write(forget=None) as conn:  # no location's view changes
+            # The candidates were read without the lock: look again, through indexes only,
+            # for what another writer stored since (the same text, or anything new).
+            exact = run(conn, _EXACT, {"key": key}).fetchall()
+            added = run(conn, _ADDED_SINCE, {"last_id": last_id}).fetchall()
+            duplicate = _first_similar(key, [(i, imp, key) for i, imp in exact] + added)
             if duplicate is not None:
-                existing_id, existing_importance = duplicate
-                if importance > existing_importance:
-                    conn.execute(
-                        update(table).where(table.c.id == existing_id).values(importance=importance)
-                    )
+                row_id, stored_importance = duplicate
+                if importance > stored_importance:
+                    run(conn, _RAISE_IMPORTANCE, {"row_id": row_id, "importance": importance})
                 return False
-            conn.execute(
-                insert(table).values(
-                    content=text,
-                    importance=importance,
-                    turn=turn,
-                    location_id=location_id,
-                    location_name=location_name.strip(),
-                    score=score,
-                    moves=moves,
-                    episode=episode,
-                    session_id=self.session_id,
-                    created_at=_now(),
-                )
+            run(
+                conn,
+                _INSERT,
+                {
+                    "content": text,
+                    "content_key": key,
+                    "importance": importance,
+                    "turn": turn,
+                    "location_id": location_id,
+                    "location_name": location_name.strip(),
+                    "score": score,
+                    "moves": moves,
+                    "episode": episode,
+                    "session_id": self.session_id,
+                    "created_at": _now(),
+                },
             )
             return True
 
-    @staticmethod
-    def _find_similar(conn: Connection, text: str) -> tuple[int, int] | None:
-        """(id, importance) of the first stored near-duplicate, in importance order."""
-        rows = conn.execute(
-            select(table.c.id, table.c.content, table.c.importance).order_by(*_ORDER)
-        )
-        for row_id, stored, importance in rows:
-            if is_similar(text, stored):
-                return row_id, importance
-        return None
+    def _find_similar(
+        self, key: str, location_id: int | None
+    ) -> tuple[tuple[int, int] | None, int]:
+        """The first near-duplicate among the bounded candidates (module doc) as (id,
+        importance), or None; and the highest row id the read saw. A read: no write lock."""
+        low, high = _shared_start(key)
+        params = {"key": key, "low": low, "high": high, "location_id": location_id}
+        with self.store._read() as conn:
+            rows = run(conn, _CANDIDATES, params).fetchall()
+            last_id = run(conn, _LAST_ID, {}).fetchone()[0] or 0
+        return _first_similar(key, rows), last_id
+
+    def _raise_importance(self, row_id: int, stored_importance: int, importance: int) -> None:
+        """Raise a stored memory's importance to ``importance`` if that is higher (the
+        stored one may have been raised meanwhile: the update checks again)."""
+        if importance > stored_importance:
+            with self.store._write(forget=None) as conn:
+                run(conn, _RAISE_IMPORTANCE, {"row_id": row_id, "importance": importance})
 
     # --- reading ------------------------------------------------------------------------
 

@@ -29,9 +29,9 @@ from memstore.models import Category, Status
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 #: every revision in order, oldest first (a test checks this against alembic's history)
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -225,11 +225,15 @@ flagged_memories = Table(
     Column("episode", Integer, nullable=False),
     Column("session_id", Text, nullable=False),
     Column("created_at", Text, nullable=False),
+    # revision 0005: the content as memstore.flagged.normalise makes it (lower case, runs of
+    # whitespace one space), indexed, so a duplicate is found without reading every row
+    Column("content_key", Text, nullable=False),
     CheckConstraint("importance BETWEEN 1 AND 1000", name="importance_in_range"),
     CheckConstraint("length(trim(content)) > 0", name="content_not_blank"),
 )
 Index("ix_flagged_memories_importance", flagged_memories.c.importance)
 Index("ix_flagged_memories_location_id", flagged_memories.c.location_id)
+Index("ix_flagged_memories_content_key", flagged_memories.c.content_key)
 
 # --- revision 0004: the change counter and the rows' earlier states (3-way import) -------------
 

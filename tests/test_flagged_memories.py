@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from memstore.flagged import FlaggedMemories, FlaggedMemory, is_similar
+from memstore.flagged import NEAR_DUPLICATE_CANDIDATES, FlaggedMemories, FlaggedMemory, is_similar
 from memstore.store import MemoryStore
+
+SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
@@ -340,3 +345,168 @@ def test_the_database_enforces_the_importance_range(db_path: Path) -> None:
             "session_id, created_at) VALUES ('x', 1001, 1, 'Here', 1, 's', 'now')"
         )
     conn.close()
+
+
+# --- de-duplication at scale: an index, a bounded candidate set, no scan under the lock -------
+
+
+def traced_statements(store: MemoryStore, action: Callable[[], object]) -> list[str]:
+    """Every SQL statement ``action`` ran on the store's connection, parameters expanded."""
+    statements: list[str] = []
+    store._raw.set_trace_callback(statements.append)  # noqa: SLF001 - the test watches SQL
+    try:
+        action()
+    finally:
+        store._raw.set_trace_callback(None)  # noqa: SLF001
+    return statements
+
+
+def query_plan(db_path: Path, statement: str) -> list[str]:
+    conn = sqlite3.connect(db_path)
+    try:
+        return [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
+    finally:
+        conn.close()
+
+
+def fill_flagged(db_path: Path, count: int, locations: int = 20) -> None:
+    """``count`` distinct flagged memories spread over ``locations`` rooms (by hand, fast)."""
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.executemany(
+            "INSERT INTO flagged_memories (content, content_key, importance, turn, location_id, "
+            "location_name, episode, session_id, created_at) "
+            "VALUES (?, ?, 100, 1, ?, 'Room', 1, 'fill', 'now')",
+            [
+                (f"Fact number {i} about room {i % locations}",) * 2 + (i % locations,)
+                for i in range(count)
+            ],
+        )
+    conn.close()
+
+
+def reads_of_flagged(statements: list[str]) -> list[str]:
+    return [s for s in statements if s.lstrip().upper().startswith("SELECT") and "flagged" in s]
+
+
+@pytest.mark.parametrize(
+    "content", ["A brand new fact", "fact number 7 about room 7", "Fact number 7 about room 7!"]
+)
+def test_the_duplicate_check_never_scans_the_table(
+    store: MemoryStore, db_path: Path, content: str
+) -> None:
+    # new, an exact duplicate (case aside), a near duplicate (containment): each is found
+    # through an index, never by reading every row
+    fill_flagged(db_path, 500)
+    flagged = FlaggedMemories(store)
+    statements = traced_statements(
+        store, lambda: add(flagged, content, 900, location_id=3, location_name="Room")
+    )
+    reads = reads_of_flagged(statements)
+    assert reads
+    for statement in reads:
+        plan = query_plan(db_path, statement)
+        assert not any(step.startswith("SCAN flagged_memories") for step in plan), (statement, plan)
+
+
+def test_the_write_lock_is_held_only_for_index_lookups_and_the_write(
+    store: MemoryStore, db_path: Path
+) -> None:
+    fill_flagged(db_path, 500)
+    flagged = FlaggedMemories(store)
+    statements = traced_statements(store, lambda: add(flagged, "A brand new fact", 900))
+    begin = statements.index("BEGIN IMMEDIATE")
+    locked = statements[begin : statements.index("COMMIT", begin) + 1]
+    reads = reads_of_flagged(locked)
+    assert reads, locked  # the exact duplicate is checked again under the lock
+    for statement in reads:
+        plan = query_plan(db_path, statement)
+        assert not any(step.startswith("SCAN") for step in plan), (statement, plan)
+        assert any(step.startswith("SEARCH flagged_memories") for step in plan), (statement, plan)
+    # the exact check goes through the normalised text's index
+    assert any(
+        "ix_flagged_memories_content_key" in step
+        for statement in reads
+        for step in query_plan(db_path, statement)
+    )
+
+
+def test_the_normalised_text_is_stored_beside_the_content(
+    flagged: FlaggedMemories, db_path: Path
+) -> None:
+    add(flagged, "  The Troll\tblocks   the EAST passage ")
+    conn = sqlite3.connect(db_path)
+    rows = conn.execute("SELECT content, content_key FROM flagged_memories").fetchall()
+    conn.close()
+    assert rows == [("The Troll\tblocks   the EAST passage", "the troll blocks the east passage")]
+
+
+def test_exact_duplicates_are_found_anywhere_in_the_database(flagged: FlaggedMemories) -> None:
+    add(flagged, "The grating is locked from below", 200, location_id=9, location_name="Clearing")
+    for i in range(2 * NEAR_DUPLICATE_CANDIDATES):  # far more than the candidate cap
+        assert add(flagged, f"Unrelated fact {i:04d} seen", 100, location_id=9)
+    assert add(flagged, "the GRATING is locked from below", 600, location_id=77) is False
+    assert flagged.by_location_id(9)[0].content == "The grating is locked from below"
+    assert flagged.by_location_id(9)[0].importance == 600
+
+
+def test_a_near_duplicate_at_another_location_sharing_its_start_is_found(
+    flagged: FlaggedMemories,
+) -> None:
+    add(flagged, "The lamp is in the living room", 300, location_id=193)
+    assert add(flagged, "The lamp is in the living room now", 500, location_id=5) is False
+    assert add(flagged, "the lamp is in the living", 100, location_id=6) is False  # 25/30
+    [memory] = flagged.all()
+    assert (memory.location_id, memory.importance) == (193, 500)
+
+
+def test_near_duplicates_are_looked_for_among_a_bounded_candidate_set(
+    flagged: FlaggedMemories,
+) -> None:
+    # the documented limit: a containment that shares no start with the stored text is
+    # found only among the NEAR_DUPLICATE_CANDIDATES most recent memories of the location
+    add(flagged, "The troll blocks the east passage", 300, location_id=12)
+    assert add(flagged, "troll blocks the east passage", 300, location_id=12) is False
+    assert add(flagged, "troll blocks the east passage", 300, location_id=13) is True
+    for i in range(NEAR_DUPLICATE_CANDIDATES):
+        assert add(flagged, f"Later fact {i:04d} noted", 100, location_id=12)
+    assert add(flagged, "he troll blocks the east passage", 300, location_id=12) is True
+
+
+def _add_many(db: str, contents: list[str], start: float, results) -> None:  # type: ignore[no-untyped-def]
+    while time.time() < start:
+        time.sleep(0.001)
+    try:
+        with MemoryStore.open(db) as store:
+            flagged = FlaggedMemories(store)
+            stored = [
+                flagged.add_flagged_memory(content, 100 + i, i, i % 5, f"Room {i % 5}")
+                for i, content in enumerate(contents)
+            ]
+        results.put(stored)
+    except Exception as exc:  # the test reports every failure
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_two_processes_adding_the_same_content_at_once_store_it_once(db_path: Path) -> None:
+    MemoryStore.open(db_path).close()
+    contents = [f"Process-shared fact {i}: the {i}th door opens" for i in range(60)]
+    shouted = [content.upper() for content in contents]  # exact duplicates once normalised
+    results = SPAWN.Queue()
+    start = time.time() + 1.5  # both processes imported and waiting
+    workers = [
+        SPAWN.Process(target=_add_many, args=(str(db_path), texts, start, results))
+        for texts in (contents, shouted)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    assert all(isinstance(outcome, list) for outcome in outcomes), outcomes
+    first, second = outcomes
+    assert [a + b for a, b in zip(first, second, strict=True)] == [1] * len(contents)
+    conn = sqlite3.connect(db_path)
+    keys = conn.execute("SELECT content_key, count(*) FROM flagged_memories GROUP BY 1").fetchall()
+    conn.close()
+    assert sorted(keys) == sorted((content.lower(), 1) for content in contents)
