@@ -17,14 +17,20 @@ imported when the parser is built) containing, for example::
         return 0
 
 Heavy modules (SQLAlchemy, the store, the exporters) are imported inside the commands, and
-litellm never: ``memstore`` starts fast. Expected failures (missing files, a database behind
-the schema head, a locked database, a bad location number, ...) end as one line on stderr,
-``memstore: error: ...``, with exit code 1; usage errors are argparse's (exit code 2).
+litellm never: ``memstore`` starts fast.
+
+The error contract: a usage error (a bad option or value, checked by the ``type=`` functions
+below) is argparse's usage and one error line, exit code 2. memstore's own errors
+(:class:`~memstore.errors.MemstoreError`, :class:`CliError`) and OS errors are one line,
+``memstore: error: ...``, exit code 1. Anything else is a bug: one line
+``memstore: internal error: ...``, exit code 1, and its traceback with ``--debug`` (or
+``MEMSTORE_DEBUG=1``). No message ever shows an SQL statement or its parameters.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import pkgutil
@@ -90,9 +96,7 @@ class Context:
     def db(self) -> str:
         """The database path or URL: --db, else MEMSTORE_DB, [tool.memstore], the default."""
         if self._db is None:
-            from memstore.config import load_config
-
-            self._db = load_config(db=self.args.db).db
+            self._db = load_settings(db=self.args.db).db
         return self._db
 
     @property
@@ -131,20 +135,80 @@ class Context:
         return store
 
 
+def load_settings(**overrides: Any) -> Any:
+    """``memstore.config.load_config``, with a bad setting as a one-line :class:`CliError`.
+
+    The library raises ValueError (pydantic's ValidationError for a bad value) for an
+    unreadable ``[tool.memstore]`` or a setting out of range: the user's doing, not a bug.
+    """
+    from pydantic import ValidationError
+
+    from memstore.config import load_config
+
+    try:
+        return load_config(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc'])) or 'settings'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise CliError(
+            f"invalid memstore settings ([tool.memstore] in pyproject.toml, or MEMSTORE_*): "
+            f"{problems}"
+        ) from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
 # --- argument helpers --------------------------------------------------------------------------
 
 
+def _database(value: str) -> str:
+    """``type=`` for --db: a path or sqlite URL, never empty."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a database path or sqlite URL, not an empty one")
+    return value
+
+
+#: the largest location number SQLite can store (a signed 64-bit integer)
+MAX_LOCATION_ID = 2**63 - 1
+#: --busy-timeout's ceiling: a day (SQLite takes milliseconds in an int)
+MAX_BUSY_TIMEOUT_S = 86_400.0
+
+
 def location_id(value: str) -> int:
-    """A location number from the command line (checked here, so the error is one line)."""
+    """``type=`` for a location number: a usage error (exit 2) unless 0 to 2**63 - 1."""
     try:
         number = int(value.strip())
     except ValueError:
-        raise CliError(
+        raise argparse.ArgumentTypeError(
             f"location must be an integer (the Z-machine location number), got {value!r}"
         ) from None
     if number < 0:
-        raise CliError(f"location must not be negative, got {number}")
+        raise argparse.ArgumentTypeError(f"location must not be negative, got {number}")
+    if number > MAX_LOCATION_ID:
+        raise argparse.ArgumentTypeError(
+            f"location must be at most {MAX_LOCATION_ID} (SQLite's largest integer), got {number}"
+        )
     return number
+
+
+def positive_int(value: str) -> int:
+    """``type=`` for a count that must be 1 or more (0 is refused, not read as "default")."""
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 memory``, ``2 memories``, ``0 locations``."""
+    if count == 1:
+        return f"{count} {singular}"
+    return f"{count} {plural_form or singular + 's'}"
 
 
 def _read_text(path: str) -> str:
@@ -368,10 +432,15 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
 
 
 def _configure_show(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("location", nargs="?", help="the location's number (Z-machine object id)")
+    parser.add_argument(
+        "location",
+        nargs="?",
+        type=location_id,
+        help="the location's number (Z-machine object id)",
+    )
     parser.add_argument(
         "--flagged",
-        type=int,
+        type=positive_int,
         nargs="?",
         const=20,
         default=None,
@@ -391,13 +460,13 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         from memstore.memory_tools import format_top_memories
 
         with ctx.open_store(read_only=True) as store:
-            top = FlaggedMemories(store).top(max(1, args.flagged))
+            top = FlaggedMemories(store).top(args.flagged)
         ctx.print(format_top_memories(top) if top else "no agent-flagged memories")
         if args.location is None:
             return 0
     if args.location is None:
         raise CliError("give a location number, or --flagged")
-    location = location_id(args.location)
+    location = args.location
     with ctx.open_store(read_only=True) as store:
         info = store.location(location)
         text = store.get_location_memory(location)
@@ -408,7 +477,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _configure_history(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("location", help="the location's number")
+    parser.add_argument("location", type=location_id, help="the location's number")
     parser.add_argument("title", help="the memory's exact title")
 
 
@@ -431,18 +500,30 @@ def _describe(memory: Any) -> str:
     return line
 
 
+def closest_titles(title: str, titles: Sequence[str], limit: int = 3) -> list[str]:
+    """The titles most like ``title`` (ignoring case), best first: a hint to show, never a
+    match to use (history, like every title lookup, takes the exact title)."""
+    by_folded: dict[str, str] = {}
+    for known in titles:
+        by_folded.setdefault(known.casefold(), known)
+    close = difflib.get_close_matches(title.casefold(), list(by_folded), n=limit, cutoff=0.6)
+    return [by_folded[folded] for folded in close]
+
+
 @command("history", help="the supersession chain of a memory", configure=_configure_history)
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.errors import MemoryNotFound
 
-    location = location_id(args.location)
+    location = args.location
     with ctx.open_store(read_only=True) as store:
         chain = store.history(location, args.title)
+        titles = [] if chain else [memory.title for memory in store.memories(location, True)]
     if not chain:
-        raise MemoryNotFound(f"no memory titled {args.title!r} at location {location}")
-    ctx.print(
-        f"history of {args.title!r} at location {location} ({len(chain)} memories, oldest first):"
-    )
+        close = closest_titles(args.title, titles)
+        hint = f"; closest titles there: {', '.join(map(repr, close))}" if close else ""
+        raise MemoryNotFound(f"no memory titled {args.title!r} at location {location}{hint}")
+    count = plural(len(chain), "memory", "memories")
+    ctx.print(f"history of {args.title!r} at location {location} ({count}, oldest first):")
     for number, memory in enumerate(chain, 1):
         ctx.print(f"{number}. {_describe(memory)}")
     return 0
@@ -521,13 +602,72 @@ def _load_plugins() -> None:
 
 
 def _busy_timeout(value: str) -> float:
+    """``type=`` for --busy-timeout: a finite number of seconds, 0 to a day."""
     try:
         seconds = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
+    if not 0 <= seconds <= MAX_BUSY_TIMEOUT_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S:.0f}, got {value!r}"
+        )
     return seconds
+
+
+def _version() -> str:
+    """The installed distribution's version, else the package's ``__version__``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(PROG)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(sys.modules["memstore"], "__version__", "unknown"))
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked for (reading package metadata costs a start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        print(f"{PROG} {_version()}", file=sys.stdout)
+        parser.exit()
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
+    """--db, --busy-timeout and --debug, accepted before the subcommand and after it.
+
+    The subcommand's ``copy`` has no defaults (``SUPPRESS``): the namespace keeps what was
+    given before the subcommand unless the option is given again after it.
+    """
+    group = parser.add_argument_group("global options (before or after the command)")
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if copy else value
+
+    group.add_argument(
+        "--db",
+        type=_database,
+        default=default(None),
+        help="database path or sqlite URL (default: $MEMSTORE_DB, [tool.memstore] db, "
+        "or game_files/memories.db)",
+    )
+    group.add_argument(
+        "--busy-timeout",
+        type=_busy_timeout,
+        default=default(30.0),
+        metavar="SECONDS",
+        help="how long to wait for another process's lock (default: 30)",
+    )
+    group.add_argument(
+        "--debug",
+        action="store_true",
+        default=default(False),
+        help="show the traceback of an error (or set MEMSTORE_DEBUG=1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -535,46 +675,56 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Spatial memory for LLM agents playing Zork I."
     )
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="database path or sqlite URL (default: $MEMSTORE_DB, [tool.memstore] db, "
-        "or game_files/memories.db)",
-    )
-    parser.add_argument(
-        "--busy-timeout",
-        type=_busy_timeout,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long to wait for another process's lock (default: 30)",
-    )
+    parser.add_argument("--version", action=_VersionAction)
+    _add_global_options(parser, copy=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in COMMANDS.values():
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help)
         if entry.configure is not None:
             entry.configure(child)
+        _add_global_options(child, copy=True)
         child.set_defaults(_run=entry.run)
     return parser
+
+
+#: where SQLAlchemy's messages start to quote the statement, its parameters and a docs link
+_SQL_MARKERS = ("[SQL:", "[parameters:", "(Background on this error")
+#: an internal error's message is cut to this many characters
+MAX_INTERNAL_MESSAGE = 200
+
+
+def _without_sql(message: str) -> str:
+    """``message`` up to the first SQL statement, parameters or docs link SQLAlchemy adds."""
+    cuts = [index for index in map(message.find, _SQL_MARKERS) if index != -1]
+    return message[: min(cuts)] if cuts else message
 
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         message = f"{exc.filename}: {exc.strerror}"
     else:
-        message = str(exc) or type(exc).__name__
-    return " ".join(message.split())
+        message = _without_sql(str(exc))
+    return " ".join(message.split()) or type(exc).__name__
+
+
+def _internal_line(exc: BaseException) -> str:
+    """``ExcType: short message`` for an error memstore did not expect."""
+    message = " ".join(_without_sql(str(exc)).split())
+    if len(message) > MAX_INTERNAL_MESSAGE:
+        message = message[: MAX_INTERNAL_MESSAGE - 3] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _expected(exc: Exception) -> bool:
+    """A user error: memstore's own (MemstoreError, CliError) or the operating system's."""
     from memstore.errors import MemstoreError
 
-    if isinstance(exc, MemstoreError | CliError | OSError | ValueError | TypeError):
-        return True
-    sqlalchemy = sys.modules.get("sqlalchemy.exc")
-    if sqlalchemy is not None and isinstance(exc, sqlalchemy.SQLAlchemyError):
-        return True
-    sqlite3 = sys.modules.get("sqlite3")
-    return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+    return isinstance(exc, MemstoreError | CliError | OSError)
+
+
+def _debugging(args: argparse.Namespace) -> bool:
+    flag = os.environ.get("MEMSTORE_DEBUG", "").strip().lower()
+    return bool(getattr(args, "debug", False)) or flag not in ("", "0", "false", "no", "off")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -595,9 +745,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:
-        if not _expected(exc):
-            raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        if _debugging(args):
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        if _expected(exc):
+            print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        else:
+            print(
+                f"{PROG}: internal error: {_internal_line(exc)} "
+                "(run with --debug for the traceback)",
+                file=sys.stderr,
+            )
         return 1
 
 

@@ -5,18 +5,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memstore.cli import CliError, Context, command
+from memstore.cli import CliError, Context, command, positive_int
+
+#: the walkthrough's length (``len(memstore.game.zork1_walkthrough())``, checked by a test):
+#: --moves is checked against it without importing jericho
+WALKTHROUGH_MOVES = 396
+
+
+def _moves(value: str) -> int:
+    """``type=`` for --moves: 1 to the walkthrough's length (a usage error otherwise)."""
+    moves = positive_int(value)
+    if moves > WALKTHROUGH_MOVES:
+        raise argparse.ArgumentTypeError(
+            f"the walkthrough has {WALKTHROUGH_MOVES} actions, got {moves}"
+        )
+    return moves
 
 
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     # defaults are memstore.demo's, resolved when the command runs (importing the demo
-    # module here would slow every other command's start)
-    parser.add_argument("--episodes", type=int, default=None, help="episodes to play (default 2)")
+    # module here would slow every other command's start); 0 is refused, never a default
+    parser.add_argument(
+        "--episodes", type=positive_int, default=None, help="episodes to play (default 2)"
+    )
     parser.add_argument(
         "--moves",
-        type=int,
+        type=_moves,
         default=None,
-        help="walkthrough actions per episode, 1 to 396 (default 120)",
+        help=f"walkthrough actions per episode, 1 to {WALKTHROUGH_MOVES} (default 120)",
     )
     parser.add_argument(
         "--model",
@@ -79,8 +95,12 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _configure_metrics(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", default=None, help="one run's id (default: the most recent run)")
-    parser.add_argument("--all-runs", action="store_true", help="every run together")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--run", default=None, help="one run's id (default: the most recent run)")
+    which.add_argument("--all-runs", action="store_true", help="every run together")
+    which.add_argument(
+        "--runs", action="store_true", help="list the runs: id, start, episodes, turns, mode"
+    )
 
 
 @command(
@@ -89,12 +109,21 @@ def _configure_metrics(parser: argparse.ArgumentParser) -> None:
     configure=_configure_metrics,
 )
 def cmd_metrics(args: argparse.Namespace, ctx: Context) -> int:
-    from memstore.metrics import compute_metrics, coverage_from_records, format_metrics
+    from memstore.metrics import (
+        compute_metrics,
+        coverage_from_records,
+        format_metrics,
+        format_runs,
+        summarize_runs,
+    )
 
     with ctx.open_store(read_only=True) as store:
         records = store.turn_records()
         if not records:
             raise CliError("no turns recorded in this database yet (run `memstore demo`)")
+        if args.runs:
+            ctx.print(format_runs(summarize_runs(records, store.decision_log())))
+            return 0
         run = None if args.all_runs else (args.run or records[-1]["run_id"])
         if run is not None:
             records = [r for r in records if r["run_id"] == run]

@@ -213,7 +213,12 @@ class ImportPlan:
         )
 
     def summary(self, *, prune: bool = False) -> str:
-        """A few lines: counts per kind, then each problem as ``line L: message``."""
+        """A few lines: counts per kind, then each problem as ``line L: message`` and each
+        conflict, in line order (those with no known line last)."""
+
+        def by_line(item: Any) -> tuple[bool, int]:
+            return (not item.line, item.line)
+
         delete_note = "deleted with --prune" if prune else "only with --prune"
         if prune and self.problems:
             delete_note = "not deleted: the file has problems"
@@ -227,10 +232,10 @@ class ImportPlan:
             f"locations: {new_locations} new, {len(self.locations) - new_locations} updated",
             f"problems {len(self.problems)}",
         ]
-        lines.extend(f"  {problem}" for problem in self.problems)
+        lines.extend(f"  {problem}" for problem in sorted(self.problems, key=by_line))
         if self.conflicts:
             lines.append(f"conflicts {len(self.conflicts)}")
-            lines.extend(f"  {conflict}" for conflict in self.conflicts)
+            lines.extend(f"  {conflict}" for conflict in sorted(self.conflicts, key=by_line))
         lines.extend(f"warning: {warning}" for warning in self.warnings)
         return "\n".join(lines)
 

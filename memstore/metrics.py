@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 
@@ -148,4 +150,82 @@ def format_metrics(metrics: Mapping[str, Any]) -> str:
             f"  change in episode {episode} vs the first: "
             f"{'+' if (delta or 0) >= 0 else ''}{delta if delta is not None else '-'} turns"
         )
+    return "\n".join(lines)
+
+
+# --- runs (``memstore metrics --runs``) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of the demo (one ``run_id`` in the turn records)."""
+
+    run_id: str
+    #: its first turn record's ``created_at`` (ISO 8601, UTC)
+    started: str
+    episodes: tuple[int, ...]
+    turns: int
+    #: "offline", "llm (MODEL)", "mixed" (decisions of both kinds in its episodes), or
+    #: "unknown" (its episodes logged no synthesis decision)
+    mode: str
+
+
+def summarize_runs(
+    records: Iterable[Mapping[str, Any]], decisions: Iterable[Mapping[str, Any]]
+) -> list[RunSummary]:
+    """One summary per run, in the order the runs started (the records' order).
+
+    Turn records carry no mode: it is read from the decision log of the run's episodes
+    (episode numbers are handed out once per database, so a run's episodes are its own).
+    """
+    modes: dict[int, set[str]] = {}
+    for row in decisions:
+        mode = "offline" if row["mode"] == "offline" else f"llm ({row['model']})"
+        modes.setdefault(row["episode"], set()).add(mode)
+    runs: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        runs.setdefault(record["run_id"], []).append(record)
+    summaries = []
+    for run_id, rows in runs.items():
+        episodes = tuple(sorted({row["episode"] for row in rows}))
+        seen = set().union(*(modes.get(episode, set()) for episode in episodes))
+        mode = seen.pop() if len(seen) == 1 else "mixed" if seen else "unknown"
+        summaries.append(RunSummary(run_id, rows[0]["created_at"], episodes, len(rows), mode))
+    return summaries
+
+
+def _episode_ranges(episodes: Iterable[int]) -> str:
+    """``1-3, 5``: consecutive episodes as ranges."""
+    ranges: list[list[int]] = []
+    for episode in sorted(episodes):
+        if ranges and episode == ranges[-1][1] + 1:
+            ranges[-1][1] = episode
+        else:
+            ranges.append([episode, episode])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+
+
+def _when(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return iso
+
+
+def format_runs(summaries: list[RunSummary]) -> str:
+    """A table: run, started (UTC), episodes, turns, mode; then how to see one run."""
+    rows = [("run", "started (UTC)", "episodes", "turns", "mode")]
+    rows += [
+        (s.run_id, _when(s.started), _episode_ranges(s.episodes), str(s.turns), s.mode)
+        for s in summaries
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
+        + "  "
+        + row[4]
+        for row in rows
+    ]
+    count = f"{len(summaries)} run" + ("" if len(summaries) == 1 else "s")
+    lines.append(f"{count}; `memstore metrics` shows the last, `--run ID` another")
     return "\n".join(lines)

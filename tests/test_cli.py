@@ -234,6 +234,24 @@ def test_import_verbose_lists_the_changes(
     assert code == 0 and "changed: location 33 'Axe' (text)" in out
 
 
+def test_import_lists_problems_in_line_order(
+    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
+) -> None:
+    # a reading problem late in the file (line 27) and a planning problem early (line 10)
+    text = export(capsys, db, tmp_path / "M.md")
+    edited = tmp_path / "edited.md"
+    edited.write_text(
+        text.replace('by "Window stays open"', 'by "Nowhere"').replace(
+            "[DANGER - PERMANENT] Troll", "[PERIL - PERMANENT] Troll"
+        ),
+        encoding="utf-8",
+    )
+    code, out, _err = run(capsys, "--db", str(db), "import", str(edited))
+    assert code == 1
+    problems = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ")]
+    assert problems == ["line 10", "line 27"]
+
+
 # --- show, history, stats ----------------------------------------------------------------------
 
 
@@ -248,8 +266,14 @@ def test_show_prints_what_the_agent_sees(capsys: pytest.CaptureFixture[str], db:
 
 
 def test_show_rejects_a_non_integer_location(capsys: pytest.CaptureFixture[str], db: Path) -> None:
-    code, _out, err = run(capsys, "--db", str(db), "show", "abc")
-    assert_one_error_line(code, err, "location must be an integer", "'abc'")
+    with pytest.raises(SystemExit) as exit_info:  # a usage error: argparse's exit code 2
+        cli.main(["--db", str(db), "show", "abc"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.strip().splitlines()[-1] == (
+        "memstore show: error: argument location: location must be an integer "
+        "(the Z-machine location number), got 'abc'"
+    )
 
 
 def test_history_prints_the_chain_and_rejects_unknown_titles(
@@ -264,6 +288,37 @@ def test_history_prints_the_chain_and_rejects_unknown_titles(
     assert "invalidated at Ep1, T9: it was a lie" in out
     code, _out, err = run(capsys, "--db", str(db), "history", "15", "No such memory")
     assert_one_error_line(code, err, "no memory titled 'No such memory' at location 15")
+    assert "closest" not in err  # nothing there looks like it
+
+
+def test_history_counts_one_memory_in_the_singular(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    code, out, _err = run(capsys, "--db", str(db), "history", "33", "Troll")
+    assert code == 0
+    assert "history of 'Troll' at location 33 (1 memory, oldest first):" in out
+
+
+def test_history_of_an_unknown_title_lists_the_closest_titles_there(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    code, out, err = run(capsys, "--db", str(db), "history", "15", "Window stay open")
+    assert_one_error_line(
+        code,
+        err,
+        "no memory titled 'Window stay open' at location 15",
+        "closest titles there: 'Window stays open'",
+    )
+    assert "history of" not in out  # a near title is shown, never used
+    code, out, err = run(capsys, "--db", str(db), "history", "15", "mailbox")
+    assert_one_error_line(
+        code, err, "no memory titled 'mailbox'", "closest titles there: 'Mailbox'"
+    )
+    assert "history of" not in out
+    # only titles at that location are offered
+    code, _out, err = run(capsys, "--db", str(db), "history", "33", "Window stays open")
+    assert_one_error_line(code, err, "at location 33")
+    assert "closest" not in err
 
 
 def test_stats(capsys: pytest.CaptureFixture[str], db: Path) -> None:
@@ -530,6 +585,7 @@ def test_the_console_script_runs(db: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [script, "show", "abc"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
-    assert result.returncode == 1
-    assert result.stderr.strip().startswith("memstore: error: location must be an integer")
+    assert result.returncode == 2  # a usage error
+    assert result.stderr.startswith("usage: memstore show")
+    assert "memstore show: error: argument location: location must be an integer" in result.stderr
     assert "Traceback" not in result.stderr

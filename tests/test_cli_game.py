@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memstore import cli
 from memstore.flagged import FlaggedMemories
-from memstore.store import MemoryStore
+from memstore.store import Bookkeeping, MemoryStore, decision_row
 from tests.fixtures.walkthrough import rom_or_skip
 
 
@@ -141,3 +142,100 @@ def test_export_notes_and_show_flagged(capsys: pytest.CaptureFixture[str], tmp_p
     code, out, _err = run(capsys, "--db", str(db), "show", "--flagged", "1")
     assert code == 0
     assert "Lamp is in the living room" in out and "Troll" not in out
+
+
+# --- usage errors, metrics --runs --------------------------------------------------------------
+
+
+def test_the_moves_ceiling_is_the_walkthroughs_length() -> None:
+    from memstore.cli_game import WALKTHROUGH_MOVES
+    from memstore.game import zork1_walkthrough
+
+    assert WALKTHROUGH_MOVES == len(zork1_walkthrough())
+
+
+def turn(run_id: str, episode: int, number: int, when: str) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "episode": episode,
+        "turn": number,
+        "location_id": 15,
+        "action": "look",
+        "score_before": 0,
+        "score_after": 0,
+        "location_after": 15,
+        "state_changed": 0,
+        "died": 0,
+        "triggers": "",
+        "memory_tokens": 0,
+        "overhead_us": 10.0,
+        "created_at": when,
+    }
+
+
+def decision(episode: int, mode: str, model: str | None) -> dict[str, Any]:
+    return decision_row(
+        {"mode": mode, "model": model, "triggers": "new_location"},
+        episode=episode,
+        turn=1,
+        location_id=15,
+        location_name="West of House",
+    )
+
+
+def two_runs() -> Bookkeeping:
+    """Run aaa (offline, episodes 1-2, 3 turns), then run bbb (an LLM, episode 3, 2 turns)."""
+    return Bookkeeping(
+        turns=[
+            turn("aaa", 1, 1, "2026-11-20T09:15:02.000001+00:00"),
+            turn("aaa", 1, 2, "2026-11-20T09:15:03.000001+00:00"),
+            turn("aaa", 2, 1, "2026-11-20T09:16:00.000001+00:00"),
+            turn("bbb", 3, 1, "2026-11-21T18:00:59.500000+00:00"),
+            turn("bbb", 3, 2, "2026-11-21T18:01:00.000000+00:00"),
+        ],
+        decisions=[
+            decision(1, "offline", "offline"),
+            decision(2, "offline", "offline"),
+            decision(3, "llm", "gpt-4o-mini"),
+        ],
+    )
+
+
+def test_summarize_runs_counts_episodes_turns_and_mode() -> None:
+    from memstore.metrics import RunSummary, summarize_runs
+
+    bookkeeping = two_runs()
+    summaries = summarize_runs(bookkeeping.turns, bookkeeping.decisions)
+    assert summaries == [
+        RunSummary("aaa", "2026-11-20T09:15:02.000001+00:00", (1, 2), 3, "offline"),
+        RunSummary("bbb", "2026-11-21T18:00:59.500000+00:00", (3,), 2, "llm (gpt-4o-mini)"),
+    ]
+    # a run whose episodes logged no decision, or decisions of two kinds
+    mixed = [*bookkeeping.decisions, decision(3, "offline", "offline")]
+    assert summarize_runs(bookkeeping.turns, mixed)[1].mode == "mixed"
+    assert summarize_runs(bookkeeping.turns, [])[0].mode == "unknown"
+
+
+def test_metrics_runs_lists_every_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    with MemoryStore.open(db) as store:
+        store.write_bookkeeping(two_runs())
+    code, out, err = run(capsys, "--db", str(db), "metrics", "--runs")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"database: {db}"
+    assert lines[1].split() == ["run", "started", "(UTC)", "episodes", "turns", "mode"]
+    assert lines[2].split() == ["aaa", "2026-11-20", "09:15:02", "1-2", "3", "offline"]
+    assert lines[3].split() == ["bbb", "2026-11-21", "18:00:59", "3", "2", "llm", "(gpt-4o-mini)"]
+    assert lines[4] == "2 runs; `memstore metrics` shows the last, `--run ID` another"
+    code, out, err = run(capsys, "--db", str(db), "metrics", "--run", "aaa")
+    assert code == 0 and "turns: 3 in episodes [1, 2]" in out
+
+
+def test_metrics_runs_on_a_database_without_turns(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "empty.db"
+    MemoryStore.open(db).close()
+    code, _out, err = run(capsys, "--db", str(db), "metrics", "--runs")
+    assert code == 1 and "no turns recorded" in err

@@ -1,0 +1,62 @@
+"""What `memstore export --check` says when a file is stale: a unified diff and the fix.
+
+Pure text in, text out (plus reading the file being checked); no command is registered here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from pathlib import Path
+
+__all__ = ["MAX_DIFF_LINES", "check_report", "fix_command"]
+
+#: at most this many lines of the diff are shown; the rest are counted
+MAX_DIFF_LINES = 50
+#: the diff's name for the text the database would write
+DATABASE_SIDE = "what the database would export"
+
+
+def fix_command(path: str | Path, db_arg: str | None, *, option: str = "--out") -> str:
+    """The command that rewrites ``path``, with ``--db`` when one was given, shell-quoted."""
+    words = ["memstore", "export"]
+    if db_arg is not None:
+        words += ["--db", db_arg]
+    words += [option, str(path)]
+    return shlex.join(words)
+
+
+def check_report(
+    path: str | Path, expected_text: str, db_arg: str | None, *, option: str = "--out"
+) -> str:
+    """Why ``path`` is not what the database would export, and the command that fixes it.
+
+    The first line names the file; then the unified diff from the file to ``expected_text``
+    (at most :data:`MAX_DIFF_LINES` lines, and how many more there are); the last line is
+    the exact command to run, including ``--db DB_ARG`` when ``db_arg`` is not None.
+    ``option`` is the export option that names the file (``--out``, or ``--notes``). A file
+    that is not UTF-8 is shown with replacement characters; a missing one gets no diff.
+    """
+    file = Path(path)
+    command = fix_command(path, db_arg, option=option)
+    try:
+        current = file.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return f"{path} does not exist\nrun `{command}` to write it"
+    diff = list(
+        difflib.unified_diff(
+            current.splitlines(),
+            expected_text.splitlines(),
+            fromfile=str(path),
+            tofile=DATABASE_SIDE,
+            lineterm="",
+        )
+    )
+    lines = [f"{path} differs from what the database would export:"]
+    lines += diff[:MAX_DIFF_LINES]
+    if len(diff) > MAX_DIFF_LINES:
+        lines.append(f"... ({len(diff) - MAX_DIFF_LINES} more diff lines)")
+    if not diff:  # only line endings differ (splitlines hides them)
+        lines.append("(the lines are the same; their endings or the last newline differ)")
+    lines.append(f"run `{command}` to refresh it")
+    return "\n".join(lines)
