@@ -67,6 +67,12 @@ def test_demo_plays_offline_says_so_and_exports(
     code, stdout, err = run(capsys, "--db", str(db), "metrics", "--run", run_id)
     assert code == 0, err
     assert stdout == first_metrics
+    # both runs are listed, the first with its two episodes, the second with the third
+    code, stdout, err = run(capsys, "--db", str(db), "metrics", "--runs")
+    assert code == 0, err
+    rows = [line.split() for line in stdout.splitlines()[2:4]]
+    assert [rows[0][0], *rows[0][3:]] == [run_id, "1-2", "60", "offline"]
+    assert rows[1][3:] == ["3", "60", "offline"] and rows[1][0] != run_id
 
 
 def coverage_lines(report: str) -> list[str]:
