@@ -70,7 +70,9 @@ def check_existing(target: Target) -> bool:
     """Look at an existing file without changing it. True if it is a new (empty) database.
 
     Raises NotAMemstoreDatabase for anything that is not an empty file, an empty SQLite
-    database or a memstore database; SchemaOutOfDate / SchemaTooNew for other revisions.
+    database or a memstore database; SchemaOutOfDate / SchemaTooNew for other revisions,
+    and SchemaOutOfDate ("at base") for a memstore database downgraded below its first
+    revision (alembic's version table, empty, and nothing else).
     """
     path = target.path
     if path is None or not path.exists():
@@ -101,6 +103,14 @@ def check_existing(target: Target) -> bool:
         ) from exc
     if not tables:
         return True
+    if version is None and {n for n in tables if not n.startswith("sqlite_")} == {
+        "alembic_version"
+    }:
+        raise SchemaOutOfDate(
+            f"{path} is at base: run `alembic upgrade head` (`MEMSTORE_DB={path} alembic "
+            f"upgrade head` from the memstore repository); its schema was downgraded below "
+            f"the first revision, so it holds no memories"
+        )
     if "alembic_version" not in tables or "memories" not in tables:
         raise NotAMemstoreDatabase(
             f"{path} is a SQLite database but not a memstore database "

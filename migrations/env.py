@@ -1,51 +1,106 @@
-"""alembic environment: the same database and metadata as the library.
+"""alembic environment: the same database and metadata as the library, and its guards.
 
 The URL comes, in order, from `-x db=PATH_OR_URL`, from `sqlalchemy.url` set on the alembic
 Config by a caller (tests do this), or from memstore.config.load_config() (MEMSTORE_DB,
 [tool.memstore] db, default game_files/memories.db), exactly as MemoryStore.open resolves it.
+
+Guards, checked before anything is written:
+- a file MemoryStore.open refuses (not SQLite; a SQLite database that is not memstore's;
+  a revision newer than this memstore knows) is refused the same way and left untouched
+  (memstore.connection.check_existing); a new file, an older revision and a database at
+  base (downgraded below the first revision) are memstore's;
+- a downgrade below the first revision (to `base`: it drops every table, every memory with
+  them) is refused unless confirmed with `-x allow_data_loss=true`.
+Each run prints the database it works on and its revision before and after.
 """
 
 from __future__ import annotations
 
 from alembic import context
+from alembic.runtime.migration import MigrationContext, RevisionStep
+from alembic.util import CommandError
 from sqlalchemy import create_engine
 
 from memstore.config import load_config
-from memstore.connection import resolve_target
+from memstore.connection import Target, check_existing, resolve_target
+from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew
 from memstore.schema import metadata
 
 config = context.config
 target_metadata = metadata
+x_args = context.get_x_argument(as_dictionary=True)
 
 
-def database_url() -> str:
-    x_args = context.get_x_argument(as_dictionary=True)
+def database_target() -> Target:
     chosen = x_args.get("db") or config.get_main_option("sqlalchemy.url") or load_config().db
-    return resolve_target(chosen).url.render_as_string(hide_password=False)
+    return resolve_target(chosen)
+
+
+def refuse_foreign(target: Target) -> None:
+    """Refuse, as MemoryStore.open does, a file that is not a memstore database."""
+    try:
+        check_existing(target)
+    except SchemaOutOfDate:
+        pass  # an older revision, or at base: what alembic is for
+    except (NotAMemstoreDatabase, SchemaTooNew) as exc:
+        raise CommandError(f"{exc}; alembic did nothing") from exc
+
+
+def refuse_data_loss(migration_context: MigrationContext, target: Target) -> None:
+    """Refuse to run the first revision's downgrade unless `-x allow_data_loss=true`."""
+    if x_args.get("allow_data_loss", "").strip().lower() == "true":
+        return
+    # the steps alembic is about to run, from the command's own planning function (only
+    # upgrade's and downgrade's: other commands' functions print or generate as they plan)
+    plan = migration_context.opts.get("fn")
+    if getattr(plan, "__name__", None) not in ("upgrade", "downgrade"):
+        return
+    steps = plan(migration_context.get_current_heads(), migration_context)
+    for step in steps:
+        if isinstance(step, RevisionStep) and step.is_downgrade and not step.to_revisions:
+            raise CommandError(
+                f"refusing to downgrade {target.display} below revision "
+                f"{step.revision.revision}: that drops every memstore table and deletes every "
+                f"memory. To do it anyway: alembic -x allow_data_loss=true downgrade base"
+            )
+
+
+def revision_label(migration_context: MigrationContext) -> str:
+    heads = migration_context.get_current_heads()
+    return ", ".join(heads) if heads else "base"
 
 
 def run_migrations_offline() -> None:
+    target = database_target()
     context.configure(
-        url=database_url(),
+        url=target.url.render_as_string(hide_password=False),
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
     )
+    refuse_data_loss(context.get_context(), target)
     with context.begin_transaction():
         context.run_migrations()
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(database_url())
+    target = database_target()
+    refuse_foreign(target)
+    engine = create_engine(target.url.render_as_string(hide_password=False))
     with engine.connect() as connection:
         connection.exec_driver_sql("PRAGMA foreign_keys = OFF")  # batch table rebuilds
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True
         )
+        migration_context = context.get_context()
+        refuse_data_loss(migration_context, target)
+        config.print_stdout(f"database: {target.display}")
+        config.print_stdout(f"revision before: {revision_label(migration_context)}")
         with context.begin_transaction():
             context.run_migrations()
         connection.commit()
+        config.print_stdout(f"revision after: {revision_label(migration_context)}")
     engine.dispose()
 
 

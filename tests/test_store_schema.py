@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -86,6 +87,7 @@ def test_downgrade_to_base_and_upgrade_again(tmp_path: Path) -> None:
     config = alembic_config(db)
     command.upgrade(config, "head")
     before = schema_of(db)
+    config.cmd_opts = argparse.Namespace(x=["allow_data_loss=true"])  # base deletes everything
     command.downgrade(config, "base")
     assert [row for row in schema_of(db) if "alembic_version" not in row[1]] == []
     command.upgrade(config, "head")
