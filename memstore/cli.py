@@ -21,8 +21,9 @@ litellm never: ``memstore`` starts fast.
 
 The error contract: a usage error (a bad option or value, checked by the ``type=`` functions
 below) is argparse's usage and one error line, exit code 2. memstore's own errors
-(:class:`~memstore.errors.MemstoreError`, :class:`CliError`) and OS errors are one line,
-``memstore: error: ...``, exit code 1. Anything else is a bug: one line
+(:class:`~memstore.errors.MemstoreError`, :class:`CliError`), OS errors and SQLite's
+reports about the file or the machine (a full disk, an I/O error, a corrupt file) are one
+line, ``memstore: error: ...``, exit code 1. Anything else is a bug: one line
 ``memstore: internal error: ...``, exit code 1, and its traceback with ``--debug`` (or
 ``MEMSTORE_DEBUG=1``). No message ever shows an SQL statement or its parameters.
 """
@@ -715,6 +716,35 @@ def _internal_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+#: SQLite result codes (and their extended forms) about the file or the machine, not a bug
+_SQLITE_ENVIRONMENT = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_CANTOPEN",
+    "SQLITE_CORRUPT",
+    "SQLITE_NOTADB",
+    "SQLITE_READONLY",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_PERM",
+    "SQLITE_NOLFS",
+)
+
+
+def _sqlite_environment(exc: BaseException) -> str | None:
+    """``message (SQLITE_CODE)`` when ``exc`` (or the sqlite3 error a SQLAlchemy error wraps)
+    is a full disk, an I/O error, a corrupt or unopenable file ...; else None. SQLite's own
+    message never quotes the statement."""
+    sqlite3 = sys.modules.get("sqlite3")
+    orig = getattr(exc, "orig", exc)
+    if sqlite3 is None or not isinstance(orig, sqlite3.Error):
+        return None
+    name = getattr(orig, "sqlite_errorname", None) or ""
+    if not name.startswith(_SQLITE_ENVIRONMENT):
+        return None
+    return f"{' '.join(str(orig).split())} ({name})"
+
+
 def _expected(exc: Exception) -> bool:
     """A user error: memstore's own (MemstoreError, CliError) or the operating system's."""
     from memstore.errors import MemstoreError
@@ -749,8 +779,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exception(exc, file=sys.stderr)
+        environment = _sqlite_environment(exc)
         if _expected(exc):
             print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        elif environment is not None:
+            print(f"{PROG}: error: {environment}", file=sys.stderr)
         else:
             print(
                 f"{PROG}: internal error: {_internal_line(exc)} "

@@ -9,6 +9,7 @@ import importlib.metadata
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from tempfile import mkdtemp
 from typing import Any
 
 import pytest
@@ -53,6 +54,7 @@ def db(db_path: Path, mem: MakeMemory) -> Path:
 @pytest.fixture
 def probe(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A `probe` command that records the options it got (and can be told to raise)."""
+    cli.build_parser()  # register memstore/cli_*.py's commands in the real registry first
     monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
     seen: dict[str, Any] = {}
 
@@ -162,6 +164,21 @@ def sql_error() -> sqlalchemy.exc.OperationalError:
     )
 
 
+def real_sqlite_error(tmp_path: Path, statement: str) -> sqlalchemy.exc.DBAPIError:
+    """What SQLAlchemy raises for ``statement`` on a 3-page database (parameter: SECRET)."""
+    engine = sqlalchemy.create_engine(f"sqlite:///{Path(mkdtemp(dir=tmp_path)) / 'small.db'}")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x BLOB, y TEXT)")
+            conn.exec_driver_sql("PRAGMA max_page_count = 3")
+            conn.exec_driver_sql(statement, (SECRET,))
+    except sqlalchemy.exc.DBAPIError as exc:
+        return exc
+    finally:
+        engine.dispose()
+    raise AssertionError(f"{statement} did not fail")
+
+
 def internal_line(kind: str, message: str) -> str:
     return f"memstore: internal error: {kind}: {message} (run with --debug for the traceback)\n"
 
@@ -246,6 +263,35 @@ def test_memstore_errors_stay_user_errors_without_sql(
 
     probe["raise"] = cli_error
     assert run(capsys, "probe")[1:] == ("", "memstore: error: give a location number\n")
+
+
+def test_a_full_disk_is_a_user_error_and_a_bad_statement_a_bug(
+    capsys: pytest.CaptureFixture[str],
+    probe: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MEMSTORE_DEBUG", raising=False)
+    full = real_sqlite_error(tmp_path, "INSERT INTO t VALUES (zeroblob(100000), ?)")
+
+    def disk_full() -> None:
+        raise full
+
+    probe["raise"] = disk_full
+    code, _out, err = run(capsys, "probe")
+    assert (code, err) == (1, "memstore: error: database or disk is full (SQLITE_FULL)\n")
+    bad = real_sqlite_error(tmp_path, "SELECT nope FROM t WHERE y = ?")
+
+    def bad_statement() -> None:
+        raise bad
+
+    probe["raise"] = bad_statement
+    code, _out, err = run(capsys, "probe")
+    assert code == 1
+    assert err == internal_line(
+        "OperationalError", "(sqlite3.OperationalError) no such column: nope"
+    )
+    assert SECRET not in err and "SELECT" not in err
 
 
 def test_a_long_internal_message_is_cut(
