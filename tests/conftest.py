@@ -14,6 +14,45 @@ from memstore.store import MemoryStore
 
 MakeMemory = Callable[..., Memory]
 
+#: test modules that start processes, servers or the game: marked ``slow``, so the
+#: everyday loop is ``pytest -m "not slow and not property"`` (CI runs everything)
+SLOW_MODULES = frozenset(
+    {
+        "test_concurrent_processes",
+        "test_review_concurrent",
+        "test_store_durability",
+        "test_llm_deadline",
+        "test_litellm_path",
+        "test_game",
+        "test_walkthrough",
+        "test_end_to_end",
+        "test_cli_game",
+        "test_demo_interrupt",
+        "test_read_only",
+        "test_alembic_guards",
+    }
+)
+#: single tests elsewhere that start a process or a server
+SLOW_TESTS = frozenset(
+    {
+        "test_manager_through_litellm_and_a_local_fake_server",
+        "test_two_processes_adding_the_same_content_at_once_store_it_once",
+        "test_the_console_script_runs",
+        "test_show_and_export_do_not_import_litellm",
+        "test_a_reader_that_goes_away_gets_no_broken_pipe_error",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark hypothesis tests ``property`` and the tests of SLOW_MODULES ``slow``."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if module in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
