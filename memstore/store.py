@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -236,6 +237,18 @@ class _Live(NamedTuple):
     id: int
     persistence: str
     episode: int
+
+
+class SupersedeOutcome(StrEnum):
+    """What ``supersede_memory`` did; true only when it superseded, as its old ``bool``."""
+
+    SUPERSEDED = "superseded"
+    NOT_FOUND = "no live memory has that title here"
+    FORBIDDEN_TRANSITION = "a core or permanent memory cannot be superseded by an ephemeral one"
+    DUPLICATE_TITLE = "another live memory here already has the new title"
+
+    def __bool__(self) -> bool:
+        return self is SupersedeOutcome.SUPERSEDED
 
 
 class AppliedSynthesis(BaseModel):
@@ -600,14 +613,16 @@ class MemoryStore:
 
     def supersede_memory(
         self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
-    ) -> bool:
+    ) -> SupersedeOutcome:
         """Replace the live memory titled ``old_memory_title`` (exact match) with ``new_memory``.
 
         Allowed: ephemeral→ephemeral, ephemeral→core/permanent (the upgrade: the new memory
-        goes to disk), permanent→permanent, core→core, core→permanent. A core/permanent
-        memory cannot be superseded by an ephemeral one (False, nothing changes). The new
-        memory and the supersession are one transaction. False also when the old title is
-        not found, or the new title duplicates another live memory here.
+        goes to disk), permanent→permanent, core→core, core→permanent. The new memory and
+        the supersession are one transaction. Returns a SupersedeOutcome, true when it
+        superseded; false, with nothing changed, when a core/permanent memory would be
+        superseded by an ephemeral one (FORBIDDEN_TRANSITION), the old title is not live
+        here (NOT_FOUND), or the new title is already another live memory's here
+        (DUPLICATE_TITLE).
         """
         check_location_id(location_id)
         _check_memory(new_memory)
@@ -618,12 +633,13 @@ class MemoryStore:
         with (self._session_write if session else self._write)(forget=location_id) as conn:
             found = self._find_live(conn, location_id, old_memory_title)
             if found is None:
-                return False
+                return SupersedeOutcome.NOT_FOUND
             tier, old = found
             if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
-                return False  # would lose a game mechanic or spawn state after reset
+                # would lose a game mechanic or spawn state after reset
+                return SupersedeOutcome.FORBIDDEN_TRANSITION
             if self._live_title_exists(conn, location_id, new_memory.title, [(tier, old.id)]):
-                return False
+                return SupersedeOutcome.DUPLICATE_TITLE
             version = _Version(conn)
             self._mark_superseded(conn, tier, old.id, version)
             new_tier, new_id = self._insert(conn, location_id, location_name, new_memory, version)
@@ -635,7 +651,7 @@ class MemoryStore:
                 _link_turn(new_memory),
                 successor=(new_tier, new_id),
             )
-            return True
+            return SupersedeOutcome.SUPERSEDED
 
     @staticmethod
     def _mark_superseded(conn: Connection, tier: str, memory_id: int, version: _Version) -> None:

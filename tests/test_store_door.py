@@ -92,3 +92,22 @@ def test_rebuild_from_log_is_all_or_nothing_and_names_the_row(
             rebuild_from_log(source, target)
         assert "nothing was written" in str(caught.value)
         assert target.get_persistent_count() == 0 and target.decision_log() == []
+
+
+def test_supersede_memory_says_why_it_did_nothing(store: MemoryStore, mem: MakeMemory) -> None:
+    from memstore import SupersedeOutcome
+
+    store.add_memory(79, "Kitchen", mem("Table"))
+    store.add_memory(79, "Kitchen", mem("Sack", turns="6"))
+    missing = store.supersede_memory(79, "Kitchen", "Chair", mem("Chair moved"))
+    forbidden = store.supersede_memory(79, "Kitchen", "Table", mem("T", persistence="ephemeral"))
+    duplicate = store.supersede_memory(79, "Kitchen", "Table", mem("Sack", turns="7"))
+    done = store.supersede_memory(79, "Kitchen", "Table", mem("Table moved", turns="8"))
+    assert (missing, forbidden, duplicate, done) == (
+        SupersedeOutcome.NOT_FOUND,
+        SupersedeOutcome.FORBIDDEN_TRANSITION,
+        SupersedeOutcome.DUPLICATE_TITLE,
+        SupersedeOutcome.SUPERSEDED,
+    )
+    assert [bool(o) for o in (missing, forbidden, duplicate, done)] == [False, False, False, True]
+    assert [m.title for m in store.memories(79)] == ["Sack", "Table moved"]
