@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["MAX_DIFF_LINES", "check_report", "fix_command"]
@@ -17,28 +18,33 @@ MAX_DIFF_LINES = 50
 DATABASE_SIDE = "what the database would export"
 
 
-def fix_command(path: str | Path, db_arg: str | None, *, option: str = "--out") -> str:
-    """The command that rewrites ``path``, with ``--db`` when one was given, shell-quoted."""
+def fix_command(export_args: Sequence[str | Path], db_arg: str | None) -> str:
+    """``memstore export [--db DB_ARG] EXPORT_ARGS...``, each word shell-quoted."""
     words = ["memstore", "export"]
     if db_arg is not None:
         words += ["--db", db_arg]
-    words += [option, str(path)]
+    words += [str(arg) for arg in export_args]
     return shlex.join(words)
 
 
 def check_report(
-    path: str | Path, expected_text: str, db_arg: str | None, *, option: str = "--out"
+    path: str | Path,
+    expected_text: str,
+    db_arg: str | None,
+    *,
+    export_args: Sequence[str | Path] | None = None,
 ) -> str:
     """Why ``path`` is not what the database would export, and the command that fixes it.
 
     The first line names the file; then the unified diff from the file to ``expected_text``
     (at most :data:`MAX_DIFF_LINES` lines, and how many more there are); the last line is
     the exact command to run, including ``--db DB_ARG`` when ``db_arg`` is not None.
-    ``option`` is the export option that names the file (``--out``, or ``--notes``). A file
-    that is not UTF-8 is shown with replacement characters; a missing one gets no diff.
+    ``export_args`` are that command's other options (default ``--out PATH``; for the notes,
+    ``--out OUT --notes PATH``, which writes what ``--check`` compared). A file that is not
+    UTF-8 is shown with replacement characters; a missing one gets no diff.
     """
     file = Path(path)
-    command = fix_command(path, db_arg, option=option)
+    command = fix_command(export_args or ("--out", path), db_arg)
     try:
         current = file.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:

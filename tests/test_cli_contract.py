@@ -384,8 +384,10 @@ def test_check_report_reads_a_file_that_is_not_utf8(tmp_path: Path) -> None:
 def test_check_report_names_a_difference_in_line_endings_only(tmp_path: Path) -> None:
     path = tmp_path / "M.md"
     path.write_bytes(b"# Location Memories\r\n")
-    report = check_report(path, "# Location Memories\n", None, option="--notes")
+    report = check_report(
+        path, "# Location Memories\n", None, export_args=["--out", "M.md", "--notes", path]
+    )
     assert report.splitlines()[1:] == [
         "(the lines are the same; their endings or the last newline differ)",
-        f"run `memstore export --notes {path}` to refresh it",
+        f"run `memstore export --out M.md --notes {path}` to refresh it",
     ]
