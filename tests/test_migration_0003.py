@@ -178,7 +178,7 @@ def test_migrated_table_enforces_the_same_checks_as_a_new_one(old_db: Path) -> N
     conn = sqlite3.connect(old_db)
     insert = (
         "INSERT INTO flagged_memories (content, importance, turn, location_name, episode, "
-        "session_id, created_at) VALUES (?, ?, 1, 'Here', 1, 's', 'now')"
+        "session_id, created_at, content_key) VALUES (?1, ?2, 1, 'Here', 1, 's', 'now', ?1)"
     )
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute(insert, ("x", 0))

@@ -10,6 +10,7 @@ from alembic import command
 
 from exporters import parse_memories_md, render_memories_md
 from memstore.models import Memory
+from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
 from tests.test_migration_0003 import alembic_config, populate_0002, revision, snapshot
@@ -34,7 +35,7 @@ def test_upgrade_keeps_the_rows_stamps_them_0_and_gives_the_database_an_identity
     db = populated_0003(tmp_path)
     before = snapshot(db)
     command.upgrade(alembic_config(db), "head")
-    assert revision(db) == "0004" and snapshot(db) == before
+    assert revision(db) == HEAD_REVISION and snapshot(db) == before
     ((one, database_id, version),) = meta(db)
     assert one == 1 and version == 0 and uuid.UUID(str(database_id))
     with sqlite3.connect(db) as conn:
@@ -89,4 +90,4 @@ def test_downgrade_to_0003_keeps_the_memories_and_upgrade_again_works(tmp_path: 
     assert "store_meta" not in tables and "memory_history" not in tables
     assert "created_version" not in columns
     command.upgrade(config, "head")
-    assert revision(db) == "0004" and snapshot(db) == before and len(meta(db)) == 1
+    assert revision(db) == HEAD_REVISION and snapshot(db) == before and len(meta(db)) == 1

@@ -5,9 +5,10 @@ Revises: 0003
 Create Date: 2026-11-23
 
 ``store_meta`` holds the database's identity (a random UUID, made here), its change
-counter and the last episode number handed out; every write that changes a persistent memory advances the counter and stamps the
-rows it creates or changes (``memories.created_version`` / ``changed_version``), and keeps
-the state a change replaced in ``memory_history``. Existing rows are stamped 0: a file
+counter and the last episode number handed out. Every write that changes a persistent
+memory advances the counter, stamps the rows it creates or changes
+(``memories.created_version`` / ``changed_version``), and keeps the state a change
+replaced in ``memory_history``. Existing rows are stamped 0: a file
 exported before this revision has no base and imports 2-way, as before.
 """
 
