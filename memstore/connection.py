@@ -28,7 +28,8 @@ from memstore.errors import (
     SchemaTooNew,
     UnsupportedDatabase,
 )
-from memstore.schema import HEAD_REVISION, KNOWN_REVISIONS, ephemeral_ddl
+from memstore.migrations_dir import known_revisions
+from memstore.schema import HEAD_REVISION, ephemeral_ddl
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -107,9 +108,9 @@ def check_existing(target: Target) -> bool:
         "alembic_version"
     }:
         raise SchemaOutOfDate(
-            f"{path} is at base: run `alembic upgrade head` (`MEMSTORE_DB={path} alembic "
-            f"upgrade head` from the memstore repository); its schema was downgraded below "
-            f"the first revision, so it holds no memories"
+            f"{path} is at base: run `alembic upgrade head` (`memstore --db {path} db "
+            f"upgrade`); its schema was downgraded below the first revision, so it holds no "
+            f"memories"
         )
     if "alembic_version" not in tables or "memories" not in tables:
         raise NotAMemstoreDatabase(
@@ -118,10 +119,10 @@ def check_existing(target: Target) -> bool:
         )
     if version == HEAD_REVISION:
         return False
-    if version in KNOWN_REVISIONS:
+    if version in known_revisions():
         raise SchemaOutOfDate(
             f"{path} is at schema revision {version}, this memstore needs {HEAD_REVISION}: "
-            f"run `MEMSTORE_DB={path} alembic upgrade head` from the memstore repository"
+            f"run `memstore --db {path} db upgrade` (alembic upgrade head)"
         )
     raise SchemaTooNew(
         f"{path} is at schema revision {version!r}, which this memstore does not know "

@@ -12,7 +12,7 @@ class NotAMemstoreDatabase(MemstoreError):
 
 
 class SchemaOutOfDate(MemstoreError):
-    """The database was made by an older memstore: it needs ``alembic upgrade head``."""
+    """The database was made by an older memstore: it needs ``memstore db upgrade``."""
 
 
 class SchemaTooNew(MemstoreError):

@@ -1,0 +1,56 @@
+"""`memstore db upgrade|current|history`: alembic's migrations from an installed memstore.
+
+They run the migrations shipped with the package (``memstore.migrations_dir``) on the
+database the other commands use (``--db``, ``MEMSTORE_DB``, ``[tool.memstore]``), from any
+working directory. The guards of ``migrations/env.py`` apply: a file that is not a memstore
+database is refused and left untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from memstore.cli import CliError, Context, command
+
+
+def _configure_db(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="db_command", metavar="{upgrade,current,history}")
+    sub.required = True
+    upgrade = sub.add_parser("upgrade", help="bring the database's schema to REV (default head)")
+    upgrade.add_argument("revision", nargs="?", default="head", help="target revision (head)")
+    sub.add_parser("current", help="the database's schema revision")
+    sub.add_parser("history", help="every revision this memstore knows, newest first")
+
+
+def alembic_config(db: str, out: Any) -> Any:
+    """An alembic Config for ``db`` over the migrations shipped with memstore."""
+    from alembic.config import Config
+
+    from memstore.connection import resolve_target
+    from memstore.migrations_dir import migrations_path
+
+    config = Config(stdout=out)
+    config.set_main_option("script_location", str(migrations_path()))
+    url = resolve_target(db).url.render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+@command("db", help="schema migrations: upgrade, current, history", configure=_configure_db)
+def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
+    from alembic import command as alembic
+    from alembic.util import CommandError
+
+    config = alembic_config(ctx.db, ctx.out)
+    try:
+        if args.db_command == "upgrade":
+            alembic.upgrade(config, args.revision)
+        elif args.db_command == "current":
+            ctx.print(f"database: {ctx.db_display}")
+            alembic.current(config)
+        else:
+            alembic.history(config)
+    except CommandError as exc:
+        raise CliError(str(exc).strip().splitlines()[0]) from exc
+    return 0

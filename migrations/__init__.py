@@ -1,0 +1,1 @@
+"""alembic's migrations, installed with memstore as memstore.migrations."""
