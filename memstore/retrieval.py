@@ -5,6 +5,12 @@ active persistent memories, then active ephemeral ones, then a marked TENTATIVE 
 When the budget is tight, memories are chosen in priority order instead: DANGER first, then
 CORE (spawn state), then PERMANENT, then EPHEMERAL, then TENTATIVE, newest first within a
 group, and a closing line says how many were left out.
+
+The cost of a view does not grow with what it hides: only the first ``VIEW_LIMIT`` rows in
+priority order are ever formatted and weighed (a budget of a few hundred tokens shows a few
+dozen lines at most); the rest are only counted. Each row's line and token count are made
+once, when the row enters a view (``view_row``), and a view is kept up to date row by row
+as memories are written (``memstore.location_views``).
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from memstore.tokens import count_tokens
 
 TENTATIVE_HEADER = "⚠️  TENTATIVE MEMORIES (unconfirmed, may be invalidated):"
 MARKERS = {"core": " [spawn]", "ephemeral": " [session]", "permanent": ""}
+#: the most rows of one location that a view formats and weighs; the rest are counted
+VIEW_LIMIT = 64
+#: tier numbers: display order puts persistent memories before ephemeral ones
+PERSISTENT, EPHEMERAL = 0, 1
 
 
 class ContextRow(NamedTuple):
@@ -27,73 +37,104 @@ class ContextRow(NamedTuple):
     status: str
 
 
+class ViewRow(NamedTuple):
+    """A live memory in a location's view: where it ranks, where it shows, what it costs."""
+
+    priority: tuple[int, int, int]  # (group, -tier, -id): the most important first
+    order: tuple[int, int]  # (tier, id): display order
+    title: str
+    tentative: bool
+    line: str
+    cost: int  # tokens of the line and its newline
+
+
+def group(category: str, persistence: str, status: str) -> int:
+    """The priority group: DANGER 0, CORE 1, PERMANENT 2, EPHEMERAL 3, TENTATIVE 4."""
+    if status == "TENTATIVE":
+        return 4
+    if category == "DANGER":
+        return 0
+    return {"core": 1, "permanent": 2, "ephemeral": 3}[persistence]
+
+
 def _line(row: ContextRow, markers: bool) -> str:
     marker = MARKERS[row.persistence] if markers else ""
     body = f"[{row.category}] {row.title}: {row.text}{marker}"
     return f"  {body}" if row.status == "TENTATIVE" else body
 
 
-def _priority(index: int, row: ContextRow) -> tuple[int, int, int]:
-    if row.status == "TENTATIVE":
-        group = 4
-    elif row.category == "DANGER":
-        group = 0
-    else:
-        group = {"core": 1, "permanent": 2, "ephemeral": 3}[row.persistence]
-    return (group, -index, 0)
+def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewRow:
+    """A memory's place and line in a view (its tokens counted here, once)."""
+    line = _line(row, markers)
+    return ViewRow(
+        (group(row.category, row.persistence, row.status), -tier, -memory_id),
+        (tier, memory_id),
+        row.title,
+        row.status == "TENTATIVE",
+        line,
+        count_tokens(line) + 1,  # +1 for the newline
+    )
 
 
 def left_out_line(count: int) -> str:
     return f"({count} more {'memory' if count == 1 else 'memories'} not shown)"
 
 
-def format_location_memory(
-    rows: list[ContextRow], token_budget: int, show_markers: bool = True
-) -> str:
-    """Format ``rows`` (display order: persistent then ephemeral, oldest first) for the agent.
+def format_view(rows: list[ViewRow], total: int, token_budget: int) -> str:
+    """The agent's text from the first rows in priority order (at most VIEW_LIMIT of them)
+    and how many live memories there are in all (``total``).
 
     Returns "" when there is nothing to show. The result's token count (cl100k_base) stays
     within ``token_budget``, the closing "not shown" line included.
     """
-    if not rows:
+    if not total:
         return ""
-    lines = [_line(row, show_markers) for row in rows]
-    costs = [count_tokens(line) + 1 for line in lines]  # +1 for the newline
-    has_tentative = any(row.status == "TENTATIVE" for row in rows)
+    has_tentative = any(row.tentative for row in rows)
     header_cost = count_tokens(TENTATIVE_HEADER) + 2 if has_tentative else 0
-    if sum(costs) + header_cost <= token_budget:
-        chosen = set(range(len(rows)))
+    if total == len(rows) and sum(row.cost for row in rows) + header_cost <= token_budget:
+        chosen = rows
     else:
-        chosen = _choose(rows, costs, token_budget, header_cost)
-    return _assemble(rows, lines, chosen)
+        chosen = _choose(rows, total, token_budget, header_cost)
+    return _assemble(chosen, total)
 
 
-def _choose(rows: list[ContextRow], costs: list[int], budget: int, header_cost: int) -> set[int]:
+def _choose(rows: list[ViewRow], total: int, budget: int, header_cost: int) -> list[ViewRow]:
     """Greedy by priority; reserves room for the "not shown" line and the tentative header."""
-    remaining = budget - (count_tokens(left_out_line(len(rows))) + 1)
-    chosen: set[int] = set()
+    remaining = budget - (count_tokens(left_out_line(total)) + 1)
+    chosen: list[ViewRow] = []
     header_paid = False
-    for index in sorted(range(len(rows)), key=lambda i: _priority(i, rows[i])):
-        cost = costs[index]
-        if rows[index].status == "TENTATIVE" and not header_paid:
+    for row in rows:  # already in priority order
+        cost = row.cost
+        if row.tentative and not header_paid:
             cost += header_cost
         if cost <= remaining:
             remaining -= cost
-            chosen.add(index)
-            header_paid = header_paid or rows[index].status == "TENTATIVE"
+            chosen.append(row)
+            header_paid = header_paid or row.tentative
     return chosen
 
 
-def _assemble(rows: list[ContextRow], lines: list[str], chosen: set[int]) -> str:
-    active = [lines[i] for i in sorted(chosen) if rows[i].status != "TENTATIVE"]
-    tentative = [lines[i] for i in sorted(chosen) if rows[i].status == "TENTATIVE"]
-    out = list(active)
+def _assemble(chosen: list[ViewRow], total: int) -> str:
+    shown = sorted(chosen, key=lambda row: row.order)
+    out = [row.line for row in shown if not row.tentative]
+    tentative = [row.line for row in shown if row.tentative]
     if tentative:
         if out:
             out.append("")
         out.append(TENTATIVE_HEADER)
         out.extend(tentative)
-    missing = len(rows) - len(chosen)
+    missing = total - len(chosen)
     if missing:
         out.append(left_out_line(missing))
     return "\n".join(out)
+
+
+def format_location_memory(
+    rows: list[ContextRow], token_budget: int, show_markers: bool = True
+) -> str:
+    """Format ``rows`` (display order: persistent then ephemeral, oldest first) for the agent."""
+    ranked = sorted(
+        (view_row(0, index, row, show_markers) for index, row in enumerate(rows)),
+        key=lambda row: row.priority,
+    )
+    return format_view(ranked[:VIEW_LIMIT], len(rows), token_budget)

@@ -30,6 +30,7 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -54,6 +55,7 @@ from memstore.connection import (
 from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
+from memstore.location_views import LocationViews
 from memstore.merge import StoredMemory
 from memstore.models import (
     Category,
@@ -67,7 +69,7 @@ from memstore.models import (
     format_turns,
 )
 from memstore.prevalidated import memory_from_fields
-from memstore.retrieval import ContextRow, format_location_memory
+from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT, ContextRow, ViewRow, view_row
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,
@@ -291,7 +293,7 @@ class MemoryStore:
         # every write through this store, and when PRAGMA data_version says another
         # connection committed.
         self._data_version: int | None = None
-        self._context_cache: dict[int, str] = {}
+        self._views = LocationViews(self.config.token_budget)
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
         is_new = check_existing(target)
         if read_only and is_new and target.path is not None:
@@ -305,7 +307,6 @@ class MemoryStore:
         if is_new:
             self._create_schema()
         self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
-        self._context_sql = _compile_context_query(self._conn)
         #: the clock used for links when a caller gives no turn; the manager keeps it current
         self.current_episode = self._max_episode()
         self.current_turn = 0
@@ -413,10 +414,10 @@ class MemoryStore:
 
     def _forget(self, location_id: object = ALL) -> None:
         if location_id is ALL:
-            self._context_cache.clear()
+            self._views.forget()
             self._live_cache.clear()
         elif location_id is not None:
-            self._context_cache.pop(location_id, None)  # type: ignore[call-overload]
+            self._views.forget(location_id)  # type: ignore[arg-type]
             self._live_cache.pop(location_id, None)  # type: ignore[call-overload]
 
     def _check_cache(self) -> None:
@@ -595,11 +596,12 @@ class MemoryStore:
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
         session = memory.persistence is Persistence.EPHEMERAL
-        with (self._session_write if session else self._write)(forget=location_id) as conn:
+        with (self._session_write if session else self._write)(forget=None) as conn:
             if self._live_title_exists(conn, location_id, memory.title):
                 return False
-            self._insert(conn, location_id, location_name, memory, _Version(conn))
-            return True
+            added = self._insert(conn, location_id, location_name, memory, _Version(conn))
+        self._changed(location_id, (), [(added, memory)])
+        return True
 
     @staticmethod
     def _find_live(conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
@@ -630,7 +632,7 @@ class MemoryStore:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
         # an ephemeral memory can only supersede an ephemeral one: the file is not touched
         session = new_memory.persistence is Persistence.EPHEMERAL
-        with (self._session_write if session else self._write)(forget=location_id) as conn:
+        with (self._session_write if session else self._write)(forget=None) as conn:
             found = self._find_live(conn, location_id, old_memory_title)
             if found is None:
                 return SupersedeOutcome.NOT_FOUND
@@ -651,7 +653,8 @@ class MemoryStore:
                 _link_turn(new_memory),
                 successor=(new_tier, new_id),
             )
-            return SupersedeOutcome.SUPERSEDED
+        self._changed(location_id, [(tier, old.id)], [((new_tier, new_id), new_memory)])
+        return SupersedeOutcome.SUPERSEDED
 
     @staticmethod
     def _mark_superseded(conn: Connection, tier: str, memory_id: int, version: _Version) -> None:
@@ -715,7 +718,8 @@ class MemoryStore:
         if type(at_turn) is not int or at_turn < 0:
             raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
         results: dict[str, bool] = {}
-        with self._write(forget=location_id) as conn:
+        removed: list[tuple[str, int]] = []
+        with self._write(forget=None) as conn:
             version = _Version(conn)
             for title in titles:
                 found = self._find_live(conn, location_id, title)
@@ -727,7 +731,9 @@ class MemoryStore:
                 # the clock's episode, never one before the memory's own
                 episode = max(self.current_episode, old.episode)
                 self._link(conn, tier, old.id, episode, at_turn, reason=reason)
+                removed.append((tier, old.id))
                 results[title] = True
+        self._changed(location_id, removed, ())
         return results
 
     def apply_synthesis(
@@ -764,7 +770,9 @@ class MemoryStore:
             _check_reason(invalidation_reason)
         # The live memories here before the write, to update rather than reload (below).
         live_before = self._live_cache.get(location_id)
-        with self._write(forget=location_id) as conn:
+        removed: list[tuple[str, int]] = []
+        new_row: list[tuple[tuple[str, int], Memory]] = []
+        with self._write(forget=None) as conn:
             version = _Version(conn)
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
@@ -788,6 +796,8 @@ class MemoryStore:
                 successor = self._insert(conn, location_id, location_name, new_memory, version)
                 for tier, old_id, _title in superseded:
                     self._link(conn, tier, old_id, episode, turn, successor=successor)
+                    removed.append((tier, old_id))
+                new_row.append((successor, new_memory))
                 added = True
             else:
                 superseded = []
@@ -799,6 +809,7 @@ class MemoryStore:
                 tier, old = found
                 self._mark_superseded(conn, tier, old.id, version)
                 self._link(conn, tier, old.id, episode, turn, reason=invalidation_reason)
+                removed.append((tier, old.id))
                 invalidated.append(title)
             applied = AppliedSynthesis(
                 location_id=location_id,
@@ -825,6 +836,7 @@ class MemoryStore:
                 )
             if bookkeeping is not None:
                 self._bookkeeping(conn, bookkeeping)
+        self._changed(location_id, removed, new_row)
         if live_before is not None:
             self._live_cache[location_id] = _live_after(live_before, applied)
         return applied
@@ -879,20 +891,63 @@ class MemoryStore:
     # --- reading --------------------------------------------------------------------------
 
     def get_location_memory(self, location_id: int) -> str:
-        """What the agent sees here: live memories within the token budget, or "" if none."""
+        """What the agent sees here: live memories within the token budget, or "" if none.
+
+        Served from the location's view, which writes through this store keep up to date;
+        read again (only the first VIEW_LIMIT rows by priority, and a count) when another
+        connection has committed or a write left the view incomplete.
+        """
         check_location_id(location_id)
         with self._lock:
             self._check_cache()
-            text = self._context_cache.get(location_id)
+            text = self._views.text(location_id)
             if text is None:
-                rows = self._raw.execute(self._context_sql, (location_id, location_id)).fetchall()
-                text = format_location_memory(
-                    [ContextRow(*row) for row in rows],
-                    self.config.token_budget,
-                    self.config.show_persistence_markers,
-                )
-                self._context_cache[location_id] = text
+                text = self._load_view(location_id)
         return text
+
+    def _load_view(self, location_id: int) -> str:
+        markers = self.config.show_persistence_markers
+        rows: list[ViewRow] = []
+        total = 0
+        params = {"location_id": location_id}
+        for tier_name, tier in (("persistent", PERSISTENT), ("ephemeral", EPHEMERAL)):
+            found = _run(self._conn, _VIEW_QUERY[tier_name], params).fetchall()
+            if found:
+                total += found[0][-1]  # the tier's live memories here (a window count)
+            rows.extend(
+                view_row(tier, memory_id, ContextRow(*fields), markers)
+                for memory_id, *fields, _count in found
+            )
+        rows.sort(key=lambda row: row.priority)
+        return self._views.load(location_id, rows, total)
+
+    def _changed(
+        self,
+        location_id: int,
+        removed: Iterable[tuple[str, int]],
+        added: Iterable[tuple[tuple[str, int], Memory]],
+    ) -> None:
+        """After a committed write here: the view gains and loses rows, the live list goes."""
+        self._live_cache.pop(location_id, None)
+        markers = self.config.show_persistence_markers
+        gone = [(_TIER_NUMBER[tier], memory_id) for tier, memory_id in removed]
+        rows = [
+            view_row(
+                _TIER_NUMBER[tier],
+                memory_id,
+                ContextRow(
+                    memory.category.value,
+                    memory.title,
+                    memory.text,
+                    memory.persistence.value,
+                    memory.status.value,
+                ),
+                markers,
+            )
+            for (tier, memory_id), memory in added
+            if (_TIER_NUMBER[tier], memory_id) not in gone
+        ]
+        self._views.changed(location_id, gone, rows)
 
     def _count(self, table: Any, location_id: int | None) -> int:
         query = (
@@ -1129,22 +1184,50 @@ def _oldest_first(
 # --- compiled queries -----------------------------------------------------------------------
 
 
-def _compile_context_query(conn: Connection) -> str:
-    """One statement over both tiers, so the agent's view is a single consistent snapshot."""
-    columns = ("category", "title", "text", "persistence", "status")
-    persistent = select(
-        *(memories.c[name] for name in columns), literal_column("0").label("tier"), memories.c.id
-    ).where(memories.c.location_id == bindparam("a"), LIVE)
-    ephemeral = select(
-        *(ephemeral_memories.c[name] for name in columns),
-        literal_column("1").label("tier"),
-        ephemeral_memories.c.id,
-    ).where(ephemeral_memories.c.location_id == bindparam("b"), EPHEMERAL_LIVE)
-    union = union_all(persistent, ephemeral).subquery()
-    query = select(*(union.c[name] for name in columns)).order_by(union.c.tier, union.c.id)
-    compiled = query.compile(dialect=conn.dialect)
-    assert list(compiled.params) == ["a", "b"], compiled.params  # positional: (id, id)
-    return str(compiled)
+_TIER_NUMBER = {"persistent": PERSISTENT, "ephemeral": EPHEMERAL}
+
+
+def _view_query(table: Any) -> Any:
+    """The first VIEW_LIMIT live memories of a location in one tier, by priority (group,
+    then newest first), each with the tier's count of live memories there.
+
+    The ranking reads only ids and the three columns of the group (a subquery); the texts
+    are read for the rows it keeps, and the count is one index count.
+    """
+    here = (table.c.location_id == bindparam("location_id"), table.c.status != _SUPERSEDED)
+    priority_group = case(
+        (table.c.status == "TENTATIVE", 4),
+        (table.c.category == "DANGER", 0),
+        (table.c.persistence == "core", 1),
+        (table.c.persistence == "permanent", 2),
+        else_=3,
+    )
+    first = (
+        select(table.c.id)
+        .where(*here)
+        .order_by(priority_group, table.c.id.desc())
+        .limit(VIEW_LIMIT)
+    )
+    counted = table.alias("counted")
+    live_here = (
+        select(func.count())
+        .where(
+            counted.c.location_id == bindparam("location_id"), counted.c.status != _SUPERSEDED
+        )
+        .scalar_subquery()
+    )
+    return select(
+        table.c.id,
+        table.c.category,
+        table.c.title,
+        table.c.text,
+        table.c.persistence,
+        table.c.status,
+        live_here.label("total"),
+    ).where(table.c.id.in_(first))
+
+
+_VIEW_QUERY = {tier: _view_query(table) for tier, table in TIERS}
 
 
 @cache

@@ -59,3 +59,76 @@ def test_cached_live_memories_equal_a_reload_after_every_synthesis(
             cached = store.memories(location)
             store._forget()  # drop every cache: the next read comes from the database
             assert cached == store.memories(location)
+
+
+CATEGORIES = ["NOTE", "DANGER", "SUCCESS"]
+operation = st.tuples(
+    st.sampled_from(["add", "supersede", "invalidate", "synthesis", "reset"]),
+    st.sampled_from(TITLES),
+    st.sampled_from(TITLES),
+    st.sampled_from(CATEGORIES),
+    st.sampled_from(["core", "permanent", "ephemeral"]),
+    st.sampled_from(["ACTIVE", "TENTATIVE"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(operation, min_size=1, max_size=25),
+    st.sampled_from([40, 300]),  # a budget that bites, and one that usually does not
+    st.integers(min_value=0, max_value=80),  # memories already there (past VIEW_LIMIT too)
+)
+def test_the_agents_view_kept_up_to_date_equals_a_fresh_read_after_every_write(
+    tmp_path_factory: object, operations: list[tuple], budget: int, already: int
+) -> None:
+    from memstore.config import MemstoreConfig
+
+    folder: Path = tmp_path_factory.mktemp("view")  # type: ignore[attr-defined]
+    config = MemstoreConfig(token_budget=budget)
+    with MemoryStore.open(folder / "m.db", config=config) as store:
+        for n in range(already):
+            store.add_memory(
+                5,
+                "Cave",
+                Memory(
+                    category="NOTE",
+                    title=f"Old {n}",
+                    text="x" * (n % 7),
+                    episode=1,
+                    turns=str(n),
+                    persistence="permanent",
+                ),
+            )
+        for turn, (kind, title, other, category, persistence, status) in enumerate(operations, 1):
+            store.get_location_memory(5)  # the view is cached before each write
+            memory = Memory(
+                category=category,
+                title=title,
+                text=f"{title} at {turn}",
+                episode=1,
+                turns=str(turn),
+                persistence=persistence,
+                status=status,
+            )
+            if kind == "add":
+                store.add_memory(5, "Cave", memory)
+            elif kind == "supersede":
+                store.supersede_memory(5, "Cave", other, memory)
+            elif kind == "invalidate":
+                store.invalidate_memory(5, other, "wrong", turn=turn)
+            elif kind == "synthesis":
+                store.apply_synthesis(
+                    5,
+                    "Cave",
+                    new_memory=memory,
+                    supersede_titles=[other],
+                    invalidate_titles=[t for t in TITLES if t not in (title, other)][:1],
+                    invalidation_reason="wrong",
+                    episode=1,
+                    turn=turn,
+                )
+            else:
+                store.reset_episode()
+            kept = store.get_location_memory(5)
+            store._forget()  # the next read comes from the database
+            assert kept == store.get_location_memory(5)
