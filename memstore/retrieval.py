@@ -64,7 +64,8 @@ def _line(row: ContextRow, markers: bool) -> str:
 
 
 def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewRow:
-    """A memory's place and line in a view (its tokens counted here, once)."""
+    """A memory's place and line in a view, its tokens counted here, once: when the
+    memory is written through the store, or when a cold read brings it into a view."""
     line = _line(row, markers)
     return ViewRow(
         (group(row.category, row.persistence, row.status), -tier, -memory_id),
@@ -104,11 +105,11 @@ def _choose(rows: list[ViewRow], total: int, budget: int, header_cost: int) -> l
     chosen: list[ViewRow] = []
     header_paid = False
     for row in rows:  # already in priority order
-        cost = row.cost
+        weight = row.cost
         if row.tentative and not header_paid:
-            cost += header_cost
-        if cost <= remaining:
-            remaining -= cost
+            weight += header_cost
+        if weight <= remaining:
+            remaining -= weight
             chosen.append(row)
             header_paid = header_paid or row.tentative
     return chosen

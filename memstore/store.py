@@ -67,6 +67,7 @@ from memstore.models import (
     blank_for_sqlite,
     check_location_id,
     format_turns,
+    parse_turns,
 )
 from memstore.prevalidated import memory_from_fields
 from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT, ContextRow, ViewRow, view_row
@@ -115,6 +116,18 @@ _FIND_LIVE = {
     for tier, table in TIERS
 }
 _INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
+TIER_NAMES = ("persistent", "ephemeral")
+#: (tier number, id) of the live memories titled exactly so here, in both tiers at once
+_LIVE_TITLE_ANYWHERE = union_all(
+    *(
+        select(literal_column(str(number)), table.c.id).where(
+            table.c.location_id == bindparam("location_id"),
+            table.c.title == bindparam("title"),
+            table.c.status != _SUPERSEDED,
+        )
+        for number, (_tier, table) in enumerate(TIERS)
+    )
+)
 _MARK_SUPERSEDED = {
     "persistent": update(memories)
     .where(memories.c.id == bindparam("memory_id"))
@@ -166,14 +179,15 @@ def _check_reason(reason: object) -> str:
 
 
 def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
+    start, end = parse_turns(memory.turns)
     return {
         "location_id": location_id,
         "category": memory.category.value,
         "title": memory.title,
         "text": memory.text,
         "episode": memory.episode,
-        "turn_start": memory.turn_start,
-        "turn_end": memory.turn_end,
+        "turn_start": start,
+        "turn_end": end,
         "score_change": memory.score_change,
         "persistence": memory.persistence.value,
         "status": memory.status.value,
@@ -182,7 +196,8 @@ def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
 
 
 def _link_turn(memory: Memory) -> int:
-    return memory.turn_end if memory.turn_end is not None else memory.turn_start
+    start, end = parse_turns(memory.turns)
+    return end if end is not None else start
 
 
 DECISION_COLUMNS = tuple(c.name for c in synthesis_decisions.columns if c.name != "id")
@@ -567,19 +582,27 @@ class MemoryStore:
         """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
         skip = set(excluded)
         params = {"location_id": location_id, "title": title}
-        for tier, _table in TIERS:
-            for memory_id, _persistence, _episode in _run(conn, _FIND_LIVE[tier], params):
-                if (tier, memory_id) not in skip:
-                    return True
+        for tier_number, memory_id in _run(conn, _LIVE_TITLE_ANYWHERE, params):
+            if (TIER_NAMES[tier_number], memory_id) not in skip:
+                return True
         return False
 
     def _insert(
-        self, conn: Connection, location_id: int, name: str, memory: Memory, version: _Version
+        self,
+        conn: Connection,
+        location_id: int,
+        name: str,
+        memory: Memory,
+        version: _Version,
+        location_known: bool = False,
     ) -> tuple[str, int]:
+        """Insert a memory; ``location_known``: a persistent memory there proves the
+        location row exists already."""
         row = _memory_row(location_id, memory)
         tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
         if tier == "persistent":
-            self._ensure_location(conn, location_id, name)
+            if not location_known:
+                self._ensure_location(conn, location_id, name)
             row["created_version"] = row["changed_version"] = version.get()
         cursor = _run(conn, _INSERT_MEMORY[tier], row)
         return tier, int(cursor.lastrowid or 0)
@@ -644,7 +667,9 @@ class MemoryStore:
                 return SupersedeOutcome.DUPLICATE_TITLE
             version = _Version(conn)
             self._mark_superseded(conn, tier, old.id, version)
-            new_tier, new_id = self._insert(conn, location_id, location_name, new_memory, version)
+            new_tier, new_id = self._insert(
+                conn, location_id, location_name, new_memory, version, tier == "persistent"
+            )
             self._link(
                 conn,
                 tier,

@@ -116,14 +116,14 @@ def record_history(
 ) -> None:
     """Keep the state of these persistent memories (with their links) before ``version``
     changes them, or deletes them (``deleted``)."""
-    run_many(
-        conn,
-        _RECORD,
-        [
-            {"version": version, "deleted": int(deleted), "memory_id": memory_id}
-            for memory_id in memory_ids
-        ],
-    )
+    rows = [
+        {"version": version, "deleted": int(deleted), "memory_id": memory_id}
+        for memory_id in memory_ids
+    ]
+    if len(rows) == 1:
+        run(conn, _RECORD, rows[0])
+    else:
+        run_many(conn, _RECORD, rows)
 
 
 def state_at(
