@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from memstore.errors import CliError  # noqa: F401 - importable from here too
+
 __all__ = ["COMMANDS", "CliError", "Command", "Context", "build_parser", "command", "main"]
 
 PROG = "memstore"
@@ -48,10 +50,6 @@ DEFAULT_EXPORT = Path("game_files") / "Memories.md"
 DEFAULT_NOTES = Path("game_files") / "Notes.md"
 #: modules named like this, inside the memstore package, may register more commands
 PLUGIN_PREFIX = "cli_"
-
-
-class CliError(Exception):
-    """A user error found by the command line itself (one line, exit code 1)."""
 
 
 RunFunction = Callable[[argparse.Namespace, "Context"], int]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class MemstoreError(Exception):
     """Base class: every error memstore raises on purpose."""
@@ -37,3 +39,76 @@ class ReadOnlyDatabase(MemstoreError):
 
 class RebuildFailed(MemstoreError):
     """A decision-log row could not be replayed; the rebuild wrote nothing."""
+
+
+# --- the game and its story file -----------------------------------------------------------
+
+
+class GameError(MemstoreError):
+    """The story file cannot be read by this adapter (the message says why)."""
+
+
+class RomError(MemstoreError):
+    """The Zork I story file is missing or is not release 119 (the message says what to do)."""
+
+
+# --- synthesis and the model call ----------------------------------------------------------
+
+
+class SynthesisErrorKind(StrEnum):
+    """Why a synthesis produced nothing usable; the manager logs, counts and skips."""
+
+    PROVIDER_ERROR = "provider_error"
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    INVALID_JSON = "invalid_json"
+    SCHEMA = "schema"
+
+
+class SynthesisError(MemstoreError):
+    """A failed synthesis: ``kind`` (a SynthesisErrorKind) and a readable message."""
+
+    def __init__(self, kind: SynthesisErrorKind | str, message: str) -> None:
+        self.kind = SynthesisErrorKind(kind)
+        self.message = message
+        super().__init__(f"{self.kind.value}: {message}")
+
+
+class LLMCallError(SynthesisError):
+    """The call itself failed: provider_error, timeout or rate_limit."""
+
+
+class AnswerError(SynthesisError):
+    """The model answered, but not usably: invalid_json or schema. ``raw`` is the answer's
+    text when ``synthesize`` had one (the manager keeps a bounded copy in the decision log)."""
+
+    raw: str | None = None
+
+
+class LLMDeadlineExceeded(TimeoutError):
+    """The model call (retries included) had no answer by ``config.timeout``."""
+
+
+# --- importing Memories.md -----------------------------------------------------------------
+
+
+class ImportConflict(MemstoreError):
+    """The database changed between planning and applying; nothing was written."""
+
+
+class ImportRefused(MemstoreError):
+    """The import would break one of the database's rules; nothing was written."""
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+class NotARegularFile(OSError):
+    """The export's target exists and is not a regular file (a device, FIFO, socket)."""
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+class CliError(Exception):
+    """A user error found by the command line itself (one line, exit code 1)."""

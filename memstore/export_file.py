@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from memstore.errors import NotARegularFile  # noqa: F401 - importable from here too
+
 __all__ = [
     "STALE_TEMP_SECONDS",
     "NotARegularFile",
@@ -60,10 +62,6 @@ _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-class NotARegularFile(OSError):
-    """The export's target exists and is not a regular file (a device, FIFO, socket)."""
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memstore.errors import MemstoreError
+from memstore.errors import (
+    GameError,  # noqa: F401 - importable from here too
+    )
 from memstore.rom import check_story_file, find_rom
 from memstore.triggers import ZMachineContext
 
@@ -56,10 +58,6 @@ _V3_PARENT, _V3_SIBLING, _V3_CHILD, _V3_PROPS = 4, 5, 6, 7
 _A0 = "abcdefghijklmnopqrstuvwxyz"
 _A1 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _A2 = "??0123456789.,!?_#'\"/\\-:()"  # 6 = ZSCII escape, 7 = newline (v3)
-
-
-class GameError(MemstoreError):
-    """The story file cannot be read by this adapter (the message says why)."""
 
 
 @dataclass(frozen=True, slots=True)

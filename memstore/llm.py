@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstore.config import MemstoreConfig
+from memstore.errors import LLMDeadlineExceeded  # noqa: F401 - importable from here too
 from memstore.synthesis import json_schema_response_format
 
 
@@ -46,10 +47,6 @@ RETRY_PAUSE = 0.5
 RETRY_PAUSE_MAX = 4.0
 #: no attempt starts with less time than this left before the deadline
 MIN_ATTEMPT_SECONDS = 0.25
-
-
-class LLMDeadlineExceeded(TimeoutError):
-    """The model call (retries included) had no answer by ``config.timeout``."""
 
 
 def _int_or_none(value: object) -> int | None:

@@ -18,7 +18,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from memstore.errors import MemstoreError
+from memstore.errors import (
+    RomError,  # noqa: F401 - importable from here too
+)
 
 #: Zork I release 119 / serial 880429 (historicalsource/zork1, MIT licence).
 ZORK1_SHA256 = "37084966477dff679282de42974b2077156b1bd68fad92a65d4ea94d8eb64d79"
@@ -36,10 +38,6 @@ HOW_TO_GET = (
     f"or set {ROM_ENV_VAR}=/path/to/zork1.z3, "
     f"or download {UPSTREAM_URL} yourself and check that its sha256 is {ZORK1_SHA256}."
 )
-
-
-class RomError(MemstoreError):
-    """The Zork I story file is missing or is not release 119 (the message says what to do)."""
 
 
 def sha256_of(data: bytes) -> str:

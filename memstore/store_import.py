@@ -15,7 +15,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from exporters.base_line import ExportBase
-from memstore.errors import MemstoreError
+from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa: F401 - importable from here too
 from memstore.importing import (
     ChangeKind,
     ImportPlan,
@@ -38,10 +38,6 @@ __all__ = [
     "apply_plan",
     "import_memories",
 ]
-
-
-class ImportConflict(MemstoreError):
-    """The database changed between planning and applying; nothing was written."""
 
 
 def _now() -> str:
@@ -376,10 +372,6 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
 #: ``--prune`` refuses, without ``--force``, to delete more than this share of the
 #: persistent memories
 PRUNE_LIMIT = 0.10
-
-
-class ImportRefused(MemstoreError):
-    """The import would break one of the database's rules; nothing was written."""
 
 
 @dataclass(frozen=True)

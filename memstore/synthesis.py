@@ -17,7 +17,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from pydantic import (
@@ -30,7 +29,13 @@ from pydantic import (
     model_validator,
 )
 
-from memstore.errors import MemstoreError
+from memstore.errors import (  # noqa: F401 - importable from here too
+    AnswerError,
+    LLMCallError,
+    MemstoreError,
+    SynthesisError,
+    SynthesisErrorKind,
+)
 from memstore.models import Category, Memory, Persistence, Status, blank_for_sqlite
 
 #: Takes chat messages ({"role": ..., "content": ...}), returns the model's raw text.
@@ -51,36 +56,6 @@ _HANDLE = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 Reference = int | str
-
-
-class SynthesisErrorKind(StrEnum):
-    """Why a synthesis produced nothing usable; the manager logs, counts and skips."""
-
-    PROVIDER_ERROR = "provider_error"
-    TIMEOUT = "timeout"
-    RATE_LIMIT = "rate_limit"
-    INVALID_JSON = "invalid_json"
-    SCHEMA = "schema"
-
-
-class SynthesisError(MemstoreError):
-    """A failed synthesis: ``kind`` (a SynthesisErrorKind) and a readable message."""
-
-    def __init__(self, kind: SynthesisErrorKind | str, message: str) -> None:
-        self.kind = SynthesisErrorKind(kind)
-        self.message = message
-        super().__init__(f"{self.kind.value}: {message}")
-
-
-class LLMCallError(SynthesisError):
-    """The call itself failed: provider_error, timeout or rate_limit."""
-
-
-class AnswerError(SynthesisError):
-    """The model answered, but not usably: invalid_json or schema. ``raw`` is the answer's
-    text when ``synthesize`` had one (the manager keeps a bounded copy in the decision log)."""
-
-    raw: str | None = None
 
 
 def has_lone_surrogate(text: str) -> bool:
