@@ -275,26 +275,23 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
     count = sum(len(entry.memories) for entry in entries)
-    outputs = [(args.out, text, f"{len(entries)} locations, {count} memories")]
+    summary = f"{plural(len(entries), 'location')}, {plural(count, 'memory', 'memories')}"
+    outputs = [(args.out, text, summary)]
     if notes is not None:
         outputs.append((args.notes, notes, "agent-flagged memories"))
     if args.check:
-        if notes is not None and not export_check(args.notes, notes):
-            print(
-                f"{PROG}: {args.notes} differs from what the database would export; run "
-                f"`memstore export --notes {args.notes}`",
-                file=ctx.err,
-            )
-            return 1
-        if export_check(args.out, text):
-            ctx.print(f"{args.out} is up to date ({len(entries)} locations, {count} memories)")
+        from memstore.cli_diff import check_report
+
+        stale = [
+            (path, content) for path, content, _what in outputs if not export_check(path, content)
+        ]
+        if not stale:
+            ctx.print(f"{args.out} is up to date ({summary})")
             return 0
-        reason = "does not exist" if not Path(args.out).exists() else "differs from"
-        what = "" if reason == "does not exist" else " what the database would export"
-        print(
-            f"{PROG}: {args.out} {reason}{what}; run `memstore export --out {args.out}`",
-            file=ctx.err,
-        )
+        export_args = ["--out", args.out] + (["--notes", args.notes] if notes else [])
+        for path, content in stale:
+            report = check_report(path, content, args.db, export_args=export_args)
+            print(f"{PROG}: {report}", file=ctx.err)
         return 1
 
     def warn(message: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -89,6 +90,36 @@ def test_export_writes_the_file_and_check_compares_it(
     code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--check")
     assert code == 1 and str(out) in err and "differs" in err
     assert out.read_text(encoding="utf-8") == text + "edited\n"
+
+
+def test_export_check_shows_the_diff_and_the_command_that_fixes_it(
+    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "M.md"
+    text = export(capsys, db, out)
+    out.write_text(text.replace("one\ntwo", "one\nthree"), encoding="utf-8")
+    code, _out, err = run(capsys, "export", "--out", str(out), "--check", "--db", str(db))
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0] == f"memstore: {out} differs from what the database would export:"
+    assert "-three" in lines and "+two" in lines and "Traceback" not in err
+    fix = f"memstore export --db {db} --out {out}"
+    assert lines[-1] == f"run `{fix}` to refresh it"
+    assert run(capsys, *shlex.split(fix)[1:])[0] == 0  # the command it names does fix it
+    code, stdout, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--check")
+    assert (code, err) == (0, "") and "up to date (2 locations, 5 memories)" in stdout
+
+
+def test_export_counts_one_location_and_one_memory_in_the_singular(
+    capsys: pytest.CaptureFixture[str], db_path: Path, mem: MakeMemory, tmp_path: Path
+) -> None:
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(33, "Troll Room", mem("Troll"))
+    out = tmp_path / "M.md"
+    code, stdout, _err = run(capsys, "--db", str(db_path), "export", "--out", str(out))
+    assert code == 0 and f"wrote {out}: 1 location, 1 memory" in stdout
+    code, stdout, _err = run(capsys, "--db", str(db_path), "export", "--out", str(out), "--check")
+    assert code == 0 and "is up to date (1 location, 1 memory)" in stdout
 
 
 def test_export_is_atomic(
