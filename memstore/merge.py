@@ -24,7 +24,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -143,6 +143,20 @@ def _merge_fields(
     return database.model_copy(update=update), tuple(conflicted)
 
 
+def _numbered(entry: LocationMemories) -> Iterator[tuple[Memory, MemoryKey, int, int]]:
+    """Each memory of a file's section with its key, and how many before it in the section
+    had the same key (which database memory it matches) and the same title (its line)."""
+    seen: dict[MemoryKey, int] = {}
+    titled: dict[str, int] = {}
+    for memory in entry.memories:
+        key = memory_key(entry.location.id, memory)
+        nth = seen.get(key, 0)
+        seen[key] = nth + 1
+        title_nth = titled.get(memory.title, 0)
+        titled[memory.title] = title_nth + 1
+        yield memory, key, nth, title_nth
+
+
 def _backwards(file: Memory, database: Memory) -> bool:
     return database.status is Status.SUPERSEDED and file.status is not Status.SUPERSEDED
 
@@ -188,14 +202,7 @@ def merge_import(
     for entry in incoming:
         location_id = entry.location.id
         names[location_id] = entry.location
-        seen: dict[MemoryKey, int] = {}
-        titled: dict[str, int] = {}
-        for memory in entry.memories:
-            key = memory_key(location_id, memory)
-            nth = seen.get(key, 0)
-            seen[key] = nth + 1
-            title_nth = titled.get(memory.title, 0)
-            titled[memory.title] = title_nth + 1
+        for memory, key, nth, title_nth in _numbered(entry):
             line = lines.memory_line(location_id, memory.title, title_nth)
             bases = base_by_key.get(key, [])
             if nth < len(bases):
@@ -276,15 +283,8 @@ def _two_way(
     locations = []
     for entry in incoming:
         location_id = entry.location.id
-        seen: dict[MemoryKey, int] = {}
-        titled: dict[str, int] = {}
         memories = []
-        for memory in entry.memories:
-            key = memory_key(location_id, memory)
-            nth = seen.get(key, 0)
-            seen[key] = nth + 1
-            title_nth = titled.get(memory.title, 0)
-            titled[memory.title] = title_nth + 1
+        for memory, key, nth, title_nth in _numbered(entry):
             olds = by_key.get(key, [])
             if nth < len(olds) and _backwards(memory, olds[nth]):
                 old = olds[nth]
