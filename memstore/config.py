@@ -52,6 +52,14 @@ class MemstoreConfig(BaseModel):
     show_persistence_markers: bool = True
     #: a cheap model for the query tools; defaults to ``model``
     query_model: str | None = None
+    #: the map (memstore.map_graph): a direction that failed this often and never moved the
+    #: player is pruned
+    map_prune_after: int = Field(default=3, ge=1)
+    #: routes use connections whose confidence, (v + 1) / (v + f + 2), is above this
+    map_route_confidence: float = Field(default=0.5, ge=0.0, lt=1.0)
+    #: the agent's context ends with one line of the room's known exits and untried
+    #: directions, within the same token budget
+    map_exits_line: bool = True
 
     @field_validator("history_window")
     @classmethod

@@ -20,18 +20,20 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from memstore.map_graph import DIRECTIONS
 from memstore.models import Category, Status
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 #: every revision in order, oldest first (a test checks this against alembic's history)
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -279,6 +281,77 @@ Index(
     "ix_memory_history_replaced_version_memory_id",
     memory_history.c.replaced_version,
     memory_history.c.memory_id,
+)
+
+# --- revision 0006: the map (rooms by location id, connections, exit failures, pruned exits) ---
+# memstore.map_graph says what the rows mean; names are for display only (several rooms share
+# one); everything is on disk, so the map outlives episodes.
+
+KNOWN_DIRECTION = _in("direction", list(DIRECTIONS))
+
+map_rooms = Table(
+    "map_rooms",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),  # "" until the game names it
+)
+
+map_connections = Table(
+    "map_connections",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("from_id", Integer, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
+    Column("action", Text, nullable=False),  # as first typed
+    # the canonical direction, else the normalised action: one connection per key and room
+    Column("action_key", Text, nullable=False),
+    Column("direction", Text, nullable=True),  # the canonical direction when it is one
+    Column("to_id", Integer, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
+    Column("verifications", Integer, nullable=False, server_default=text("0")),
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("first_episode", Integer, nullable=False),
+    Column("first_turn", Integer, nullable=False),
+    Column("last_episode", Integer, nullable=False),
+    Column("last_turn", Integer, nullable=False),
+    UniqueConstraint("from_id", "action_key"),
+    CheckConstraint("length(trim(action_key)) > 0", name="action_key_not_blank"),
+    CheckConstraint(
+        f"direction IS NULL OR ({KNOWN_DIRECTION} AND action_key = direction)",
+        name="direction_known",
+    ),
+    CheckConstraint("verifications >= 0 AND failures >= 0", name="counts_not_negative"),
+)
+
+map_exit_failures = Table(
+    "map_exit_failures",
+    metadata,
+    Column(
+        "from_id",
+        Integer,
+        ForeignKey("map_rooms.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("direction", Text, primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("last_episode", Integer, nullable=False),
+    Column("last_turn", Integer, nullable=False),
+    CheckConstraint(KNOWN_DIRECTION, name="direction_known"),
+    CheckConstraint("count >= 0", name="count_not_negative"),
+)
+
+map_pruned_exits = Table(
+    "map_pruned_exits",
+    metadata,
+    Column(
+        "from_id",
+        Integer,
+        ForeignKey("map_rooms.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("direction", Text, primary_key=True),
+    # when it was pruned (episode and turn: a database renders the same every time)
+    Column("pruned_episode", Integer, nullable=False),
+    Column("pruned_turn", Integer, nullable=False),
+    CheckConstraint(KNOWN_DIRECTION, name="direction_known"),
 )
 
 #: alembic's own bookkeeping table, as alembic creates it; MemoryStore.open stamps new files

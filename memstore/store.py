@@ -56,6 +56,8 @@ from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
 from memstore.location_views import LocationViews
+from memstore.map_graph import MapEvent
+from memstore.map_store import write_map_events
 from memstore.merge import StoredMemory
 from memstore.models import (
     Category,
@@ -214,7 +216,8 @@ def decision_row(log: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 @dataclass
 class Bookkeeping:
-    """Writes that may wait for the next transaction: visits, no-op decisions, turn records.
+    """Writes that may wait for the next transaction: visits, no-op decisions, turn records
+    and map events (memstore.map_store).
 
     The manager buffers these and hands them to the next memory write (or flushes them at
     episode end and on close), so a turn that changes no memory costs no commit.
@@ -223,15 +226,17 @@ class Bookkeeping:
     visits: list[tuple[int, str, int]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
+    map_events: list[MapEvent] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.visits or self.decisions or self.turns)
+        return not (self.visits or self.decisions or self.turns or self.map_events)
 
     def clear(self) -> None:
         self.visits.clear()
         self.decisions.clear()
         self.turns.clear()
+        self.map_events.clear()
 
 
 class _Version:
@@ -495,7 +500,8 @@ class MemoryStore:
         self.write_bookkeeping(Bookkeeping(visits=[(location_id, location_name, episode)]))
 
     def write_bookkeeping(self, bookkeeping: Bookkeeping) -> None:
-        """Write buffered visits, decision-log rows and turn records in one transaction."""
+        """Write buffered visits, decision-log rows, turn records and map events in one
+        transaction."""
         for location_id, _name, episode in bookkeeping.visits:
             check_location_id(location_id)
             if type(episode) is not int or episode < 1:
@@ -512,6 +518,8 @@ class MemoryStore:
             _run(conn, _VISIT_EPISODE, {"location_id": location_id, "episode": episode})
         _run_many(conn, _INSERT_DECISION, bookkeeping.decisions)
         _run_many(conn, _INSERT_TURNS, bookkeeping.turns)
+        if bookkeeping.map_events:
+            write_map_events(conn, bookkeeping.map_events)
 
     def location(self, location_id: int) -> LocationInfo | None:
         """A location's name and visit record, or None if it was never stored."""

@@ -1,0 +1,659 @@
+"""MapStore: the map's repository over the store's transactions (issue 16, spec 003).
+
+The map lives in four tables on disk (revision 0006): ``map_rooms``, ``map_connections``,
+``map_exit_failures`` and ``map_pruned_exits``. memstore.map_graph holds the rules (what a
+turn records, the confidence formula, BFS); this module is their SQL and runs only through
+the store's public transaction (``MemoryStore.transaction``), with statements prebuilt at
+import time and run by memstore.executor.
+
+Two ways in:
+
+* **per turn**, the manager buffers one MapEvent per turn with its other bookkeeping;
+  ``write_map_events`` writes them inside the transaction that writes the rest (the next
+  memory write, a flush, the episode's end), so a turn that changes no memory costs no
+  commit;
+* **queries** (``exits``, ``route``, ``untried_directions``, ``nearest_unexplored``,
+  ``rooms``) read the map in one read transaction each and answer with typed results; a
+  location the map does not know gets an empty answer and the reason, never an
+  exception. Each accepts the caller's ``pending`` events (not yet written), so an agent
+  sees the map as it is after its own last turn.
+
+Confidence of a connection with ``v`` verifications and ``f`` failures is
+``(v + 1) / (v + f + 2)``; routes use connections above ``map_route_confidence`` (default
+0.5: more verifications than failures) and never a pruned exit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sqlalchemy import Connection as SQLConnection
+from sqlalchemy import and_, bindparam, case, delete, insert, literal_column, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memstore.executor import run, run_many
+from memstore.map_graph import (
+    DIRECTIONS,
+    MOVED,
+    STAYED,
+    Connection,
+    ExitFailure,
+    MapEvent,
+    MapGraph,
+    PrunedExit,
+    Room,
+    RoomExits,
+    Route,
+    Unexplored,
+    UntriedDirections,
+    exits_line,
+)
+from memstore.models import check_location_id
+from memstore.schema import map_connections, map_exit_failures, map_pruned_exits, map_rooms
+
+if TYPE_CHECKING:
+    from memstore.config import MemstoreConfig
+    from memstore.store import MemoryStore
+
+__all__ = ["MapStore", "read_graph", "read_room", "write_map_events"]
+
+# --- statements, built once ---------------------------------------------------------------------
+
+_room = sqlite_insert(map_rooms).values(id=bindparam("id"), name=bindparam("name"))
+#: a room, named when the game gave a name ("" until then); a new name replaces the old
+_UPSERT_ROOM = _room.on_conflict_do_update(
+    index_elements=["id"],
+    set_={"name": _room.excluded.name},
+    where=and_(
+        _room.excluded.name != literal_column("''"), map_rooms.c.name != _room.excluded.name
+    ),
+)
+
+_moved = sqlite_insert(map_connections).values(
+    from_id=bindparam("from_id"),
+    action=bindparam("action"),
+    action_key=bindparam("action_key"),
+    direction=bindparam("direction"),
+    to_id=bindparam("to_id"),
+    verifications=literal_column("1"),
+    failures=literal_column("0"),
+    first_episode=bindparam("episode"),
+    first_turn=bindparam("turn"),
+    last_episode=bindparam("episode"),
+    last_turn=bindparam("turn"),
+)
+_same_destination = map_connections.c.to_id == _moved.excluded.to_id
+#: a move: one more verification, or a new destination (verifications restart at 1 and the
+#: old destination's miss is one more failure); the action keeps its first typed form
+_MOVED = _moved.on_conflict_do_update(
+    index_elements=["from_id", "action_key"],
+    set_={
+        "verifications": case(
+            (_same_destination, map_connections.c.verifications + literal_column("1")),
+            else_=literal_column("1"),
+        ),
+        "failures": case(
+            (_same_destination, map_connections.c.failures),
+            else_=map_connections.c.failures + literal_column("1"),
+        ),
+        "to_id": _moved.excluded.to_id,
+        "last_episode": _moved.excluded.last_episode,
+        "last_turn": _moved.excluded.last_turn,
+    },
+)
+_UNPRUNE = delete(map_pruned_exits).where(
+    map_pruned_exits.c.from_id == bindparam("room"),
+    map_pruned_exits.c.direction == bindparam("key"),
+)
+_blocked = sqlite_insert(map_exit_failures).values(
+    from_id=bindparam("from_id"),
+    direction=bindparam("direction"),
+    count=literal_column("1"),
+    last_episode=bindparam("last_episode"),
+    last_turn=bindparam("last_turn"),
+)
+#: a direction that did not move: one more failure there; returns the count
+_BLOCKED = _blocked.on_conflict_do_update(
+    index_elements=["from_id", "direction"],
+    set_={
+        "count": map_exit_failures.c.count + literal_column("1"),
+        "last_episode": _blocked.excluded.last_episode,
+        "last_turn": _blocked.excluded.last_turn,
+    },
+).returning(map_exit_failures.c.count)
+#: an action that did not move: a failure of its connection from here, if there is one
+_FAIL_CONNECTION = (
+    update(map_connections)
+    .where(
+        map_connections.c.from_id == bindparam("room"),
+        map_connections.c.action_key == bindparam("key"),
+    )
+    .values(failures=map_connections.c.failures + literal_column("1"))
+)
+_PRUNE = sqlite_insert(map_pruned_exits).on_conflict_do_nothing()
+
+_CONNECTION_COLUMNS = (
+    map_connections.c.from_id,
+    map_connections.c.action,
+    map_connections.c.action_key,
+    map_connections.c.direction,
+    map_connections.c.to_id,
+    map_connections.c.verifications,
+    map_connections.c.failures,
+    map_connections.c.first_episode,
+    map_connections.c.first_turn,
+    map_connections.c.last_episode,
+    map_connections.c.last_turn,
+)
+_FAILURE_COLUMNS = (
+    map_exit_failures.c.from_id,
+    map_exit_failures.c.direction,
+    map_exit_failures.c.count,
+    map_exit_failures.c.last_episode,
+    map_exit_failures.c.last_turn,
+)
+_PRUNED_COLUMNS = (
+    map_pruned_exits.c.from_id,
+    map_pruned_exits.c.direction,
+    map_pruned_exits.c.pruned_episode,
+    map_pruned_exits.c.pruned_turn,
+)
+_ROOMS = select(map_rooms.c.id, map_rooms.c.name)
+_CONNECTIONS = select(*_CONNECTION_COLUMNS)
+_FAILURES = select(*_FAILURE_COLUMNS)
+_PRUNED = select(*_PRUNED_COLUMNS)
+
+_to_room = map_rooms.alias("to_room")
+_ROOM_NAME = select(map_rooms.c.name).where(map_rooms.c.id == bindparam("room"))
+_ROOM_CONNECTIONS = (
+    select(*_CONNECTION_COLUMNS, _to_room.c.name)
+    .join_from(map_connections, _to_room, _to_room.c.id == map_connections.c.to_id)
+    .where(map_connections.c.from_id == bindparam("room"))
+)
+_ROOM_FAILURES = select(*_FAILURE_COLUMNS).where(map_exit_failures.c.from_id == bindparam("room"))
+_ROOM_PRUNED = select(*_PRUNED_COLUMNS).where(map_pruned_exits.c.from_id == bindparam("room"))
+
+_INSERT_ROOMS = insert(map_rooms)
+_INSERT_CONNECTIONS = insert(map_connections)
+_INSERT_FAILURES = insert(map_exit_failures)
+_INSERT_PRUNED = insert(map_pruned_exits)
+#: children first: connections, failures and pruned exits point at rooms
+_CLEAR = tuple(delete(t) for t in (map_pruned_exits, map_exit_failures, map_connections, map_rooms))
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+class _WriteLog:
+    """What this process wrote to maps, for the MapStores' caches: a counter of writes,
+    and for each room the last write that changed its exits or added or renamed it (a
+    cached part showing that room is read again). Several databases share it: a room id
+    written in one only makes another's cache read again, never wrong."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.rooms: dict[int, int] = {}
+        self.everything = 0  # a write after which no cached part is trusted (replace)
+
+    def next(self) -> int:
+        self.count += 1
+        return self.count
+
+
+_WRITES = _WriteLog()
+
+
+def _name_room(
+    conn: SQLConnection, named: dict[int, str], room: int, name: str, stamp: int
+) -> None:
+    """Upsert a room once per batch (again only when a batch brings its name); a room
+    that was added or renamed is marked changed."""
+    known = named.get(room)
+    if known is not None and (not name or name == known):
+        return
+    if run(conn, _UPSERT_ROOM, {"id": room, "name": name}).rowcount:
+        _WRITES.rooms[room] = stamp
+    named[room] = name or (known or "")
+
+
+def write_map_events(conn: SQLConnection, events: Sequence[MapEvent]) -> None:
+    """Write buffered map events, in order, inside the caller's write transaction.
+
+    The SQL twin of ``MapGraph.apply`` (memstore.map_graph): a test checks that both give
+    the same map for the same events.
+    """
+    stamp = _WRITES.next()
+    changed = _WRITES.rooms
+    named: dict[int, str] = {}
+    for event in events:
+        if event.kind == STAYED:
+            params = {"room": event.from_id, "key": event.action_key}
+            if run(conn, _FAIL_CONNECTION, params).rowcount:
+                changed[event.from_id] = stamp
+            continue
+        changed[event.from_id] = stamp
+        _name_room(conn, named, event.from_id, event.from_name, stamp)
+        if event.kind == MOVED:
+            _name_room(conn, named, event.to_id, event.to_name, stamp)
+            run(
+                conn,
+                _MOVED,
+                {
+                    "from_id": event.from_id,
+                    "action": event.action,
+                    "action_key": event.action_key,
+                    "direction": event.direction,
+                    "to_id": event.to_id,
+                    "episode": event.episode,
+                    "turn": event.turn,
+                },
+            )
+            if event.direction is not None:
+                run(conn, _UNPRUNE, {"room": event.from_id, "key": event.direction})
+            continue
+        # BLOCKED: a direction command that did not move
+        ((count,),) = run(
+            conn,
+            _BLOCKED,
+            {
+                "from_id": event.from_id,
+                "direction": event.action_key,
+                "last_episode": event.episode,
+                "last_turn": event.turn,
+            },
+        ).fetchall()
+        params = {"room": event.from_id, "key": event.action_key}
+        has_connection = run(conn, _FAIL_CONNECTION, params).rowcount > 0
+        if count >= event.prune_after and not has_connection:
+            run(
+                conn,
+                _PRUNE,
+                {
+                    "from_id": event.from_id,
+                    "direction": event.action_key,
+                    "pruned_episode": event.episode,
+                    "pruned_turn": event.turn,
+                },
+            )
+
+
+def _check_event(event: object) -> MapEvent:
+    if not isinstance(event, MapEvent):
+        raise TypeError(f"a map event must be a MapEvent, got {type(event).__name__}")
+    for value in (event.from_id, event.to_id):
+        check_location_id(value)
+    for name in ("episode", "turn", "prune_after"):
+        value, least = getattr(event, name), 0 if name == "turn" else 1
+        if type(value) is not int or value < least:
+            raise ValueError(f"a map event's {name} must be an int >= {least}, got {value!r}")
+    if event.direction is not None and event.direction not in DIRECTIONS:
+        raise ValueError(f"unknown direction {event.direction!r}")
+    return event
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def read_graph(conn: SQLConnection) -> MapGraph:
+    """The whole map (inside the caller's transaction)."""
+    graph = MapGraph()
+    graph.rooms.update(run(conn, _ROOMS, {}).fetchall())
+    for row in run(conn, _CONNECTIONS, {}):
+        graph.connections[(row[0], row[2])] = Connection(*row)
+    for row in run(conn, _FAILURES, {}):
+        graph.failures[(row[0], row[1])] = ExitFailure(*row)
+    for row in run(conn, _PRUNED, {}):
+        graph.pruned[(row[0], row[1])] = PrunedExit(*row)
+    return graph
+
+
+def read_room(conn: SQLConnection, location_id: int) -> MapGraph:
+    """One room's part of the map: its name, connections (with their destinations'
+    names), exit failures and pruned exits; empty for a room not on the map."""
+    graph = MapGraph()
+    named = run(conn, _ROOM_NAME, {"room": location_id}).fetchall()
+    if not named:
+        return graph
+    graph.rooms[location_id] = named[0][0]
+    for *values, to_name in run(conn, _ROOM_CONNECTIONS, {"room": location_id}):
+        found = Connection(*values)
+        graph.connections[(location_id, found.action_key)] = found
+        graph.rooms.setdefault(found.to_id, to_name)
+    for row in run(conn, _ROOM_FAILURES, {"room": location_id}):
+        graph.failures[(location_id, row[1])] = ExitFailure(*row)
+    for row in run(conn, _ROOM_PRUNED, {"room": location_id}):
+        graph.pruned[(location_id, row[1])] = PrunedExit(*row)
+    return graph
+
+
+def _graph_problems(graph: MapGraph) -> list[str]:
+    problems = []
+    for connection in graph.connections.values():
+        for room in (connection.from_id, connection.to_id):
+            if room not in graph.rooms:
+                problems.append(f"connection {connection.action_key!r} uses unknown room {room}")
+    for from_id, direction in (*graph.failures, *graph.pruned):
+        if from_id not in graph.rooms:
+            problems.append(f"exit {direction!r} of unknown room {from_id}")
+        if direction not in DIRECTIONS:
+            problems.append(f"exit {direction!r} of room {from_id} is not a direction")
+    return problems
+
+
+# --- the repository ------------------------------------------------------------------------------
+
+
+def _data_version(conn: SQLConnection) -> int:
+    """SQLite's counter of commits by other connections (PRAGMA data_version)."""
+    driver = conn.connection.driver_connection
+    return int(driver.execute("PRAGMA data_version").fetchone()[0])  # type: ignore[union-attr]
+
+
+class _PendingIndex:
+    """A caller's list of pending events, indexed by the rooms and exits they touch as it
+    grows (the manager's buffer only grows until it is written and emptied)."""
+
+    def __init__(self) -> None:
+        self._source: list[MapEvent] | None = None
+        self._seen: list[MapEvent] = []  # the events indexed, in order
+        # non-STAYED events by every room they name; STAYED events by (room, action key)
+        self._by_room: dict[int, list[int]] = {}
+        self._by_exit: dict[tuple[int, str], list[int]] = {}
+
+    def _update(self, pending: list[MapEvent]) -> None:
+        seen = self._seen
+        if (
+            pending is not self._source
+            or len(pending) < len(seen)
+            or (seen and (pending[0] is not seen[0] or pending[len(seen) - 1] is not seen[-1]))
+        ):
+            self._source, self._seen = pending, []
+            self._by_room.clear()
+            self._by_exit.clear()
+            seen = self._seen
+        for index in range(len(seen), len(pending)):
+            event = pending[index]
+            seen.append(event)
+            if event.kind == STAYED:
+                self._by_exit.setdefault((event.from_id, event.action_key), []).append(index)
+                continue
+            self._by_room.setdefault(event.from_id, []).append(index)
+            if event.kind == MOVED:
+                self._by_room.setdefault(event.to_id, []).append(index)
+
+    def touching(self, pending: list[MapEvent], part: MapGraph, location_id: int) -> list[MapEvent]:
+        """The events (in order) that may change what a room's part shows: every one
+        naming the room or a room it shows, and actions taken there that have a
+        connection there."""
+        self._update(pending)
+        indexes: set[int] = set()
+        for room in (location_id, *part.rooms):
+            indexes.update(self._by_room.get(room, ()))
+        for room, key in part.connections:
+            if room == location_id:
+                indexes.update(self._by_exit.get((room, key), ()))
+        return [self._seen[index] for index in sorted(indexes)]
+
+
+class _Part(NamedTuple):
+    """A cached room part: its rows, and the answer once worked out."""
+
+    graph: MapGraph
+    exits: RoomExits | None = None
+
+
+class MapStore:
+    """The map over a MemoryStore: queries with typed answers, and whole-map writes.
+
+    ``pending`` (every query's keyword) is a sequence of MapEvents not yet written (the
+    manager's buffer): the answer is the map as it will be once they are.
+
+    What was read is cached. A write through ``write_map_events`` in this process marks
+    the rooms it changed, and the parts showing them are read again; events the caller
+    says it has just written (``written``: the manager's flushed buffer) are applied to
+    the cache instead. Everything is dropped when SQLite's ``data_version`` says another
+    connection committed: every query checks it, except that ``exits`` may skip the check
+    for ``max_age_s`` seconds after the last one (the agent's per-turn exits line).
+    """
+
+    def __init__(self, store: MemoryStore, config: MemstoreConfig | None = None) -> None:
+        self.store = store
+        self.config = config or store.config
+        self._version: int | None = None  # data_version when last checked
+        self._checked = float("-inf")  # time.monotonic() then
+        self._count = _WRITES.count  # the writes in this process the cache accounts for
+        self._graph: MapGraph | None = None
+        self._parts: dict[int, _Part] = {}
+        self._pending = _PendingIndex()
+        self._names: dict[int, str] = {}  # room names as the cached parts show them
+        # exits with pending events applied: (the part, the events, the answer) by room
+        self._overlaid: dict[int, tuple[_Part, list[MapEvent], RoomExits]] = {}
+
+    @property
+    def threshold(self) -> float:
+        """Connections above this confidence are used for routes."""
+        return self.config.map_route_confidence
+
+    # -- the cache
+
+    def _catch_up(self) -> None:
+        """Forget what writes in this process changed since the cache was last in step."""
+        if _WRITES.count == self._count:
+            return
+        if _WRITES.everything > self._count:
+            self._parts.clear()
+            self._names.clear()
+        else:
+            changed = {room for room, at in _WRITES.rooms.items() if at > self._count}
+            for location_id in [
+                location_id
+                for location_id, part in self._parts.items()
+                if location_id in changed or not changed.isdisjoint(part.graph.rooms)
+            ]:
+                del self._parts[location_id]
+        self._graph = None
+        self._count = _WRITES.count
+
+    def _sync(self, conn: SQLConnection) -> None:
+        """Forget everything when another connection committed since the last check."""
+        self._catch_up()
+        version = _data_version(conn)
+        self._checked = time.monotonic()
+        if version != self._version:
+            self._version = version
+            self._graph = None
+            self._parts.clear()
+            self._names.clear()
+
+    def written(self, events: Sequence[MapEvent]) -> None:
+        """Say that ``events`` were just written and committed by this process's last map
+        write (one ``write_map_events`` call: the manager's flushed buffer): the cache
+        applies them instead of reading those rooms again. If any other map write happened
+        since the cache was in step, this does nothing and the rooms are read again."""
+        if _WRITES.count != self._count + 1 or not events:
+            return
+        self._count = _WRITES.count
+        if self._graph is not None:
+            self._graph.apply_all(events)
+        by_room: dict[int, list[MapEvent]] = {}
+        renamed: set[int] = set()
+        for event in events:
+            by_room.setdefault(event.from_id, []).append(event)
+            if event.kind == STAYED:
+                continue
+            named = [(event.from_id, event.from_name)]
+            if event.kind == MOVED:
+                by_room.setdefault(event.to_id, []).append(event)
+                named.append((event.to_id, event.to_name))
+            for room, name in named:
+                if name and self._names.setdefault(room, name) != name:
+                    renamed.add(room)
+                    self._names[room] = name
+        for location_id in by_room.keys() & self._parts.keys():
+            part = self._parts[location_id]
+            relevant = _relevant(part.graph, location_id, by_room[location_id])
+            if relevant:
+                self._parts[location_id] = _Part(part.graph.copy().apply_all(relevant))
+        if renamed:  # rare: read again every part showing a renamed room
+            for location_id in [
+                location_id
+                for location_id, part in self._parts.items()
+                if not renamed.isdisjoint(part.graph.rooms)
+            ]:
+                del self._parts[location_id]
+
+    def _part(self, location_id: int, max_age_s: float = 0.0) -> _Part:
+        """One room's part of the map as stored (cached: not to be changed)."""
+        self._catch_up()
+        part = self._parts.get(location_id)
+        if part is None or time.monotonic() - self._checked > max_age_s:
+            with self.store.transaction(write=False) as conn:
+                self._sync(conn)
+                part = self._parts.get(location_id)
+                if part is None:
+                    part = self._parts[location_id] = _Part(read_room(conn, location_id))
+                    self._names.update(part.graph.rooms)
+        if part.exits is None:
+            part = self._parts[location_id] = _Part(
+                part.graph, part.graph.exits(location_id, self.threshold)
+            )
+        return part
+
+    # -- reading
+
+    def graph(self, *, pending: Iterable[MapEvent] = ()) -> MapGraph:
+        """The whole map (a copy the caller may change), with ``pending`` applied."""
+        with self.store.transaction(write=False) as conn:
+            self._sync(conn)
+            if self._graph is None:
+                self._graph = read_graph(conn)
+            graph = self._graph.copy()
+        return graph.apply_all(pending)
+
+    def room_graph(self, location_id: int, *, pending: Iterable[MapEvent] = ()) -> MapGraph:
+        """One room's part of the map (a copy), with the pending events that touch it."""
+        check_location_id(location_id)
+        part = self._part(location_id)
+        return part.graph.copy().apply_all(_relevant(part.graph, location_id, pending))
+
+    def exits(
+        self, location_id: int, *, pending: Iterable[MapEvent] = (), max_age_s: float = 0.0
+    ) -> RoomExits:
+        """The room's known exits, untried, blocked and pruned directions.
+
+        ``max_age_s`` > 0 lets the answer come from the cache without asking SQLite whether
+        another connection committed, if it asked less than that long ago (this process's
+        own writes are always accounted for). A ``pending`` list that only grows between
+        calls (the manager's buffer) is indexed as it grows, not read again each time."""
+        check_location_id(location_id)
+        part = self._part(location_id, max_age_s)
+        if isinstance(pending, list):
+            candidates = self._pending.touching(pending, part.graph, location_id)
+        else:
+            candidates = list(pending)
+        relevant = _relevant(part.graph, location_id, candidates)
+        if not relevant:
+            return part.exits  # type: ignore[return-value]
+        done = self._overlaid.get(location_id)
+        if done is not None and done[0] is part and done[1] == relevant:
+            return done[2]
+        found = part.graph.copy().apply_all(relevant).exits(location_id, self.threshold)
+        self._overlaid[location_id] = (part, relevant, found)
+        return found
+
+    def untried_directions(
+        self, location_id: int, *, pending: Iterable[MapEvent] = ()
+    ) -> UntriedDirections:
+        """Canonical directions never tried at the room (empty, with a reason, when the
+        room is not on the map)."""
+        found = self.exits(location_id, pending=pending)
+        return UntriedDirections(location_id, found.untried, found.reason)
+
+    def route(self, from_id: int, to_id: int, *, pending: Iterable[MapEvent] = ()) -> Route:
+        """The shortest route as actions to type, over connections above the confidence
+        threshold and never through a pruned exit; ``actions`` None with the reason when
+        there is none."""
+        check_location_id(from_id)
+        check_location_id(to_id)
+        return self.graph(pending=pending).route(from_id, to_id, self.threshold)
+
+    def nearest_unexplored(self, from_id: int, *, pending: Iterable[MapEvent] = ()) -> Unexplored:
+        """The closest room with a direction never tried there, and the route to it."""
+        check_location_id(from_id)
+        return self.graph(pending=pending).nearest_unexplored(from_id, self.threshold)
+
+    def rooms(self) -> list[Room]:
+        """Every room on the map, by id."""
+        return self.graph().room_list()
+
+    def exits_line(self, location_id: int, *, pending: Iterable[MapEvent] = ()) -> str:
+        """The agent's one-line summary of the room's exits ("" off the map)."""
+        return exits_line(self.exits(location_id, pending=pending))
+
+    # -- writing
+
+    def record(self, events: Iterable[MapEvent]) -> None:
+        """Write map events now, in one write transaction (the manager batches them with
+        its bookkeeping instead)."""
+        checked = [_check_event(e) for e in events]
+        if checked:
+            with self.store.transaction(write=True) as conn:
+                write_map_events(conn, checked)
+
+    def replace(self, graph: MapGraph) -> None:
+        """Make the stored map exactly ``graph``, in one write transaction: all or nothing.
+        A graph whose rows point at rooms it does not have is refused (ValueError)."""
+        problems = _graph_problems(graph)
+        if problems:
+            raise ValueError(f"not a consistent map: {problems[0]}; nothing was written")
+        with self.store.transaction(write=True) as conn:
+            _WRITES.everything = _WRITES.next()
+            for statement in _CLEAR:
+                conn.execute(statement)
+            run_many(conn, _INSERT_ROOMS, [{"id": k, "name": v} for k, v in graph.rooms.items()])
+            run_many(conn, _INSERT_CONNECTIONS, [_row(c) for c in graph.connections.values()])
+            run_many(conn, _INSERT_FAILURES, [_row(f) for f in graph.failures.values()])
+            run_many(
+                conn,
+                _INSERT_PRUNED,
+                [
+                    {
+                        "from_id": p.from_id,
+                        "direction": p.direction,
+                        "pruned_episode": p.episode,
+                        "pruned_turn": p.turn,
+                    }
+                    for p in graph.pruned.values()
+                ],
+            )
+
+
+def _relevant(part: MapGraph, location_id: int, events: Iterable[MapEvent]) -> list[MapEvent]:
+    """The events that change what a room's part shows: the room's own exits (an action
+    with no connection here changes nothing), and the name of the room or of a room it
+    shows (a destination)."""
+    rooms = part.rooms
+    found = []
+    for event in events:
+        if event.from_id == location_id:
+            if event.kind != STAYED or (location_id, event.action_key) in part.connections:
+                found.append(event)
+        elif event.kind != STAYED and (
+            _names(rooms, location_id, event.from_id, event.from_name)
+            or (event.kind == MOVED and _names(rooms, location_id, event.to_id, event.to_name))
+        ):
+            found.append(event)
+    return found
+
+
+def _names(rooms: dict[int, str], location_id: int, room: int, name: str) -> bool:
+    """An event naming ``room`` changes a part showing ``rooms`` (of ``location_id``)."""
+    if room in rooms:
+        return bool(name) and name != rooms[room]
+    return room == location_id
+
+
+def _row(item: Connection | ExitFailure) -> dict[str, Any]:
+    return item._asdict()
