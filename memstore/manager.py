@@ -15,11 +15,14 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
 from memstore.errors import RebuildFailed
 from memstore.flagged import FlaggedMemories
+from memstore.map_graph import MapEvent, event_for_turn, exits_line_variants
+from memstore.map_store import MapStore
 from memstore.models import Memory, check_location_id
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
@@ -39,6 +42,8 @@ from memstore.triggers import Trigger, ZMachineContext, significance
 log = logging.getLogger("memstore.manager")
 
 OFFLINE_MODEL = "offline-recorder"
+#: the agent's exits line may miss another process's map writes for this long (seconds)
+MAP_RECHECK_S = 0.05
 
 
 class SimpleMemoryManager:
@@ -127,6 +132,7 @@ class SimpleMemoryManager:
         if not self._pending.empty:
             self.store.write_bookkeeping(self._pending)
             self._pending.clear()
+            self._map_after_write()
 
     def close(self) -> None:
         self.flush()
@@ -137,8 +143,47 @@ class SimpleMemoryManager:
         """Remember the agent's reasoning for an action, for the synthesis history window."""
         self._reasoning.append((turn, reasoning, action))
 
+    @cached_property
+    def map(self) -> MapStore:
+        """The map this manager records every turn into (memstore.map_store), over the
+        same store; its queries take ``pending=manager.pending_map_events``."""
+        return MapStore(self.store, self.config)
+
+    @property
+    def pending_map_events(self) -> list[MapEvent]:
+        """Map events recorded but not written yet (they go with the next bookkeeping)."""
+        return self._pending.map_events
+
+    @cached_property
+    def _map_unwritten(self) -> list[MapEvent]:
+        """The map events in the bookkeeping buffer (which is emptied when written)."""
+        return []
+
+    def _map_after_write(self) -> None:
+        """If the buffered map events were written (the buffer is empty now), the map's
+        cache takes them in rather than reading those rooms again."""
+        if self._map_unwritten and not self._pending.map_events:
+            self.map.written(self._map_unwritten)
+            self._map_unwritten.clear()
+
+    def _with_exits_line(self, text: str, location_id: int) -> str:
+        """``text`` and the room's exits line, the fullest one that keeps the whole within
+        the token budget (the memories are never cut for it); ``text`` alone if none fits
+        or the room is not on the map. Another process's map writes show within
+        MAP_RECHECK_S; this manager's own, at once."""
+        room = self.map.exits(
+            location_id, pending=self._pending.map_events, max_age_s=MAP_RECHECK_S
+        )
+        for line in exits_line_variants(room):
+            combined = f"{text}\n{line}" if text else line
+            if count_tokens(combined) <= self.config.token_budget:
+                return combined
+        return text
+
     def get_location_memory(self, location_id: int) -> str:
-        """What the agent should read at this location (see MemoryStore.get_location_memory).
+        """What the agent should read at this location (see MemoryStore.get_location_memory),
+        and, when ``map_exits_line`` is on, one line of the room's known exits and untried
+        directions (memstore.map_graph.exits_line) within the same token budget.
 
         Its size in tokens is kept as ``last_context_tokens`` and goes into the next turn
         record, for the tokens-per-turn metric; the time it took goes into that record's
@@ -146,6 +191,8 @@ class SimpleMemoryManager:
         """
         started = time.perf_counter()
         text = self.store.get_location_memory(location_id)
+        if self.config.map_exits_line:
+            text = self._with_exits_line(text, location_id)
         self.last_context_tokens = count_tokens(text) if text else 0
         self._context_seconds += time.perf_counter() - started
         return text
@@ -181,6 +228,20 @@ class SimpleMemoryManager:
         if location_id != self._last_location:  # arrived here: one visit
             self._pending.visits.append((location_id, location_name, self.episode))
         ctx = ctx.model_copy(update={"first_visit": first_visit})
+        # the map, from the context's location ids and death flag; written with the
+        # bookkeeping below (memstore.map_graph.event_for_turn says what a turn records)
+        map_event = event_for_turn(
+            ctx,
+            action,
+            location_id=location_id,
+            location_name=location_name,
+            episode=self.episode,
+            turn=self.turn,
+            prune_after=self.config.map_prune_after,
+        )
+        if map_event is not None:
+            self._pending.map_events.append(map_event)
+            self._map_unwritten.append(map_event)
         triggers = significance(ctx)
         applied = None
         if triggers:
@@ -188,6 +249,7 @@ class SimpleMemoryManager:
             applied = self._synthesize(
                 location_id, location_name, action, response, ctx, triggers, first_visit
             )
+            self._map_after_write()
         self._visited.add(location_id)
         self._last_location = location_id
         self._actions.append((self.turn, action, response))

@@ -30,6 +30,7 @@ SLOW_MODULES = frozenset(
         "test_demo_interrupt",
         "test_read_only",
         "test_alembic_guards",
+        "test_map_ground_truth",
     }
 )
 #: single tests elsewhere that start a process or a server
