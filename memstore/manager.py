@@ -22,7 +22,7 @@ from memstore.config import MemstoreConfig, load_config
 from memstore.errors import RebuildFailed
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, event_for_turn, exits_line_variants
-from memstore.map_store import MapStore
+from memstore.map_store import MapStore, MapView
 from memstore.models import Memory, check_location_id
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
@@ -42,7 +42,8 @@ from memstore.triggers import Trigger, ZMachineContext, significance
 log = logging.getLogger("memstore.manager")
 
 OFFLINE_MODEL = "offline-recorder"
-#: the agent's exits line may miss another process's map writes for this long (seconds)
+#: the agent's exits line may miss another process's map writes for this long (seconds);
+#: this manager's own turns show at once
 MAP_RECHECK_S = 0.05
 
 
@@ -132,7 +133,7 @@ class SimpleMemoryManager:
         if not self._pending.empty:
             self.store.write_bookkeeping(self._pending)
             self._pending.clear()
-            self._map_after_write()
+            self._map_view.settle(self._pending.map_events)
 
     def close(self) -> None:
         self.flush()
@@ -155,30 +156,32 @@ class SimpleMemoryManager:
         return self._pending.map_events
 
     @cached_property
-    def _map_unwritten(self) -> list[MapEvent]:
-        """The map events in the bookkeeping buffer (which is emptied when written)."""
-        return []
-
-    def _map_after_write(self) -> None:
-        """If the buffered map events were written (the buffer is empty now), the map's
-        cache takes them in rather than reading those rooms again."""
-        if self._map_unwritten and not self._pending.map_events:
-            self.map.written(self._map_unwritten)
-            self._map_unwritten.clear()
+    def _map_view(self) -> MapView:
+        """The map as this agent sees it: stored, plus its buffered events (kept up to
+        date event by event; another process's writes show within MAP_RECHECK_S)."""
+        return MapView(self.map, MAP_RECHECK_S)
 
     def _with_exits_line(self, text: str, location_id: int) -> str:
         """``text`` and the room's exits line, the fullest one that keeps the whole within
         the token budget (the memories are never cut for it); ``text`` alone if none fits
-        or the room is not on the map. Another process's map writes show within
-        MAP_RECHECK_S; this manager's own, at once."""
-        room = self.map.exits(
-            location_id, pending=self._pending.map_events, max_age_s=MAP_RECHECK_S
-        )
-        for line in exits_line_variants(room):
-            combined = f"{text}\n{line}" if text else line
-            if count_tokens(combined) <= self.config.token_budget:
-                return combined
-        return text
+        or the room is not on the map."""
+        view = self._map_view
+        room = view.exits(location_id, self._pending.map_events)
+        done = view.memo.get(location_id)
+        if done is not None and done[0] is room and done[1] == text:
+            return done[2]  # nothing changed since the last turn here
+        budget, combined = self.config.token_budget, text
+        for shorter, line in enumerate(exits_line_variants(room)):
+            # a shorter line is counted alone first (short, and cached): joining the two
+            # saves at most a token where they meet, so most lines are ruled out cheaply
+            if shorter and count_tokens(text) + count_tokens(line) > budget + 1:
+                continue
+            candidate = f"{text}\n{line}" if text else line
+            if count_tokens(candidate) <= budget:
+                combined = candidate
+                break
+        view.memo[location_id] = (room, text, combined)
+        return combined
 
     def get_location_memory(self, location_id: int) -> str:
         """What the agent should read at this location (see MemoryStore.get_location_memory),
@@ -241,7 +244,7 @@ class SimpleMemoryManager:
         )
         if map_event is not None:
             self._pending.map_events.append(map_event)
-            self._map_unwritten.append(map_event)
+            self._map_view.recorded(map_event)
         triggers = significance(ctx)
         applied = None
         if triggers:
@@ -249,7 +252,7 @@ class SimpleMemoryManager:
             applied = self._synthesize(
                 location_id, location_name, action, response, ctx, triggers, first_visit
             )
-            self._map_after_write()
+            self._map_view.settle(self._pending.map_events)
         self._visited.add(location_id)
         self._last_location = location_id
         self._actions.append((self.turn, action, response))

@@ -369,12 +369,18 @@ class MapGraph:
                 )
             else:
                 same = old.to_id == event.to_id
-                self.connections[key] = old._replace(
-                    to_id=event.to_id,
-                    verifications=old.verifications + 1 if same else 1,
-                    failures=old.failures if same else old.failures + 1,
-                    last_episode=event.episode,
-                    last_turn=event.turn,
+                self.connections[key] = Connection(
+                    old.from_id,
+                    old.action,
+                    old.action_key,
+                    old.direction,
+                    event.to_id,
+                    old.verifications + 1 if same else 1,
+                    old.failures if same else old.failures + 1,
+                    old.first_episode,
+                    old.first_turn,
+                    event.episode,
+                    event.turn,
                 )
             if event.direction is not None:
                 self.pruned.pop(key, None)
@@ -424,16 +430,21 @@ class MapGraph:
             and (connection.from_id, connection.direction) in self.pruned
         )
 
-    def _exit(self, connection: Connection, threshold: float) -> Exit:
+    def exit(self, connection: Connection, threshold: float = DEFAULT_ROUTE_CONFIDENCE) -> Exit:
+        """A connection as the agent sees it (its destination's name, confidence, and
+        whether routes use it)."""
+        direction = connection.direction
+        trust = confidence(connection.verifications, connection.failures)
         return Exit(
-            connection.command,
-            connection.direction,
+            direction or connection.action,
+            direction,
             connection.to_id,
             self.rooms.get(connection.to_id, ""),
             connection.verifications,
             connection.failures,
-            connection.confidence,
-            self._routable(connection, threshold),
+            trust,
+            trust > threshold
+            and (direction is None or (connection.from_id, direction) not in self.pruned),
         )
 
     def exits(self, location_id: int, threshold: float = DEFAULT_ROUTE_CONFIDENCE) -> RoomExits:
@@ -443,17 +454,18 @@ class MapGraph:
         if name is None:
             return RoomExits(location_id, None, (), (), (), (), _not_on_map(location_id))
         connections = self._from(location_id)
-        pruned = {d for (room, d) in self.pruned if room == location_id}
-        failed = {d for (room, d) in self.failures if room == location_id}
-        tried = pruned | failed | {c.direction for c in connections if c.direction}
-        has_connection = {c.direction for c in connections}
+        blocked = {d for room, d in self.failures if room == location_id}
+        pruned = {d for room, d in self.pruned if room == location_id}
+        exits = {c.direction for c in connections}
+        tried = blocked | pruned | exits
+        blocked -= pruned | exits
         return RoomExits(
             location_id,
             name,
-            tuple(self._exit(c, threshold) for c in connections),
-            tuple(d for d in DIRECTIONS if d not in tried),
-            tuple(d for d in DIRECTIONS if d in failed - pruned - has_connection),
-            tuple(d for d in DIRECTIONS if d in pruned),
+            tuple([self.exit(c, threshold) for c in connections]),
+            tuple([d for d in DIRECTIONS if d not in tried]),
+            tuple([d for d in DIRECTIONS if d in blocked]) if blocked else (),
+            tuple([d for d in DIRECTIONS if d in pruned]) if pruned else (),
         )
 
     def untried(self, location_id: int) -> UntriedDirections:
@@ -486,7 +498,7 @@ class MapGraph:
         steps: list[Exit] = []
         step = parents[goal]
         while step is not None:
-            steps.append(self._exit(step, threshold))
+            steps.append(self.exit(step, threshold))
             step = parents[step.from_id]
         steps.reverse()
         return Route(from_id, goal, tuple(s.command for s in steps), tuple(steps))

@@ -6,17 +6,20 @@ turn records, the confidence formula, BFS); this module is their SQL and runs on
 the store's public transaction (``MemoryStore.transaction``), with statements prebuilt at
 import time and run by memstore.executor.
 
-Two ways in:
+Three ways in:
 
 * **per turn**, the manager buffers one MapEvent per turn with its other bookkeeping;
   ``write_map_events`` writes them inside the transaction that writes the rest (the next
   memory write, a flush, the episode's end), so a turn that changes no memory costs no
   commit;
-* **queries** (``exits``, ``route``, ``untried_directions``, ``nearest_unexplored``,
-  ``rooms``) read the map in one read transaction each and answer with typed results; a
-  location the map does not know gets an empty answer and the reason, never an
-  exception. Each accepts the caller's ``pending`` events (not yet written), so an agent
-  sees the map as it is after its own last turn.
+* **queries** (``MapStore.exits``, ``route``, ``untried_directions``,
+  ``nearest_unexplored``, ``rooms``) read the map in one read transaction each and answer
+  with typed results; a location the map does not know gets an empty answer and the
+  reason, never an exception. Each accepts the caller's ``pending`` events (not yet
+  written), so an agent sees the map as it is after its own last turn;
+* **the agent's view** (``MapView``): the rooms the agent has looked at, read once and
+  then kept up to date event by event, so the exits line in its context costs no query
+  on most turns.
 
 Confidence of a connection with ``v`` verifications and ``f`` failures is
 ``(v + 1) / (v + f + 2)``; routes use connections above ``map_route_confidence`` (default
@@ -351,217 +354,46 @@ def _data_version(conn: SQLConnection) -> int:
     return int(driver.execute("PRAGMA data_version").fetchone()[0])  # type: ignore[union-attr]
 
 
-class _PendingIndex:
-    """A caller's list of pending events, indexed by the rooms and exits they touch as it
-    grows (the manager's buffer only grows until it is written and emptied)."""
-
-    def __init__(self) -> None:
-        self._source: list[MapEvent] | None = None
-        self._seen: list[MapEvent] = []  # the events indexed, in order
-        # non-STAYED events by every room they name; STAYED events by (room, action key)
-        self._by_room: dict[int, list[int]] = {}
-        self._by_exit: dict[tuple[int, str], list[int]] = {}
-
-    def _update(self, pending: list[MapEvent]) -> None:
-        seen = self._seen
-        if (
-            pending is not self._source
-            or len(pending) < len(seen)
-            or (seen and (pending[0] is not seen[0] or pending[len(seen) - 1] is not seen[-1]))
-        ):
-            self._source, self._seen = pending, []
-            self._by_room.clear()
-            self._by_exit.clear()
-            seen = self._seen
-        for index in range(len(seen), len(pending)):
-            event = pending[index]
-            seen.append(event)
-            if event.kind == STAYED:
-                self._by_exit.setdefault((event.from_id, event.action_key), []).append(index)
-                continue
-            self._by_room.setdefault(event.from_id, []).append(index)
-            if event.kind == MOVED:
-                self._by_room.setdefault(event.to_id, []).append(index)
-
-    def touching(self, pending: list[MapEvent], part: MapGraph, location_id: int) -> list[MapEvent]:
-        """The events (in order) that may change what a room's part shows: every one
-        naming the room or a room it shows, and actions taken there that have a
-        connection there."""
-        self._update(pending)
-        indexes: set[int] = set()
-        for room in (location_id, *part.rooms):
-            indexes.update(self._by_room.get(room, ()))
-        for room, key in part.connections:
-            if room == location_id:
-                indexes.update(self._by_exit.get((room, key), ()))
-        return [self._seen[index] for index in sorted(indexes)]
-
-
-class _Part(NamedTuple):
-    """A cached room part: its rows, and the answer once worked out."""
-
-    graph: MapGraph
-    exits: RoomExits | None = None
-
-
 class MapStore:
     """The map over a MemoryStore: queries with typed answers, and whole-map writes.
 
-    ``pending`` (every query's keyword) is a sequence of MapEvents not yet written (the
-    manager's buffer): the answer is the map as it will be once they are.
-
-    What was read is cached. A write through ``write_map_events`` in this process marks
-    the rooms it changed, and the parts showing them are read again; events the caller
-    says it has just written (``written``: the manager's flushed buffer) are applied to
-    the cache instead. Everything is dropped when SQLite's ``data_version`` says another
-    connection committed: every query checks it, except that ``exits`` may skip the check
-    for ``max_age_s`` seconds after the last one (the agent's per-turn exits line).
+    ``pending`` (every query's keyword) holds MapEvents not yet written (the manager's
+    buffer): the answer is the map as it will be once they are. Each query is one read
+    transaction; the whole map (for routes) is kept until this process writes the map or
+    SQLite's ``data_version`` says another connection committed.
     """
 
     def __init__(self, store: MemoryStore, config: MemstoreConfig | None = None) -> None:
         self.store = store
         self.config = config or store.config
-        self._version: int | None = None  # data_version when last checked
-        self._checked = float("-inf")  # time.monotonic() then
-        self._count = _WRITES.count  # the writes in this process the cache accounts for
-        self._graph: MapGraph | None = None
-        self._parts: dict[int, _Part] = {}
-        self._pending = _PendingIndex()
-        self._names: dict[int, str] = {}  # room names as the cached parts show them
-        # exits with pending events applied: (the part, the events, the answer) by room
-        self._overlaid: dict[int, tuple[_Part, list[MapEvent], RoomExits]] = {}
+        self._graph: tuple[tuple[int, int], MapGraph] | None = None
 
     @property
     def threshold(self) -> float:
         """Connections above this confidence are used for routes."""
         return self.config.map_route_confidence
 
-    # -- the cache
-
-    def _catch_up(self) -> None:
-        """Forget what writes in this process changed since the cache was last in step."""
-        if _WRITES.count == self._count:
-            return
-        if _WRITES.everything > self._count:
-            self._parts.clear()
-            self._names.clear()
-        else:
-            changed = {room for room, at in _WRITES.rooms.items() if at > self._count}
-            for location_id in [
-                location_id
-                for location_id, part in self._parts.items()
-                if location_id in changed or not changed.isdisjoint(part.graph.rooms)
-            ]:
-                del self._parts[location_id]
-        self._graph = None
-        self._count = _WRITES.count
-
-    def _sync(self, conn: SQLConnection) -> None:
-        """Forget everything when another connection committed since the last check."""
-        self._catch_up()
-        version = _data_version(conn)
-        self._checked = time.monotonic()
-        if version != self._version:
-            self._version = version
-            self._graph = None
-            self._parts.clear()
-            self._names.clear()
-
-    def written(self, events: Sequence[MapEvent]) -> None:
-        """Say that ``events`` were just written and committed by this process's last map
-        write (one ``write_map_events`` call: the manager's flushed buffer): the cache
-        applies them instead of reading those rooms again. If any other map write happened
-        since the cache was in step, this does nothing and the rooms are read again."""
-        if _WRITES.count != self._count + 1 or not events:
-            return
-        self._count = _WRITES.count
-        if self._graph is not None:
-            self._graph.apply_all(events)
-        by_room: dict[int, list[MapEvent]] = {}
-        renamed: set[int] = set()
-        for event in events:
-            by_room.setdefault(event.from_id, []).append(event)
-            if event.kind == STAYED:
-                continue
-            named = [(event.from_id, event.from_name)]
-            if event.kind == MOVED:
-                by_room.setdefault(event.to_id, []).append(event)
-                named.append((event.to_id, event.to_name))
-            for room, name in named:
-                if name and self._names.setdefault(room, name) != name:
-                    renamed.add(room)
-                    self._names[room] = name
-        for location_id in by_room.keys() & self._parts.keys():
-            part = self._parts[location_id]
-            relevant = _relevant(part.graph, location_id, by_room[location_id])
-            if relevant:
-                self._parts[location_id] = _Part(part.graph.copy().apply_all(relevant))
-        if renamed:  # rare: read again every part showing a renamed room
-            for location_id in [
-                location_id
-                for location_id, part in self._parts.items()
-                if not renamed.isdisjoint(part.graph.rooms)
-            ]:
-                del self._parts[location_id]
-
-    def _part(self, location_id: int, max_age_s: float = 0.0) -> _Part:
-        """One room's part of the map as stored (cached: not to be changed)."""
-        self._catch_up()
-        part = self._parts.get(location_id)
-        if part is None or time.monotonic() - self._checked > max_age_s:
-            with self.store.transaction(write=False) as conn:
-                self._sync(conn)
-                part = self._parts.get(location_id)
-                if part is None:
-                    part = self._parts[location_id] = _Part(read_room(conn, location_id))
-                    self._names.update(part.graph.rooms)
-        if part.exits is None:
-            part = self._parts[location_id] = _Part(
-                part.graph, part.graph.exits(location_id, self.threshold)
-            )
-        return part
-
     # -- reading
 
     def graph(self, *, pending: Iterable[MapEvent] = ()) -> MapGraph:
         """The whole map (a copy the caller may change), with ``pending`` applied."""
         with self.store.transaction(write=False) as conn:
-            self._sync(conn)
-            if self._graph is None:
-                self._graph = read_graph(conn)
-            graph = self._graph.copy()
+            key = (_data_version(conn), _WRITES.count)
+            if self._graph is None or self._graph[0] != key:
+                self._graph = (key, read_graph(conn))
+            graph = self._graph[1].copy()
         return graph.apply_all(pending)
 
     def room_graph(self, location_id: int, *, pending: Iterable[MapEvent] = ()) -> MapGraph:
-        """One room's part of the map (a copy), with the pending events that touch it."""
+        """One room's part of the map, with the pending events that change it."""
         check_location_id(location_id)
-        part = self._part(location_id)
-        return part.graph.copy().apply_all(_relevant(part.graph, location_id, pending))
+        with self.store.transaction(write=False) as conn:
+            part = read_room(conn, location_id)
+        return _apply_relevant(part, location_id, pending)
 
-    def exits(
-        self, location_id: int, *, pending: Iterable[MapEvent] = (), max_age_s: float = 0.0
-    ) -> RoomExits:
-        """The room's known exits, untried, blocked and pruned directions.
-
-        ``max_age_s`` > 0 lets the answer come from the cache without asking SQLite whether
-        another connection committed, if it asked less than that long ago (this process's
-        own writes are always accounted for). A ``pending`` list that only grows between
-        calls (the manager's buffer) is indexed as it grows, not read again each time."""
-        check_location_id(location_id)
-        part = self._part(location_id, max_age_s)
-        if isinstance(pending, list):
-            candidates = self._pending.touching(pending, part.graph, location_id)
-        else:
-            candidates = list(pending)
-        relevant = _relevant(part.graph, location_id, candidates)
-        if not relevant:
-            return part.exits  # type: ignore[return-value]
-        done = self._overlaid.get(location_id)
-        if done is not None and done[0] is part and done[1] == relevant:
-            return done[2]
-        found = part.graph.copy().apply_all(relevant).exits(location_id, self.threshold)
-        self._overlaid[location_id] = (part, relevant, found)
-        return found
+    def exits(self, location_id: int, *, pending: Iterable[MapEvent] = ()) -> RoomExits:
+        """The room's known exits, untried, blocked and pruned directions."""
+        return self.room_graph(location_id, pending=pending).exits(location_id, self.threshold)
 
     def untried_directions(
         self, location_id: int, *, pending: Iterable[MapEvent] = ()
@@ -630,22 +462,180 @@ class MapStore:
             )
 
 
-def _relevant(part: MapGraph, location_id: int, events: Iterable[MapEvent]) -> list[MapEvent]:
-    """The events that change what a room's part shows: the room's own exits (an action
-    with no connection here changes nothing), and the name of the room or of a room it
-    shows (a destination)."""
-    rooms = part.rooms
-    found = []
-    for event in events:
-        if event.from_id == location_id:
-            if event.kind != STAYED or (location_id, event.action_key) in part.connections:
-                found.append(event)
-        elif event.kind != STAYED and (
-            _names(rooms, location_id, event.from_id, event.from_name)
-            or (event.kind == MOVED and _names(rooms, location_id, event.to_id, event.to_name))
+# --- the agent's view, kept up to date event by event ------------------------------------------
+
+
+class _Part(NamedTuple):
+    """A room's part of the view: its rows with the buffered events applied, and its
+    exits once worked out."""
+
+    graph: MapGraph
+    exits: RoomExits | None = None
+
+
+class MapView:
+    """The map as one agent sees it every turn: what is stored, plus the events its
+    manager has buffered and not written yet (``pending``).
+
+    Each room's part is read once and then kept up to date event by event: ``recorded``
+    applies a new buffered event, ``settle`` notes that the buffer was written (nothing
+    changes: the view already had it). So a turn's exits line costs no query. Map writes
+    by anything else in this process (the write log) drop the parts they change; another
+    connection's commits (SQLite's ``data_version``, asked at most every ``max_age_s``
+    seconds) drop everything. A dropped part is read again and the buffer re-applied.
+    """
+
+    def __init__(self, map_store: MapStore, max_age_s: float = 0.0) -> None:
+        self.map = map_store
+        self.max_age_s = max_age_s
+        self._parts: dict[int, _Part] = {}
+        self._names: dict[int, str] = {}  # room names as the parts show them
+        self._count = _WRITES.count  # the map writes in this process accounted for
+        self._version: int | None = None
+        self._checked = float("-inf")  # time.monotonic() when data_version was asked
+        self._buffered = False  # events were recorded since the last write
+        #: for the caller: anything worked out from an answer (cleared with the parts)
+        self.memo: dict[int, Any] = {}
+
+    def _drop(self, location_ids: Iterable[int] | None = None) -> None:
+        if location_ids is None:
+            self._parts.clear()
+            self._names.clear()
+            self.memo.clear()
+            return
+        for location_id in list(location_ids):
+            self._parts.pop(location_id, None)
+
+    def _catch_up(self) -> None:
+        """Drop the parts that other map writes in this process changed."""
+        if _WRITES.count == self._count:
+            return
+        if _WRITES.everything > self._count:
+            self._drop()
+        else:
+            changed = {room for room, at in _WRITES.rooms.items() if at > self._count}
+            self._drop(
+                location_id
+                for location_id, part in self._parts.items()
+                if location_id in changed or not changed.isdisjoint(part.graph.rooms)
+            )
+        self._count = _WRITES.count
+
+    def recorded(self, event: MapEvent) -> None:
+        """A new event in the buffer: applied to the parts it changes (the room it was
+        taken in, the room it led to, and on a rare rename every part showing it)."""
+        self._buffered = True
+        parts = self._parts
+        from_id = event.from_id
+        part = parts.get(from_id)
+        if event.kind == STAYED:  # most turns: nothing, or one connection's failures
+            if part is not None and (from_id, event.action_key) in part.graph.connections:
+                self._apply(from_id, part, event)
+            return
+        renamed = self._learn_name(from_id, event.from_name)
+        if event.kind == MOVED:
+            renamed |= self._learn_name(event.to_id, event.to_name)
+        if renamed:
+            targets = [
+                location_id
+                for location_id, found in parts.items()
+                if from_id in found.graph.rooms or event.to_id in found.graph.rooms
+            ]
+        else:
+            targets = [from_id] if event.to_id == from_id else [from_id, event.to_id]
+        for location_id in targets:
+            part = parts.get(location_id)
+            if part is not None and _changes(part.graph, location_id, event):
+                self._apply(location_id, part, event)
+
+    def _learn_name(self, room: int, name: str) -> bool:
+        """Note a room's name; True when a part may show another name for it."""
+        if not name:
+            return False
+        known = self._names.get(room)
+        self._names[room] = name
+        return known is not None and known != name
+
+    def _apply(self, location_id: int, part: _Part, event: MapEvent) -> None:
+        """Apply an event to a part; when it only changed the counts of one of the room's
+        connections (the usual case), its exits are patched rather than worked out."""
+        graph, key = part.graph, (event.from_id, event.action_key)
+        before = graph.connections.get(key)
+        pruned = key in graph.pruned
+        graph.apply(event)
+        exits = part.exits
+        if (
+            exits is not None
+            and location_id == event.from_id
+            and before is not None
+            and graph.connections[key].to_id == before.to_id
+            and (key in graph.pruned) == pruned
         ):
-            found.append(event)
-    return found
+            changed = graph.exit(graph.connections[key], self.map.threshold)
+            command = changed.command
+            exits = RoomExits(
+                exits.location_id,
+                exits.name,
+                tuple([changed if e.command == command else e for e in exits.exits]),
+                exits.untried,
+                exits.blocked,
+                exits.pruned,
+                exits.reason,
+            )
+        else:
+            exits = None
+        self._parts[location_id] = _Part(graph, exits)
+
+    def settle(self, pending: Sequence[MapEvent]) -> None:
+        """Call after anything that may have written the buffer: when it is empty again
+        and exactly one map write happened, that write was the buffer, which the view
+        already shows."""
+        if self._buffered and not pending:
+            self._buffered = False
+            if _WRITES.count == self._count + 1:
+                self._count = _WRITES.count
+
+    def exits(self, location_id: int, pending: Sequence[MapEvent]) -> RoomExits:
+        """The room's exits as the agent should see them (``pending``: the buffer)."""
+        self._catch_up()
+        part = self._parts.get(location_id)
+        if part is None or time.monotonic() - self._checked > self.max_age_s:
+            with self.map.store.transaction(write=False) as conn:
+                version = _data_version(conn)
+                self._checked = time.monotonic()
+                if version != self._version:
+                    self._version = version
+                    self._drop()
+                part = self._parts.get(location_id)
+                if part is None:
+                    graph = read_room(conn, location_id)
+                    part = _Part(_apply_relevant(graph, location_id, pending))
+                    self._names.update(graph.rooms)
+        if part.exits is None:
+            part = _Part(part.graph, part.graph.exits(location_id, self.map.threshold))
+        self._parts[location_id] = part
+        return part.exits  # type: ignore[return-value]
+
+
+def _apply_relevant(part: MapGraph, location_id: int, events: Iterable[MapEvent]) -> MapGraph:
+    """Apply to a room's part, in order, the events that change what it shows."""
+    for event in events:
+        if _changes(part, location_id, event):
+            part.apply(event)
+    return part
+
+
+def _changes(part: MapGraph, location_id: int, event: MapEvent) -> bool:
+    """Whether an event changes what a room's part shows: the room's own exits (an
+    action with no connection here changes nothing), or the name of the room or of a
+    room it shows (a destination)."""
+    if event.from_id == location_id:
+        return event.kind != STAYED or (location_id, event.action_key) in part.connections
+    rooms = part.rooms
+    return event.kind != STAYED and (
+        _names(rooms, location_id, event.from_id, event.from_name)
+        or (event.kind == MOVED and _names(rooms, location_id, event.to_id, event.to_name))
+    )
 
 
 def _names(rooms: dict[int, str], location_id: int, room: int, name: str) -> bool:

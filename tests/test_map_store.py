@@ -27,8 +27,9 @@ from memstore.map_graph import (
     confidence,
     event_for_turn,
     exits_line,
+    exits_line_variants,
 )
-from memstore.map_store import MapStore
+from memstore.map_store import MapStore, MapView
 from memstore.store import MemoryStore
 from memstore.tokens import count_tokens
 from memstore.triggers import ZMachineContext
@@ -529,25 +530,46 @@ def test_the_agent_sees_its_last_turn_on_the_map_before_it_is_written(
         assert MapStore(reader).exits(WEST).blocked == ("west",)
 
 
-def test_cached_answers_equal_fresh_reads_after_every_turn(
+def expected_context(store: MemoryStore, room: int, pending: list[MapEvent]) -> str:
+    """What the agent should read: the memories, then the fullest exits line that fits,
+    worked out afresh from the database and the buffered events."""
+    text = store.get_location_memory(room)
+    for line in exits_line_variants(MapStore(store).exits(room, pending=pending)):
+        candidate = f"{text}\n{line}" if text else line
+        if count_tokens(candidate) <= store.config.token_budget:
+            return candidate
+    return text
+
+
+def test_the_agent_s_view_equals_fresh_reads_after_every_turn(
     store: MemoryStore, manager: SimpleMemoryManager
 ) -> None:
     for turn, step in enumerate(SCRIPT * 2):
-        for room in NAMES:  # read (and cache) before the turn
+        for room in NAMES:  # read (and keep) the view before the turn
             manager.get_location_memory(room)
         play(manager, step)
         if turn % 7 == 6:
             manager.flush()
-        if turn % 11 == 10:  # another writer on the same connection
+        if turn % 11 == 10:  # another writer in this process, on the same connection
             MapStore(store).record([event(KITCHEN, "pray", FOREST, 100 + turn)])
         pending = manager.pending_map_events
-        fresh = MapStore(store)
         for room in NAMES:
-            assert manager.map.exits(room, pending=pending) == fresh.exits(room, pending=pending)
-            assert manager.map.exits(room, pending=pending, max_age_s=1) == fresh.exits(
-                room, pending=pending
-            )
-        assert manager.map.graph(pending=pending) == fresh.graph(pending=pending)
+            assert manager.get_location_memory(room) == expected_context(store, room, pending)
+
+
+def test_the_view_follows_writes_it_did_not_make(store: MemoryStore, db_path: Path) -> None:
+    the_map = recorded(store, (WEST, "n", NORTH))
+    view = MapView(the_map, max_age_s=0)
+    assert [e.to_id for e in view.exits(WEST, []).exits] == [NORTH]
+    the_map.record([event(WEST, "e", BEHIND, 2)])  # this process, another writer
+    assert [e.to_id for e in view.exits(WEST, []).exits] == [NORTH, BEHIND]
+    with MemoryStore.open(db_path, config=MemstoreConfig()) as other:  # another connection
+        MapStore(other).record([event(WEST, "w", WEST, 3)])
+    assert view.exits(WEST, []).blocked == ("west",)
+    pending = [event(WEST, "s", WEST, 4)]
+    view.recorded(pending[0])
+    assert view.exits(WEST, pending).blocked == ("south", "west")
+    assert MapStore(store).exits(WEST).blocked == ("west",)  # not written
 
 
 def test_another_connection_s_writes_are_seen(store: MemoryStore, db_path: Path) -> None:
@@ -576,3 +598,16 @@ def test_the_map_outlives_episodes_and_the_store(db_path: Path) -> None:
     with MemoryStore.open(db_path, config=config) as again:
         assert MapStore(again).graph() == graph
         assert MapStore(again).route(WEST, BEHIND).actions == ("north", "east")
+
+
+def test_a_room_reached_before_its_name_is_known_is_named_later(
+    store: MemoryStore, manager: SimpleMemoryManager
+) -> None:
+    unnamed = ZMachineContext(location_before=KITCHEN, location_after=ATTIC)
+    manager.record_action_outcome(KITCHEN, "Kitchen", "u", "", unnamed)
+    assert "up → room (187)" in manager.get_location_memory(KITCHEN)
+    play(manager, (ATTIC, "d", KITCHEN))  # the game names the attic once the agent is there
+    assert "up → Attic (187)" in manager.get_location_memory(KITCHEN)
+    assert manager.get_location_memory(KITCHEN) == expected_context(
+        store, KITCHEN, manager.pending_map_events
+    )
