@@ -16,7 +16,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ExportBase", "render_base_line", "split_base_line"]
+__all__ = [
+    "BASE_LINE_START",
+    "ExportBase",
+    "find_base_line",
+    "looks_like_base_line",
+    "render_base_line",
+    "split_base_line",
+]
+
+#: how every base line starts
+BASE_LINE_START = "<!-- memstore-base:"
 
 _BASE_LINE = re.compile(
     r"<!-- memstore-base: database=([0-9a-f-]{1,64}) version=([0-9]{1,18}) -->[ \t]*"
@@ -37,19 +47,42 @@ def render_base_line(base: ExportBase) -> str:
 
 
 def split_base_line(text: str) -> tuple[ExportBase | None, str]:
-    """(the base, the text without its line) when line 2 is a base line; else (None, text).
+    """(the base, the text without its line) when the file has a base line; else (None, text).
 
-    Only the line right under the first line (the file's title) counts, so a base line
-    pasted elsewhere is text like any other.
+    See ``find_base_line`` for where it may be.
+    """
+    base, rest, _line = find_base_line(text)
+    return base, rest
+
+
+def find_base_line(text: str) -> tuple[ExportBase | None, str, int]:
+    """(the base, the text without its line, its 1-based line number); (None, text, 0)
+    when there is none.
+
+    Only the line under the first line (the file's title) counts, or under blank lines
+    there (a Markdown formatter puts one under a heading), so a base line pasted elsewhere
+    is text like any other.
     """
     first_end = text.find("\n")
     if first_end < 0:
-        return None, text
-    second_end = text.find("\n", first_end + 1)
-    if second_end < 0:
-        second_end = len(text)
-    match = _BASE_LINE.fullmatch(text, first_end + 1, second_end)
+        return None, text, 0
+    start, line = first_end + 1, 2
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        if text[start:end].strip(" \t"):
+            break
+        if end == len(text):
+            return None, text, 0
+        start, line = end + 1, line + 1
+    match = _BASE_LINE.fullmatch(text, start, end)
     if match is None:
-        return None, text
+        return None, text, 0
     base = ExportBase(match.group(1), int(match.group(2)))
-    return base, text[: first_end + 1] + text[second_end + 1 :]
+    return base, text[:start] + text[end + 1 :], line
+
+
+def looks_like_base_line(line: str) -> bool:
+    """A line that was meant as an export base line (wherever it is)."""
+    return line.lstrip().startswith(BASE_LINE_START)

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from exporters.base_line import ExportBase, split_base_line
+from exporters.base_line import (
+    BASE_LINE_START,
+    ExportBase,
+    find_base_line,
+    looks_like_base_line,
+)
 from exporters.canonical import read_canonical
 from exporters.escaping import unescape
 from exporters.memory_block import (
@@ -467,13 +472,33 @@ def _parse(text: str, canonical_first: bool) -> ParseResult:
         text = text[1:]
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
-    base, text = split_base_line(text)
+    base, text, base_line = find_base_line(text)
     result = _parse_body(text, canonical_first)
+    problems = result.problems
+    if problems and BASE_LINE_START in text:
+        problems = _name_misplaced_base_lines(problems, text)
     if base is None:
-        return result
-    # the base line was line 2: every problem after it moves down one line
-    problems = tuple(Problem(p.line + (p.line >= 2), p.message) for p in result.problems)
+        return result if problems is result.problems else ParseResult(result.locations, problems)
+    # every problem after the base line moves down one line
+    problems = tuple(Problem(p.line + (p.line >= base_line), p.message) for p in problems)
     return ParseResult(result.locations, problems, base)
+
+
+_MISPLACED_BASE = (
+    "an export base line (memstore-base) counts only under the title on the first line; "
+    "this one is ignored"
+)
+
+
+def _name_misplaced_base_lines(problems: tuple[Problem, ...], text: str) -> tuple[Problem, ...]:
+    """Say so when the stray text a problem points at is a base line out of its place."""
+    lines = text.split("\n")
+    return tuple(
+        Problem(p.line, _MISPLACED_BASE)
+        if 0 < p.line <= len(lines) and looks_like_base_line(lines[p.line - 1])
+        else p
+        for p in problems
+    )
 
 
 def _parse_body(text: str, canonical_first: bool) -> ParseResult:

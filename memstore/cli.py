@@ -200,7 +200,16 @@ def positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    if number > MAX_LOCATION_ID:  # SQLite takes no larger integer (a LIMIT, a count)
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LOCATION_ID}, got {number}")
     return number
+
+
+def _output_path(value: str) -> str:
+    """``type=`` for --out and --notes: a path, or - for standard output; never empty."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a file path, or - for standard output")
+    return value
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:
@@ -228,6 +237,7 @@ def _read_text(path: str) -> str:
 def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
+        type=_output_path,
         default=str(DEFAULT_EXPORT),
         help=f"the file to write, or - for standard output (default: {DEFAULT_EXPORT}); "
         "a symbolic link is written through, a device, FIFO or folder refused",
@@ -241,6 +251,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
         "--notes",
         nargs="?",
         const=str(DEFAULT_NOTES),
+        type=_output_path,
         default=None,
         metavar="PATH",
         help="also write the agent-flagged memories to PATH, or - for standard output "

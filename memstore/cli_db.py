@@ -37,6 +37,43 @@ def alembic_config(db: str, out: Any) -> Any:
     return config
 
 
+def _current(ctx: Context) -> int:
+    """The database's revision, read without writing: ``current`` never creates a file
+    (alembic would create an empty one) and reads a database in a read-only folder."""
+    import sqlite3
+
+    from memstore.connection import HEAD_REVISION, check_existing, read_only_uri, resolve_target
+    from memstore.errors import SchemaOutOfDate, SchemaTooNew
+
+    target = resolve_target(ctx.db)
+    ctx.print(f"database: {target.display}")
+    path = target.path
+    if path is None:  # an in-memory database is new every time: no schema yet
+        ctx.print("revision: base (run `memstore db upgrade`)")
+        return 0
+    if not path.exists():
+        raise CliError(f"no database at {target.display} (give --db PATH or set MEMSTORE_DB)")
+    try:
+        empty = check_existing(target)  # refuses a file that is not a memstore database
+    except (SchemaOutOfDate, SchemaTooNew):
+        empty = False
+    revision = None
+    if not empty:
+        probe = sqlite3.connect(read_only_uri(path), uri=True)
+        try:
+            row = probe.execute("SELECT version_num FROM alembic_version").fetchone()
+        finally:
+            probe.close()
+        revision = row[0] if row else None
+    if revision == HEAD_REVISION:
+        ctx.print(f"{revision} (head)")
+    elif revision is None:
+        ctx.print("base: no schema yet (run `memstore db upgrade`)")
+    else:
+        ctx.print(f"{revision} (head is {HEAD_REVISION}: run `memstore db upgrade`)")
+    return 0
+
+
 @command("db", help="schema migrations: upgrade, current, history", configure=_configure_db)
 def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
     from alembic import command as alembic
@@ -47,8 +84,7 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
         if args.db_command == "upgrade":
             alembic.upgrade(config, args.revision)
         elif args.db_command == "current":
-            ctx.print(f"database: {ctx.db_display}")
-            alembic.current(config)
+            return _current(ctx)
         else:
             alembic.history(config)
     except CommandError as exc:

@@ -97,11 +97,25 @@ def _existing_mode(target: Path, shown: Path) -> os.stat_result | None:
     Raises ``IsADirectoryError`` for a folder and ``NotARegularFile`` for anything else
     that is not a regular file, naming ``shown`` (the path the caller gave).
     """
+    through = f"links to {target}, " if shown != target else "is "
     try:
         status = os.stat(target)
     except FileNotFoundError:
-        return None
-    through = f"links to {target}, " if shown != target else "is "
+        if shown == target:
+            return None
+        # A link the kernel follows but no path names: /dev/stdout -> /proc/self/fd/1 ->
+        # "pipe:[1234]" (a pipe or socket), or a deleted file. Look at what it leads to.
+        try:
+            status = os.stat(shown)
+        except FileNotFoundError:
+            return None  # a link to nothing: its target is created
+        through = "is "
+        if stat.S_ISREG(status.st_mode):
+            raise NotARegularFile(
+                errno.EINVAL,
+                f"leads to a file with no name to write through ({target}): nothing was written",
+                str(shown),
+            ) from None
     if stat.S_ISDIR(status.st_mode):  # else the rename fails, naming the temporary file
         raise IsADirectoryError(errno.EISDIR, f"{through}a folder, not a file", str(shown))
     if not stat.S_ISREG(status.st_mode):
@@ -174,7 +188,12 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None =
     folder = target.parent if str(target.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(folder, target.name)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:  # name what the user asked for, not the temporary file
+        raise OSError(
+            exc.errno, f"cannot write in {folder}: {exc.strerror or exc}", str(given)
+        ) from exc
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -183,8 +202,12 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None =
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename == tmp_name:  # name the target instead
+            raise OSError(
+                exc.errno, f"cannot replace it: {exc.strerror or exc}", str(given)
+            ) from exc
         raise
     _fsync_dir(folder)
     return given

@@ -47,6 +47,10 @@ __all__ = [
     "plan_import",
 ]
 
+#: The largest episode a file may give a memory or a location: the database hands out the
+#: episode after the largest it holds, which must still fit SQLite's 64-bit integer.
+MAX_EPISODE = 2**63 - 2
+
 #: The fields whose change makes a memory "changed".
 CONTENT_FIELDS = ("text", "category", "score_change", "persistence")
 #: The fields whose change makes a memory "status changed".
@@ -389,7 +393,7 @@ def plan_import(
     references: list[tuple[int, str, str, int]] = []
 
     for entry in incoming:
-        location = entry.location
+        location = _episodes_in_range(entry.location, lines, all_problems)
         file_ids.add(location.id)
         location_change = _location_change(db_locations.get(location.id), location)
         if location_change is not None:
@@ -417,6 +421,17 @@ def plan_import(
             key = memory_key(location.id, memory)
             nth = titled.get(memory.title, 0)
             titled[memory.title] = nth + 1
+            if memory.episode > MAX_EPISODE:
+                all_problems.append(
+                    ImportProblem(
+                        lines.memory_line(location.id, memory.title, nth),
+                        f"memory {memory.title[:60]!r} at location {location.id} is from "
+                        f"episode {memory.episode}: at most {MAX_EPISODE} (the next episode "
+                        f"must still be numbered): memory skipped",
+                    )
+                )
+                protected.add(key)
+                continue
             if memory.persistence is Persistence.EPHEMERAL:
                 all_problems.append(
                     ImportProblem(
@@ -483,6 +498,24 @@ def plan_import(
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
     )
+
+
+def _episodes_in_range(
+    location: LocationInfo, lines: LineFinder, problems: list[ImportProblem]
+) -> LocationInfo:
+    """``location`` without the episodes past MAX_EPISODE, each one a problem."""
+    too_large = [episode for episode in location.episodes if episode > MAX_EPISODE]
+    if not too_large:
+        return location
+    problems.append(
+        ImportProblem(
+            lines.location_lines.get(location.id, 0) + 1,
+            f"location {location.id} lists episode {too_large[0]}: at most {MAX_EPISODE} "
+            f"(the next episode must still be numbered): that episode skipped",
+        )
+    )
+    kept = tuple(episode for episode in location.episodes if episode <= MAX_EPISODE)
+    return location.model_copy(update={"episodes": kept})
 
 
 def _reference_cycles(changes: Sequence[MemoryChange], lines: LineFinder) -> list[ImportProblem]:

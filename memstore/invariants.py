@@ -4,7 +4,9 @@
 * a successor is another memory at the same location;
 * links form no cycles (following successors always ends);
 * no row is stamped with a version the change counter has not reached;
-* SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check`` (``memstore check``).
+* SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check``, and every row of the
+  persistent tables readable as what it stands for (an integer where a number belongs, a
+  title within the model's length, an episode the next one can follow) (``memstore check``).
 
 A SUPERSEDED memory may have no link at all: files of the older implementation wrote no
 reference line for some.
@@ -25,6 +27,71 @@ from memstore.schema import (
 __all__ = ["check_invariants"]
 
 _SUPERSEDED = "SUPERSEDED"
+
+#: (table, column, the SQLite types its values may have): a column of another type (a text
+#: or real in a number column, which SQLite's type affinity lets through) makes the row
+#: unreadable to memstore, so `memstore export`, `show` and `history` would fail on it
+_COLUMN_TYPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("locations", "name", ("text",)),
+    ("locations", "visit_count", ("integer",)),
+    ("location_episodes", "episode", ("integer",)),
+    ("memories", "location_id", ("integer",)),
+    ("memories", "title", ("text",)),
+    ("memories", "text", ("text",)),
+    ("memories", "episode", ("integer",)),
+    ("memories", "turn_start", ("integer",)),
+    ("memories", "turn_end", ("integer", "null")),
+    ("memories", "score_change", ("integer", "null")),
+    ("memories", "created_version", ("integer",)),
+    ("memories", "changed_version", ("integer",)),
+    ("memory_links", "episode", ("integer",)),
+    ("memory_links", "turn", ("integer",)),
+    ("memory_links", "reason", ("text", "null")),
+    ("store_meta", "change_counter", ("integer",)),
+    ("store_meta", "last_episode", ("integer",)),
+)
+#: Memory's limits (memstore.models), which the schema does not enforce
+_MAX_TITLE = 500
+_MAX_TEXT = 20_000
+#: the largest integer SQLite stores: an episode there leaves no number for the next one
+_MAX_INTEGER = 2**63 - 1
+
+
+def _unreadable_rows(conn: Connection) -> list[str]:
+    """Rows memstore cannot read back: a value of the wrong type, a title or text too long,
+    an episode with no room after it (one line per column, with how many rows)."""
+    problems = []
+    for table, column, kinds in _COLUMN_TYPES:
+        allowed = ", ".join(f"'{kind}'" for kind in kinds)
+        count, example = conn.exec_driver_sql(
+            f'SELECT count(*), min(rowid) FROM "{table}" '  # noqa: S608 - constants only
+            f'WHERE typeof("{column}") NOT IN ({allowed})'
+        ).one()
+        if count:
+            problems.append(
+                f"{table}.{column}: {count} row(s) hold a value that is not "
+                f"{' or '.join(kinds)} (the first is row {example}): memstore cannot read them"
+            )
+    for column, limit in (("title", _MAX_TITLE), ("text", _MAX_TEXT)):
+        count, example = conn.exec_driver_sql(
+            f"SELECT count(*), min(id) FROM memories WHERE length({column}) > {limit}"  # noqa: S608
+        ).one()
+        if count:
+            problems.append(
+                f"memories.{column}: {count} row(s) longer than {limit} characters (the first "
+                f"is row {example}): memstore cannot read them"
+            )
+    for table in ("location_episodes", "memories", "store_meta"):
+        column = "last_episode" if table == "store_meta" else "episode"
+        found = conn.exec_driver_sql(
+            f'SELECT max("{column}") FROM "{table}" WHERE typeof("{column}") = \'integer\''  # noqa: S608
+        ).scalar()
+        if found is not None and found >= _MAX_INTEGER:
+            problems.append(
+                f"{table}.{column}: episode {found} leaves no number for the next episode "
+                f"(at most {_MAX_INTEGER - 1})"
+            )
+    return problems
 
 
 def _describe(location_id: int, title: str) -> str:
@@ -135,6 +202,7 @@ def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[s
                 f"memories are stamped with version {stamped}, past the change counter {counter}"
             )
     if sqlite_checks:
+        problems.extend(_unreadable_rows(conn))
         verdict = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
         if verdict != ["ok"]:
             problems.extend(f"SQLite integrity_check: {line}" for line in verdict[:20])

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from exporters.base_line import ExportBase
+from memstore.errors import MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
 from memstore.schema import (
@@ -90,13 +91,28 @@ def create_identity(conn: Connection) -> None:
     conn.execute(insert(store_meta).values(id=1, database_id=str(uuid.uuid4()), change_counter=0))
 
 
+#: the largest episode number SQLite can store (a signed 64-bit integer)
+MAX_EPISODE = 2**63 - 1
+
+
 def allocate_episode(conn: Connection) -> int:
     """The next episode number, handed out once (inside the caller's write transaction):
-    one after the last handed out and after every episode the tables hold."""
+    one after the last handed out and after every episode the tables hold.
+
+    Raises MemstoreError when that number would not fit in SQLite's 64-bit integer (SQLite
+    would make it a REAL, which no later write could store), changing nothing.
+    """
     seen = [
         conn.execute(select(func.max(table.c.episode))).scalar() or 0
         for table in (location_episodes, memories, turn_records, synthesis_decisions)
     ]
+    last = conn.execute(select(store_meta.c.last_episode)).scalar() or 0
+    largest = max(*seen, last)
+    if not isinstance(largest, int) or largest >= MAX_EPISODE:
+        raise MemstoreError(
+            f"cannot number another episode: the database already holds episode {largest} "
+            f"(at most {MAX_EPISODE}); run `memstore check`"
+        )
     return int(run(conn, _NEXT_EPISODE, {"seen": max(seen)}).fetchone()[0])
 
 
