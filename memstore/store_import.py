@@ -463,6 +463,11 @@ def _usable_base(
             "changes made in the database since it was written cannot be told apart from "
             "edits in the file; a status is never moved back from SUPERSEDED without --theirs",
         )
+    if base.database_id != here.database_id and here.version == 0:
+        return None, (
+            f"the file was exported from another database ({base.database_id}); this one "
+            f"is new (nothing written to it yet): compared 2-way, as a file with no base",
+        )
     if base.database_id != here.database_id:
         return None, (
             f"the file was exported from another database ({base.database_id}), not "

@@ -322,3 +322,22 @@ def test_an_immutable_target_names_the_target_not_a_temporary_file(
     assert ".tmp" not in line
     assert target.read_text(encoding="utf-8") == "old\n"
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+# --- importing into a database that does not exist yet ---------------------------------------
+
+
+def test_a_dry_run_into_a_new_database_does_not_name_an_in_memory_one(
+    capsys: pytest.CaptureFixture[str], filled: MemoryStore, tmp_path: Path
+) -> None:
+    """Was: 'the file was exported from another database (...), not in-memory database
+    (<a random id>)' - the dry run planned against a scratch database and named it."""
+    file = tmp_path / "Memories.md"
+    file.write_text(exported(filled), encoding="utf-8")
+    new = tmp_path / "new.db"
+    code, out, err = run(capsys, "--db", str(new), "import", str(file))
+    assert code == 0, err
+    assert "in-memory" not in out and "is new" in out
+    code, out, err = run(capsys, "--db", str(new), "import", str(file), "--apply")
+    assert code == 0, err
+    assert "in-memory" not in out and "is new" in out and "applied" in out
