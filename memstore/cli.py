@@ -519,12 +519,17 @@ def closest_titles(title: str, titles: Sequence[str], limit: int = 3) -> list[st
 
 @command("history", help="the supersession chain of a memory", configure=_configure_history)
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
-    from memstore.errors import MemoryNotFound
+    from memstore.errors import MemoryNotFound, MemstoreError
 
     location = args.location
     with ctx.open_store(read_only=True) as store:
         chain = store.history(location, args.title)
         titles = [] if chain else [memory.title for memory in store.memories(location, True)]
+    if not chain and args.title in titles:  # there, but its links cannot be put in order
+        raise MemstoreError(
+            f"memory {args.title!r} at location {location} is in a supersession chain whose "
+            f"links go round in a circle: run `memstore check`"
+        )
     if not chain:
         close = closest_titles(args.title, titles)
         hint = f"; closest titles there: {', '.join(map(repr, close))}" if close else ""

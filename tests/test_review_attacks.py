@@ -341,3 +341,27 @@ def test_a_dry_run_into_a_new_database_does_not_name_an_in_memory_one(
     code, out, err = run(capsys, "--db", str(new), "import", str(file), "--apply")
     assert code == 0, err
     assert "in-memory" not in out and "is new" in out and "applied" in out
+
+
+# --- history on a damaged chain -------------------------------------------------------------
+
+
+def test_history_of_a_memory_in_a_cycle_does_not_say_it_is_not_there(
+    capsys: pytest.CaptureFixture[str], db_path: Path, mem: MakeMemory
+) -> None:
+    """Was: "no memory titled 'A' at location 15; closest titles there: 'A', ..." for a
+    memory whose links (hand-edited with sqlite3) go round in a circle."""
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(15, "West of House", mem("A"))
+        store.add_memory(15, "West of House", mem("B", turns="6"))
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE memories SET status = 'SUPERSEDED'")
+        conn.execute(
+            "INSERT INTO memory_links (memory_id, superseded_by_id, episode, turn, created_at) "
+            "VALUES (1, 2, 1, 6, 'x'), (2, 1, 1, 6, 'x')"
+        )
+    code, _out, err = run(capsys, "--db", str(db_path), "history", "15", "A")
+    assert code == 1
+    assert "no memory titled" not in err and "memstore check" in err
+    code, out, _err = run(capsys, "--db", str(db_path), "check")
+    assert code == 1 and "cycle" in out
