@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -123,19 +124,25 @@ def normalise_action(action: str) -> str:
     return " ".join(action.lower().split()).rstrip(".!").rstrip()
 
 
-def canonical_direction(action: str) -> str | None:
-    """The canonical direction an action walks (``n``, ``go north``, ``NORTH.`` ->
-    ``north``; a bare ``enter``/``exit`` -> ``in``/``out``), or None for any other action."""
-    words = normalise_action(action).split(" ")
+def _direction_of(normalised: str) -> str | None:
+    words = normalised.split(" ")
     if len(words) == 2 and words[0] in _MOTION_VERBS:
         words = words[1:]
     return _ALIASES.get(words[0]) if len(words) == 1 else None
 
 
+def canonical_direction(action: str) -> str | None:
+    """The canonical direction an action walks (``n``, ``go north``, ``NORTH.`` ->
+    ``north``; a bare ``enter``/``exit`` -> ``in``/``out``), or None for any other action."""
+    return _direction_of(normalise_action(action))
+
+
+@lru_cache(maxsize=4096)  # agents type the same few commands turn after turn
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
     normalised action (``Enter  Window`` and ``enter window`` are one)."""
-    return canonical_direction(action) or normalise_action(action)
+    normalised = normalise_action(action)
+    return _direction_of(normalised) or normalised
 
 
 def confidence(verifications: int, failures: int) -> float:

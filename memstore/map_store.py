@@ -33,7 +33,18 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection as SQLConnection
-from sqlalchemy import and_, bindparam, case, delete, insert, literal_column, select, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.executor import run, run_many
@@ -106,6 +117,40 @@ _MOVED = _moved.on_conflict_do_update(
         "last_turn": _moved.excluded.last_turn,
     },
 )
+_to_room = map_rooms.alias("to_room")
+_EMPTY = literal_column("''")
+
+
+def _named(table: Any, room: str, name: str) -> Any:
+    """The room exists and the event does not rename it (an empty name renames nothing)."""
+    return (
+        exists()
+        .where(table.c.id == bindparam(room))
+        .where(or_(bindparam(name) == _EMPTY, table.c.name == bindparam(name)))
+    )
+
+
+#: the usual move: an exit known to lead there, taken again, naming no room anew and not
+#: pruned; anything else (no row changed) goes through the full path below
+_REVERIFY = (
+    update(map_connections)
+    .where(
+        map_connections.c.from_id == bindparam("room"),
+        map_connections.c.action_key == bindparam("key"),
+        map_connections.c.to_id == bindparam("to"),
+        ~exists().where(
+            map_pruned_exits.c.from_id == bindparam("room"),
+            map_pruned_exits.c.direction == bindparam("key"),
+        ),
+        _named(map_rooms, "room", "from_name"),
+        _named(_to_room, "to", "to_name"),
+    )
+    .values(
+        verifications=map_connections.c.verifications + literal_column("1"),
+        last_episode=bindparam("episode"),
+        last_turn=bindparam("turn"),
+    )
+)
 _UNPRUNE = delete(map_pruned_exits).where(
     map_pruned_exits.c.from_id == bindparam("room"),
     map_pruned_exits.c.direction == bindparam("key"),
@@ -168,7 +213,6 @@ _CONNECTIONS = select(*_CONNECTION_COLUMNS)
 _FAILURES = select(*_FAILURE_COLUMNS)
 _PRUNED = select(*_PRUNED_COLUMNS)
 
-_to_room = map_rooms.alias("to_room")
 _ROOM_NAME = select(map_rooms.c.name).where(map_rooms.c.id == bindparam("room"))
 _ROOM_CONNECTIONS = (
     select(*_CONNECTION_COLUMNS, _to_room.c.name)
@@ -230,13 +274,33 @@ def write_map_events(conn: SQLConnection, events: Sequence[MapEvent]) -> None:
     stamp = _WRITES.next()
     changed = _WRITES.rooms
     named: dict[int, str] = {}
+    # Most turns are other actions that did not move (take, open, read): their failures
+    # commute with each other, so those of exits no move or direction of this batch
+    # touches are written at the end in one executemany (and their rooms marked).
+    moving = {(e.from_id, e.action_key) for e in events if e.kind != STAYED}
+    stayed: list[dict[str, Any]] = []
     for event in events:
         if event.kind == STAYED:
             params = {"room": event.from_id, "key": event.action_key}
-            if run(conn, _FAIL_CONNECTION, params).rowcount:
+            if (event.from_id, event.action_key) not in moving:
+                stayed.append(params)
+                changed[event.from_id] = stamp
+            elif run(conn, _FAIL_CONNECTION, params).rowcount:
                 changed[event.from_id] = stamp
             continue
         changed[event.from_id] = stamp
+        if event.kind == MOVED:
+            again = {
+                "room": event.from_id,
+                "key": event.action_key,
+                "to": event.to_id,
+                "from_name": event.from_name,
+                "to_name": event.to_name,
+                "episode": event.episode,
+                "turn": event.turn,
+            }
+            if run(conn, _REVERIFY, again).rowcount:
+                continue
         _name_room(conn, named, event.from_id, event.from_name, stamp)
         if event.kind == MOVED:
             _name_room(conn, named, event.to_id, event.to_name, stamp)
@@ -280,6 +344,8 @@ def write_map_events(conn: SQLConnection, events: Sequence[MapEvent]) -> None:
                     "pruned_turn": event.turn,
                 },
             )
+
+    run_many(conn, _FAIL_CONNECTION, stayed)
 
 
 def _check_event(event: object) -> MapEvent:
