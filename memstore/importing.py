@@ -488,7 +488,7 @@ def plan_import(
                 f"with --skip-invalid it is imported with no successor",
             )
         )
-    all_problems.extend(_reference_cycles(changes, lines))
+    all_problems.extend(_reference_cycles(changes, lines, () if prune else missing))
     return ImportPlan(
         memories=tuple(changes),
         missing=tuple(missing),
@@ -518,41 +518,73 @@ def _episodes_in_range(
     return location.model_copy(update={"episodes": kept})
 
 
-def _reference_cycles(changes: Sequence[MemoryChange], lines: LineFinder) -> list[ImportProblem]:
-    """Supersession references in the file that go round in a circle (A by B, B by A) among
-    titles no live memory has: the database cannot link them (a problem at the first line)."""
-    live: set[tuple[int, str]] = set()
-    successor: dict[tuple[int, str], str] = {}
+def _reference_cycles(
+    changes: Sequence[MemoryChange],
+    lines: LineFinder,
+    kept: Sequence[MemoryChange] = (),
+) -> list[ImportProblem]:
+    """Supersession references in the file that can only go round in a circle (A by B, B
+    by A): the database cannot link them (a problem at the first line).
+
+    Titles are not unique: a chain may come back to a title on another memory (A by B, B
+    by a newer A, which was invalidated) and end there. So a title *ends* a chain when some
+    memory with it is live (in the file, or ``kept`` from the database), has no successor
+    (invalidated, or superseded with none named), or names a successor that itself ends;
+    a circle is a set of titles none of which ends.
+    """
+    successors: dict[tuple[int, str], set[str]] = {}
+    ends: set[tuple[int, str]] = set()
+    for change in kept:
+        if change.memory.status is not Status.SUPERSEDED:
+            ends.add((change.location_id, change.memory.title))
     for change in changes:
         memory = change.memory
-        if memory.status is not Status.SUPERSEDED:
-            live.add((change.location_id, memory.title))
-        elif memory.superseded_by not in (None, memory.title):  # itself: reported above
-            successor.setdefault((change.location_id, memory.title), memory.superseded_by)
+        key = (change.location_id, memory.title)
+        if memory.status is not Status.SUPERSEDED or memory.superseded_by in (None, memory.title):
+            ends.add(key)  # live, no successor, or itself (reported above)
+        else:
+            successors.setdefault(key, set()).add(memory.superseded_by)
+    grown = True
+    while grown:
+        grown = False
+        for key, names in successors.items():
+            if key not in ends and any(
+                (key[0], name) in ends or (key[0], name) not in successors for name in names
+            ):  # a title no memory in the file has: reported above, not a circle
+                ends.add(key)
+                grown = True
     problems = []
     reported: set[tuple[int, str]] = set()
-    for start in successor:
+    for start in successors:
+        if start in ends or start in reported:
+            continue
         location_id, title = start
         path = [title]
-        current = successor.get(start)
-        while current is not None and (location_id, current) not in live:
-            if current == title:
-                if not reported.intersection((location_id, t) for t in path):
-                    reported.update((location_id, t) for t in path)
-                    circle = " -> ".join(repr(t[:60]) for t in [*path, title])
-                    problems.append(
-                        ImportProblem(
-                            lines.reference_line(location_id, title),
-                            f"supersession references at location {location_id} go round "
-                            f"in a circle ({circle}): no memory ends it (with --skip-invalid "
-                            f"the link that closes the circle is left out)",
-                        )
-                    )
+        current = start
+        while True:  # follow successors that do not end (every title on a circle has one)
+            following = sorted(
+                name
+                for name in successors.get(current, ())
+                if (location_id, name) in successors and (location_id, name) not in ends
+            )
+            if not following:
                 break
-            if current in path:
+            current = (location_id, following[0])
+            if current[1] in path:
+                path = path[path.index(current[1]) :]
                 break
-            path.append(current)
-            current = successor.get((location_id, current))
+            path.append(current[1])
+        reported.update((location_id, t) for t in path)
+        first = path[0]
+        circle = " -> ".join(repr(t[:60]) for t in [*path, first])
+        problems.append(
+            ImportProblem(
+                lines.reference_line(location_id, first),
+                f"supersession references at location {location_id} go round "
+                f"in a circle ({circle}): no memory ends it (with --skip-invalid "
+                f"the link that closes the circle is left out)",
+            )
+        )
     return problems
 
 

@@ -365,3 +365,52 @@ def test_history_of_a_memory_in_a_cycle_does_not_say_it_is_not_there(
     assert "no memory titled" not in err and "memstore check" in err
     code, out, _err = run(capsys, "--db", str(db_path), "check")
     assert code == 1 and "cycle" in out
+
+
+# --- a title used twice in one chain is not a circle -----------------------------------------
+
+
+def test_an_unedited_export_with_a_title_reused_in_a_chain_imports(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    """Was: 'supersession references ... go round in a circle ('Troll blocks' -> 'Troll
+    gone' -> 'Troll blocks')', and the whole (unedited) file refused: the chain ends on the
+    second, invalidated 'Troll blocks'."""
+    store.add_memory(15, "West of House", mem("Troll blocks", turns="1"))
+    store.supersede_memory(15, "West of House", "Troll blocks", mem("Troll gone", turns="2"))
+    store.supersede_memory(15, "West of House", "Troll gone", mem("Troll blocks", turns="3"))
+    store.invalidate_memory(15, "Troll blocks", "the troll is dead", turn=4)
+    text = exported(store)
+    outcome = import_memories(store, text, apply=True)
+    assert outcome.plan.ok, outcome.plan.problems
+    edited = text.replace("What we learned: Troll gone.", "It fled.")
+    outcome = import_memories(store, edited, apply=True)
+    assert outcome.applied and outcome.plan.ok
+    assert exported(store) != text
+
+
+def test_a_missing_successor_is_not_reported_as_a_circle_too(store: MemoryStore) -> None:
+    text = (
+        "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n"
+        "**[NOTE - PERMANENT - SUPERSEDED] A** *(Ep1, T1, +0)*\n"
+        '[Superseded at T2 by "Nowhere"]\n~~a~~\n\n'
+        "---\n"
+    )
+    problems = [p.message for p in import_memories(store, text, apply=False).plan.problems]
+    assert len(problems) == 1 and "circle" not in problems[0], problems
+
+
+def test_a_real_circle_behind_a_lead_in_is_reported_once(store: MemoryStore) -> None:
+    def block(title: str, successor: str, turn: int) -> str:
+        return (
+            f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
+            f'[Superseded at T{turn + 1} by "{successor}"]\n~~x~~\n\n'
+        )
+
+    text = (
+        "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n" + block("A", "B", 1) + block("B", "C", 2) + block("C", "B", 3) + "---\n"
+    )
+    problems = [p.message for p in import_memories(store, text, apply=False).plan.problems]
+    assert len(problems) == 1 and "circle" in problems[0] and "'A'" not in problems[0], problems
