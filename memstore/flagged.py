@@ -3,7 +3,7 @@
 The spec's in-memory ``MemoryState``, on SQLite ("Future: SQLite Migration"): rows live in
 the ``flagged_memories`` table (schema revision 0003) of the same database as the location
 memories, and every statement runs through the store's own transactions
-(``MemoryStore._write`` / ``_read``), so this module is the only place that speaks SQL for
+(``MemoryStore.transaction``), so this module is the only place that speaks SQL for
 flagged memories.
 
 Scope: the whole database. ``session_id`` records which run flagged a memory (provenance),
@@ -260,7 +260,7 @@ class FlaggedMemories:
         if duplicate is not None:
             self._raise_importance(*duplicate, importance)
             return False
-        with self.store._write(forget=None) as conn:  # no location's view changes
+        with self.store.transaction(changes_memories=False) as conn:  # no location's view changes
             # The candidates were read without the lock: look again, through indexes only,
             # for what another writer stored since (the same text, or anything new).
             exact = run(conn, _EXACT, {"key": key}).fetchall()
@@ -297,7 +297,7 @@ class FlaggedMemories:
         importance), or None; and the highest row id the read saw. A read: no write lock."""
         low, high = _shared_start(key)
         params = {"key": key, "low": low, "high": high, "location_id": location_id}
-        with self.store._read() as conn:
+        with self.store.transaction(write=False) as conn:
             rows = run(conn, _CANDIDATES, params).fetchall()
             last_id = run(conn, _LAST_ID, {}).fetchone()[0] or 0
         return _first_similar(key, rows), last_id
@@ -306,13 +306,13 @@ class FlaggedMemories:
         """Raise a stored memory's importance to ``importance`` if that is higher (the
         stored one may have been raised meanwhile: the update checks again)."""
         if importance > stored_importance:
-            with self.store._write(forget=None) as conn:
+            with self.store.transaction(changes_memories=False) as conn:
                 run(conn, _RAISE_IMPORTANCE, {"row_id": row_id, "importance": importance})
 
     # --- reading ------------------------------------------------------------------------
 
     def _select(self, query: Any) -> list[FlaggedMemory]:
-        with self.store._read() as conn:
+        with self.store.transaction(write=False) as conn:
             return [_to_model(row) for row in conn.execute(query)]
 
     def top(self, limit: int = 10) -> list[FlaggedMemory]:
@@ -343,7 +343,7 @@ class FlaggedMemories:
         wanted = normalise(name)
         if not wanted:
             return {}
-        with self.store._read() as conn:
+        with self.store.transaction(write=False) as conn:
             names = conn.execute(select(table.c.location_name).distinct()).scalars().all()
             matching = [stored for stored in names if normalise(stored) == wanted]
             if not matching:
@@ -359,7 +359,7 @@ class FlaggedMemories:
 
     def count(self) -> int:
         """How many memories are stored."""
-        with self.store._read() as conn:
+        with self.store.transaction(write=False) as conn:
             return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
 
     def stats(self) -> dict[str, Any]:

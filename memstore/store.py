@@ -448,11 +448,16 @@ class MemoryStore:
             self._data_version = version
 
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Connection]:
+    def transaction(
+        self, *, write: bool = True, changes_memories: bool = True
+    ) -> Iterator[Connection]:
         """One transaction on the store's connection, for the store layer's other modules
-        (the importer, flagged memories): ``BEGIN IMMEDIATE`` when ``write``, and every
-        cached view dropped afterwards; a lock held past the busy timeout is StoreBusy."""
-        with self._transaction("BEGIN IMMEDIATE" if write else "BEGIN") as conn:
+        (the importer, flagged memories, the map): ``BEGIN IMMEDIATE`` when ``write``; a
+        lock held past the busy timeout is StoreBusy. Transactions nest: an inner one is
+        part of the outer. After a write that ``changes_memories``, every cached view of
+        the location memories is dropped; writes to other tables keep them."""
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        with self._transaction(begin, ALL if changes_memories else None) as conn:
             yield conn
 
     def stored_memories(self, conn: Connection) -> list[StoredMemory]:

@@ -1,6 +1,6 @@
 """Applying an import plan to the database: the SQL half of ``memstore import --apply``.
 
-Part of the store layer (it writes the store's tables inside ``MemoryStore._write()``);
+Part of the store layer (it writes the store's tables inside ``MemoryStore.transaction()``);
 ``memstore.importing`` makes the plan without touching the database.
 """
 
