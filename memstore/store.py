@@ -14,32 +14,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
-from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
-    ColumnElement,
     Connection,
-    and_,
-    bindparam,
-    case,
     delete,
     func,
     insert,
-    literal_column,
     select,
     union_all,
-    update,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 
 from memstore.config import MemstoreConfig, load_config
@@ -55,24 +42,53 @@ from memstore.connection import (
 from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
+from memstore.history import oldest_first
 from memstore.location_views import LocationViews
-from memstore.map_graph import MapEvent
 from memstore.map_store import write_map_events
 from memstore.merge import StoredMemory
 from memstore.models import (
-    Category,
     LocationInfo,
     LocationMemories,
     Memory,
     Persistence,
     Status,
-    blank_for_sqlite,
     check_location_id,
-    format_turns,
-    parse_turns,
 )
-from memstore.prevalidated import memory_from_fields
-from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT, ContextRow, ViewRow, view_row
+from memstore.queries import (
+    ENSURE_LOCATION,
+    EPHEMERAL_LIVE,
+    FIND_LIVE,
+    INSERT_DECISION,
+    INSERT_LINK,
+    INSERT_MEMORY,
+    INSERT_TURNS,
+    LIVE,
+    LIVE_TITLE_ANYWHERE,
+    MARK_SUPERSEDED,
+    TIER_NAMES,
+    TIER_NUMBER,
+    TIERS,
+    VIEW_QUERY,
+    VISIT_EPISODE,
+    VISIT_LOCATION,
+    load_query,
+    row_type,
+)
+from memstore.retrieval import EPHEMERAL, PERSISTENT, ContextRow, ViewRow, view_row
+from memstore.rows import (
+    AppliedSynthesis,
+    Bookkeeping,
+    SupersedeOutcome,
+    check_clock,
+    check_memory,
+    check_reason,
+    decision_row,
+    link_turn,
+    live_after,
+    memory_row,
+    now,
+    to_memory,
+)
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,
@@ -99,145 +115,6 @@ from memstore.versions import (
 #: "every location" for the cache-invalidation argument of _write
 ALL = object()
 
-# inline, so compiled SQL keeps only the ids
-_SUPERSEDED: ColumnElement[str] = literal_column("'SUPERSEDED'")
-LIVE = memories.c.status != _SUPERSEDED
-EPHEMERAL_LIVE = ephemeral_memories.c.status != _SUPERSEDED
-
-
-TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
-
-# Statements used on every turn are built once: building a Core statement costs more than
-# running it. Parameters are bound by name at execution.
-_FIND_LIVE = {
-    tier: select(table.c.id, table.c.persistence, table.c.episode).where(
-        table.c.location_id == bindparam("location_id"),
-        table.c.title == bindparam("title"),
-        table.c.status != _SUPERSEDED,
-    )
-    for tier, table in TIERS
-}
-_INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
-TIER_NAMES = ("persistent", "ephemeral")
-#: (tier number, id) of the live memories titled exactly so here, in both tiers at once
-_LIVE_TITLE_ANYWHERE = union_all(
-    *(
-        select(literal_column(str(number)), table.c.id).where(
-            table.c.location_id == bindparam("location_id"),
-            table.c.title == bindparam("title"),
-            table.c.status != _SUPERSEDED,
-        )
-        for number, (_tier, table) in enumerate(TIERS)
-    )
-)
-_MARK_SUPERSEDED = {
-    "persistent": update(memories)
-    .where(memories.c.id == bindparam("memory_id"))
-    .values(status=Status.SUPERSEDED.value, changed_version=bindparam("version")),
-    "ephemeral": update(ephemeral_memories)
-    .where(ephemeral_memories.c.id == bindparam("memory_id"))
-    .values(status=Status.SUPERSEDED.value),
-}
-_INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
-_ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
-_upsert = sqlite_insert(locations).values(id=bindparam("id"), name=bindparam("name"), visit_count=1)
-_VISIT_LOCATION = _upsert.on_conflict_do_update(
-    index_elements=["id"],
-    set_={"name": _upsert.excluded.name, "visit_count": locations.c.visit_count + 1},
-)
-_VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
-_INSERT_DECISION = insert(synthesis_decisions)
-_INSERT_TURNS = insert(turn_records)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _check_memory(memory: object) -> Memory:
-    if not isinstance(memory, Memory):
-        raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
-    return memory
-
-
-#: SQLite's largest integer
-MAX_INT = 2**63 - 1
-
-
-def _check_clock(location_name: object, episode: object, turn: object) -> None:
-    """The episode, turn and location name of a write, checked before any SQL."""
-    if not isinstance(location_name, str):
-        raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
-    if type(episode) is not int or not 1 <= episode <= MAX_INT:
-        raise ValueError(f"episode must be an int from 1 to 2**63-1, got {episode!r}")
-    if type(turn) is not int or not 0 <= turn <= MAX_INT:
-        raise ValueError(f"turn must be an int from 0 to 2**63-1, got {turn!r}")
-
-
-def _check_reason(reason: object) -> str:
-    if not isinstance(reason, str) or blank_for_sqlite(reason):
-        raise ValueError("an invalidation needs a non-empty reason")
-    return reason
-
-
-def _memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
-    start, end = parse_turns(memory.turns)
-    return {
-        "location_id": location_id,
-        "category": memory.category.value,
-        "title": memory.title,
-        "text": memory.text,
-        "episode": memory.episode,
-        "turn_start": start,
-        "turn_end": end,
-        "score_change": memory.score_change,
-        "persistence": memory.persistence.value,
-        "status": memory.status.value,
-        "created_at": _now(),
-    }
-
-
-def _link_turn(memory: Memory) -> int:
-    start, end = parse_turns(memory.turns)
-    return end if end is not None else start
-
-
-DECISION_COLUMNS = tuple(c.name for c in synthesis_decisions.columns if c.name != "id")
-
-
-def decision_row(log: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """A full decision-log row: every column present (None where not given)."""
-    row = dict.fromkeys(DECISION_COLUMNS)
-    row.update(log)
-    row.update(fields)
-    row["created_at"] = row["created_at"] or _now()
-    return row
-
-
-@dataclass
-class Bookkeeping:
-    """Writes that may wait for the next transaction: visits, no-op decisions, turn records
-    and map events (memstore.map_store).
-
-    The manager buffers these and hands them to the next memory write (or flushes them at
-    episode end and on close), so a turn that changes no memory costs no commit.
-    """
-
-    visits: list[tuple[int, str, int]] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    turns: list[dict[str, Any]] = field(default_factory=list)
-    map_events: list[MapEvent] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.visits or self.decisions or self.turns or self.map_events)
-
-    def clear(self) -> None:
-        self.visits.clear()
-        self.decisions.clear()
-        self.turns.clear()
-        self.map_events.clear()
-
 
 class _Version:
     """The version of one write transaction: taken from the counter when first needed,
@@ -259,37 +136,6 @@ class _Live(NamedTuple):
     id: int
     persistence: str
     episode: int
-
-
-class SupersedeOutcome(StrEnum):
-    """What ``supersede_memory`` did; true only when it superseded, as its old ``bool``."""
-
-    SUPERSEDED = "superseded"
-    NOT_FOUND = "no live memory has that title here"
-    FORBIDDEN_TRANSITION = "a core or permanent memory cannot be superseded by an ephemeral one"
-    DUPLICATE_TITLE = "another live memory here already has the new title"
-
-    def __bool__(self) -> bool:
-        return self is SupersedeOutcome.SUPERSEDED
-
-
-class AppliedSynthesis(BaseModel):
-    """What one synthesis decision actually changed (the decision log's ``applied``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    location_id: int
-    location_name: str
-    new_memory: Memory | None
-    superseded: tuple[str, ...] = ()
-    invalidated: tuple[str, ...] = ()
-    invalidation_reason: str | None = None
-    episode: int
-    turn: int
-
-    @property
-    def changed_anything(self) -> bool:
-        return bool(self.new_memory or self.superseded or self.invalidated)
 
 
 class MemoryStore:
@@ -462,13 +308,13 @@ class MemoryStore:
 
     def stored_memories(self, conn: Connection) -> list[StoredMemory]:
         """Every persistent memory (all statuses) with its row id, in stored order."""
-        cursor = _run(conn, _load_query("persistent", False, True), {})
-        row_type = _row_type(tuple(column[0] for column in cursor.description))
+        cursor = _run(conn, load_query("persistent", False, True), {})
+        make_row = row_type(tuple(column[0] for column in cursor.description))
         stored = []
         for values in cursor:
-            row = row_type(*values)
+            row = make_row(*values)
             stored.append(
-                StoredMemory(row.id, row.location_id, row.created_version, _to_memory(row))
+                StoredMemory(row.id, row.location_id, row.created_version, to_memory(row))
             )
         return stored
 
@@ -476,7 +322,7 @@ class MemoryStore:
         self, conn: Connection, version: int, current: list[StoredMemory]
     ) -> dict[int, StoredMemory]:
         """The persistent memories as they were at change ``version`` (``current``: now)."""
-        return state_at(conn, version, current, _to_memory)
+        return state_at(conn, version, current, to_memory)
 
     def database_identity(self, conn: Connection) -> ExportBase:
         """The database's identity and change counter (inside ``transaction()``)."""
@@ -498,7 +344,7 @@ class MemoryStore:
 
     @staticmethod
     def _ensure_location(conn: Connection, location_id: int, name: str) -> None:
-        _run(conn, _ENSURE_LOCATION, {"id": location_id, "name": name})
+        _run(conn, ENSURE_LOCATION, {"id": location_id, "name": name})
 
     def record_visit(self, location_id: int, location_name: str, episode: int) -> None:
         """Count a visit to a location in an episode (creates the location if new)."""
@@ -519,10 +365,10 @@ class MemoryStore:
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
         for location_id, name, episode in bookkeeping.visits:
-            _run(conn, _VISIT_LOCATION, {"id": location_id, "name": name})
-            _run(conn, _VISIT_EPISODE, {"location_id": location_id, "episode": episode})
-        _run_many(conn, _INSERT_DECISION, bookkeeping.decisions)
-        _run_many(conn, _INSERT_TURNS, bookkeeping.turns)
+            _run(conn, VISIT_LOCATION, {"id": location_id, "name": name})
+            _run(conn, VISIT_EPISODE, {"location_id": location_id, "episode": episode})
+        _run_many(conn, INSERT_DECISION, bookkeeping.decisions)
+        _run_many(conn, INSERT_TURNS, bookkeeping.turns)
         if bookkeeping.map_events:
             write_map_events(conn, bookkeeping.map_events)
 
@@ -595,7 +441,7 @@ class MemoryStore:
         """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
         skip = set(excluded)
         params = {"location_id": location_id, "title": title}
-        for tier_number, memory_id in _run(conn, _LIVE_TITLE_ANYWHERE, params):
+        for tier_number, memory_id in _run(conn, LIVE_TITLE_ANYWHERE, params):
             if (TIER_NAMES[tier_number], memory_id) not in skip:
                 return True
         return False
@@ -611,13 +457,13 @@ class MemoryStore:
     ) -> tuple[str, int]:
         """Insert a memory; ``location_known``: a persistent memory there proves the
         location row exists already."""
-        row = _memory_row(location_id, memory)
+        row = memory_row(location_id, memory)
         tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
         if tier == "persistent":
             if not location_known:
                 self._ensure_location(conn, location_id, name)
             row["created_version"] = row["changed_version"] = version.get()
-        cursor = _run(conn, _INSERT_MEMORY[tier], row)
+        cursor = _run(conn, INSERT_MEMORY[tier], row)
         return tier, int(cursor.lastrowid or 0)
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
@@ -628,7 +474,7 @@ class MemoryStore:
         A memory cannot be added already SUPERSEDED (ValueError).
         """
         check_location_id(location_id)
-        _check_memory(memory)
+        check_memory(memory)
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
         session = memory.persistence is Persistence.EPHEMERAL
@@ -644,7 +490,7 @@ class MemoryStore:
         """The non-superseded memory with exactly this title: persistent tier first."""
         params = {"location_id": location_id, "title": title}
         for tier, _table in TIERS:
-            row = _run(conn, _FIND_LIVE[tier], params).fetchone()
+            row = _run(conn, FIND_LIVE[tier], params).fetchone()
             if row is not None:
                 return tier, _Live(*row)
         return None
@@ -663,7 +509,7 @@ class MemoryStore:
         (DUPLICATE_TITLE).
         """
         check_location_id(location_id)
-        _check_memory(new_memory)
+        check_memory(new_memory)
         if new_memory.status is Status.SUPERSEDED:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
         # an ephemeral memory can only supersede an ephemeral one: the file is not touched
@@ -688,7 +534,7 @@ class MemoryStore:
                 tier,
                 old.id,
                 new_memory.episode,
-                _link_turn(new_memory),
+                link_turn(new_memory),
                 successor=(new_tier, new_id),
             )
         self._changed(location_id, [(tier, old.id)], [((new_tier, new_id), new_memory)])
@@ -699,9 +545,9 @@ class MemoryStore:
         if tier == "persistent":
             at = version.get()
             record_history(conn, (memory_id,), at)
-            _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id, "version": at})
+            _run(conn, MARK_SUPERSEDED[tier], {"memory_id": memory_id, "version": at})
         else:
-            _run(conn, _MARK_SUPERSEDED[tier], {"memory_id": memory_id})
+            _run(conn, MARK_SUPERSEDED[tier], {"memory_id": memory_id})
 
     @staticmethod
     def _link(
@@ -719,7 +565,7 @@ class MemoryStore:
             "episode": episode,
             "turn": turn,
             "reason": reason,
-            "created_at": _now(),
+            "created_at": now(),
         }
         row["superseded_by_id"] = None
         if tier == "ephemeral":
@@ -730,7 +576,7 @@ class MemoryStore:
                 row["superseded_by_id"] = successor[1]
         elif successor is not None:
             row["superseded_by_id"] = successor[1]
-        _run(conn, _INSERT_LINK[tier], row)
+        _run(conn, INSERT_LINK[tier], row)
 
     def invalidate_memory(
         self, location_id: int, memory_title: str, reason: str, turn: int | None = None
@@ -748,7 +594,7 @@ class MemoryStore:
     ) -> dict[str, bool]:
         """Invalidate several memories with one shared reason, in one transaction."""
         check_location_id(location_id)
-        _check_reason(reason)
+        check_reason(reason)
         titles = list(memory_titles)
         if isinstance(memory_titles, str):
             raise TypeError("memory_titles must be a collection of titles, not one string")
@@ -798,14 +644,14 @@ class MemoryStore:
         if given, records that too (column ``applied``).
         """
         check_location_id(location_id)
-        _check_clock(location_name, episode, turn)
+        check_clock(location_name, episode, turn)
         if new_memory is not None:
-            _check_memory(new_memory)
+            check_memory(new_memory)
             if new_memory.status is Status.SUPERSEDED:
                 raise ValueError("a new memory cannot be SUPERSEDED already")
         invalidate = list(invalidate_titles)
         if invalidate:
-            _check_reason(invalidation_reason)
+            check_reason(invalidation_reason)
         # The live memories here before the write, to update rather than reload (below).
         live_before = self._live_cache.get(location_id)
         removed: list[tuple[str, int]] = []
@@ -862,7 +708,7 @@ class MemoryStore:
             if log is not None:
                 _run(
                     conn,
-                    _INSERT_DECISION,
+                    INSERT_DECISION,
                     decision_row(
                         log,
                         episode=episode,
@@ -876,7 +722,7 @@ class MemoryStore:
                 self._bookkeeping(conn, bookkeeping)
         self._changed(location_id, removed, new_row)
         if live_before is not None:
-            self._live_cache[location_id] = _live_after(live_before, applied)
+            self._live_cache[location_id] = live_after(live_before, applied)
         return applied
 
     def decision_log(self) -> list[dict[str, Any]]:
@@ -949,7 +795,7 @@ class MemoryStore:
         total = 0
         params = {"location_id": location_id}
         for tier_name, tier in (("persistent", PERSISTENT), ("ephemeral", EPHEMERAL)):
-            found = _run(self._conn, _VIEW_QUERY[tier_name], params).fetchall()
+            found = _run(self._conn, VIEW_QUERY[tier_name], params).fetchall()
             if found:
                 total += found[0][-1]  # the tier's live memories here (a window count)
             rows.extend(
@@ -968,10 +814,10 @@ class MemoryStore:
         """After a committed write here: the view gains and loses rows, the live list goes."""
         self._live_cache.pop(location_id, None)
         markers = self.config.show_persistence_markers
-        gone = [(_TIER_NUMBER[tier], memory_id) for tier, memory_id in removed]
+        gone = [(TIER_NUMBER[tier], memory_id) for tier, memory_id in removed]
         rows = [
             view_row(
-                _TIER_NUMBER[tier],
+                TIER_NUMBER[tier],
                 memory_id,
                 ContextRow(
                     memory.category.value,
@@ -983,7 +829,7 @@ class MemoryStore:
                 markers,
             )
             for (tier, memory_id), memory in added
-            if (_TIER_NUMBER[tier], memory_id) not in gone
+            if (TIER_NUMBER[tier], memory_id) not in gone
         ]
         self._views.changed(location_id, gone, rows)
 
@@ -1064,7 +910,7 @@ class MemoryStore:
                 if other not in seen and other in by_key:
                     seen.add(other)
                     stack.append(other)
-        return [by_key[key] for key in _oldest_first(seen, edges, order)]
+        return [by_key[key] for key in oldest_first(seen, edges, order)]
 
     @staticmethod
     def _edges(conn: Connection, location_id: int) -> list[tuple[tuple[str, int], tuple[str, int]]]:
@@ -1105,12 +951,12 @@ class MemoryStore:
         out: list[tuple[str, int, Memory]] = []
         params = {"location_id": location_id} if location_id is not None else {}
         for tier in tiers:
-            query = _load_query(tier, location_id is not None, include_superseded)
+            query = load_query(tier, location_id is not None, include_superseded)
             cursor = _run(conn, query, params)
-            row_type = _row_type(tuple(column[0] for column in cursor.description))
+            make_row = row_type(tuple(column[0] for column in cursor.description))
             for values in cursor:
-                row = row_type(*values)
-                out.append((tier, row.id, _to_memory(row)))
+                row = make_row(*values)
+                out.append((tier, row.id, to_memory(row)))
         return out
 
     def export_locations(self) -> list[LocationMemories]:
@@ -1193,171 +1039,3 @@ class MemoryStore:
             "database_bytes": size,
             "current_episode": self.current_episode,
         }
-
-
-def _oldest_first(
-    keys: set[tuple[str, int]],
-    edges: list[tuple[tuple[str, int], tuple[str, int]]],
-    order: dict[tuple[str, int], int],
-) -> list[tuple[str, int]]:
-    """Every superseded memory before its successor; otherwise in the order loaded."""
-    pending = {key: 0 for key in keys}
-    for old, new in edges:
-        if old in keys and new in keys:
-            pending[new] += 1
-    result: list[tuple[str, int]] = []
-    ready = sorted((key for key, n in pending.items() if n == 0), key=order.__getitem__)
-    while ready:
-        key = ready.pop(0)
-        result.append(key)
-        for old, new in edges:
-            if old == key and new in pending:
-                pending[new] -= 1
-                if pending[new] == 0:
-                    ready.append(new)
-                    ready.sort(key=order.__getitem__)
-    return result
-
-
-# --- compiled queries -----------------------------------------------------------------------
-
-
-_TIER_NUMBER = {"persistent": PERSISTENT, "ephemeral": EPHEMERAL}
-
-
-def _view_query(table: Any) -> Any:
-    """The first VIEW_LIMIT live memories of a location in one tier, by priority (group,
-    then newest first), each with the tier's count of live memories there.
-
-    The ranking reads only ids and the three columns of the group (a subquery); the texts
-    are read for the rows it keeps, and the count is one index count.
-    """
-    here = (table.c.location_id == bindparam("location_id"), table.c.status != _SUPERSEDED)
-    priority_group = case(
-        (table.c.status == "TENTATIVE", 4),
-        (table.c.category == "DANGER", 0),
-        (table.c.persistence == "core", 1),
-        (table.c.persistence == "permanent", 2),
-        else_=3,
-    )
-    first = (
-        select(table.c.id)
-        .where(*here)
-        .order_by(priority_group, table.c.id.desc())
-        .limit(VIEW_LIMIT)
-    )
-    counted = table.alias("counted")
-    live_here = (
-        select(func.count())
-        .where(
-            counted.c.location_id == bindparam("location_id"), counted.c.status != _SUPERSEDED
-        )
-        .scalar_subquery()
-    )
-    return select(
-        table.c.id,
-        table.c.category,
-        table.c.title,
-        table.c.text,
-        table.c.persistence,
-        table.c.status,
-        live_here.label("total"),
-    ).where(table.c.id.in_(first))
-
-
-_VIEW_QUERY = {tier: _view_query(table) for tier, table in TIERS}
-
-
-@cache
-def _load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
-    """Memories of one tier with their link details; built once per shape."""
-    table = memories if tier == "persistent" else ephemeral_memories
-    if tier == "persistent":
-        links = memory_links
-        successor = memories.alias("successor")
-        joined = table.outerjoin(links, links.c.memory_id == table.c.id).outerjoin(
-            successor, successor.c.id == links.c.superseded_by_id
-        )
-        successor_title = successor.c.title
-    else:
-        links = ephemeral_memory_links
-        successor = ephemeral_memories.alias("successor")
-        upgraded = memories.alias("upgraded")
-        joined = (
-            table.outerjoin(links, links.c.memory_id == table.c.id)
-            .outerjoin(successor, successor.c.id == links.c.superseded_by_id)
-            .outerjoin(upgraded, upgraded.c.id == links.c.superseded_by_persistent_id)
-        )
-        successor_title = func.coalesce(successor.c.title, upgraded.c.title)
-    query = select(
-        table,
-        links.c.episode.label("link_episode"),
-        links.c.turn.label("link_turn"),
-        links.c.reason.label("link_reason"),
-        successor_title.label("successor_title"),
-    ).select_from(joined)
-    conditions = []
-    if by_location:
-        conditions.append(table.c.location_id == bindparam("location_id"))
-    if not include_superseded:
-        conditions.append(table.c.status != Status.SUPERSEDED.value)
-    if conditions:
-        query = query.where(and_(*conditions))
-    return query.order_by(table.c.id)
-
-
-@cache
-def _row_type(names: tuple[str, ...]) -> Any:
-    """A named-tuple type for a result's columns, so rows read like SQLAlchemy's."""
-    return namedtuple("Row", names, rename=True)  # noqa: PYI024
-
-
-def _live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...]:
-    """The live memories of a location after ``applied``, from those before it.
-
-    What ``memories(location_id)`` would read back, in ``apply_synthesis``'s order: the
-    superseded ones go, the new memory comes last among those of its tier (persistent
-    before ephemeral; its turns as the database stores them), then the invalidated ones
-    go, the new one among them maybe. Live titles are unique at a location.
-    """
-    superseded = set(applied.superseded)
-    persistent: list[Memory] = []
-    ephemeral: list[Memory] = []
-    for memory in live:
-        if memory.title not in superseded:
-            tier = ephemeral if memory.persistence is Persistence.EPHEMERAL else persistent
-            tier.append(memory)
-    new = applied.new_memory
-    if new is not None:
-        turns = format_turns(new.turn_start, new.turn_end)
-        if turns != new.turns:
-            new = new.model_copy(update={"turns": turns})
-        (ephemeral if new.persistence is Persistence.EPHEMERAL else persistent).append(new)
-    invalidated = set(applied.invalidated)
-    return tuple(m for m in (*persistent, *ephemeral) if m.title not in invalidated)
-
-
-_CATEGORY_OF = {category.value: category for category in Category}
-_PERSISTENCE_OF = {persistence.value: persistence for persistence in Persistence}
-_STATUS_OF = {status.value: status for status in Status}
-
-
-def _to_memory(row: Any) -> Memory:
-    # Enum members looked up by value; a value that is none (a damaged row) goes to
-    # memory_from_fields as it is, and so to Memory(...), which refuses it.
-    status = _STATUS_OF.get(row.status, row.status)
-    superseded = status is Status.SUPERSEDED
-    return memory_from_fields(
-        _CATEGORY_OF.get(row.category, row.category),
-        row.title,
-        row.text,
-        row.episode,
-        format_turns(row.turn_start, row.turn_end),
-        row.score_change,
-        _PERSISTENCE_OF.get(row.persistence, row.persistence),
-        status,
-        row.successor_title if superseded and row.link_reason is None else None,
-        row.link_turn if superseded else None,
-        row.link_episode if superseded else None,
-        row.link_reason if superseded else None,
-    )

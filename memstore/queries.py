@@ -1,0 +1,183 @@
+"""The store's prebuilt statements: built once at import, compiled once per dialect.
+
+Building a SQLAlchemy Core statement costs more than running it on SQLite, so every
+statement used on a per-turn path is a module constant here, run with bound parameters
+through ``memstore.executor`` inside the store's transactions.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal_column,
+    select,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memstore.models import Status
+from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT
+from memstore.schema import (
+    ephemeral_memories,
+    ephemeral_memory_links,
+    location_episodes,
+    locations,
+    memories,
+    memory_links,
+    synthesis_decisions,
+    turn_records,
+)
+
+# inline, so compiled SQL keeps only the ids
+SUPERSEDED_LITERAL: ColumnElement[str] = literal_column("'SUPERSEDED'")
+LIVE = memories.c.status != SUPERSEDED_LITERAL
+EPHEMERAL_LIVE = ephemeral_memories.c.status != SUPERSEDED_LITERAL
+
+
+TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
+
+# Statements used on every turn are built once: building a Core statement costs more than
+# running it. Parameters are bound by name at execution.
+FIND_LIVE = {
+    tier: select(table.c.id, table.c.persistence, table.c.episode).where(
+        table.c.location_id == bindparam("location_id"),
+        table.c.title == bindparam("title"),
+        table.c.status != SUPERSEDED_LITERAL,
+    )
+    for tier, table in TIERS
+}
+INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
+TIER_NAMES = ("persistent", "ephemeral")
+#: (tier number, id) of the live memories titled exactly so here, in both tiers at once
+LIVE_TITLE_ANYWHERE = union_all(
+    *(
+        select(literal_column(str(number)), table.c.id).where(
+            table.c.location_id == bindparam("location_id"),
+            table.c.title == bindparam("title"),
+            table.c.status != SUPERSEDED_LITERAL,
+        )
+        for number, (_tier, table) in enumerate(TIERS)
+    )
+)
+MARK_SUPERSEDED = {
+    "persistent": update(memories)
+    .where(memories.c.id == bindparam("memory_id"))
+    .values(status=Status.SUPERSEDED.value, changed_version=bindparam("version")),
+    "ephemeral": update(ephemeral_memories)
+    .where(ephemeral_memories.c.id == bindparam("memory_id"))
+    .values(status=Status.SUPERSEDED.value),
+}
+INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
+ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
+_upsert = sqlite_insert(locations).values(id=bindparam("id"), name=bindparam("name"), visit_count=1)
+VISIT_LOCATION = _upsert.on_conflict_do_update(
+    index_elements=["id"],
+    set_={"name": _upsert.excluded.name, "visit_count": locations.c.visit_count + 1},
+)
+VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
+INSERT_DECISION = insert(synthesis_decisions)
+INSERT_TURNS = insert(turn_records)
+
+
+# --- reads -----------------------------------------------------------------------
+
+
+TIER_NUMBER = {"persistent": PERSISTENT, "ephemeral": EPHEMERAL}
+
+
+def view_query(table: Any) -> Any:
+    """The first VIEW_LIMIT live memories of a location in one tier, by priority (group,
+    then newest first), each with the tier's count of live memories there.
+
+    The ranking reads only ids and the three columns of the group (a subquery); the texts
+    are read for the rows it keeps, and the count is one index count.
+    """
+    here = (table.c.location_id == bindparam("location_id"), table.c.status != SUPERSEDED_LITERAL)
+    priority_group = case(
+        (table.c.status == "TENTATIVE", 4),
+        (table.c.category == "DANGER", 0),
+        (table.c.persistence == "core", 1),
+        (table.c.persistence == "permanent", 2),
+        else_=3,
+    )
+    first = (
+        select(table.c.id)
+        .where(*here)
+        .order_by(priority_group, table.c.id.desc())
+        .limit(VIEW_LIMIT)
+    )
+    counted = table.alias("counted")
+    live_here = (
+        select(func.count())
+        .where(
+            counted.c.location_id == bindparam("location_id"),
+            counted.c.status != SUPERSEDED_LITERAL,
+        )
+        .scalar_subquery()
+    )
+    return select(
+        table.c.id,
+        table.c.category,
+        table.c.title,
+        table.c.text,
+        table.c.persistence,
+        table.c.status,
+        live_here.label("total"),
+    ).where(table.c.id.in_(first))
+
+
+VIEW_QUERY = {tier: view_query(table) for tier, table in TIERS}
+
+
+@cache
+def load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
+    """Memories of one tier with their link details; built once per shape."""
+    table = memories if tier == "persistent" else ephemeral_memories
+    if tier == "persistent":
+        links = memory_links
+        successor = memories.alias("successor")
+        joined = table.outerjoin(links, links.c.memory_id == table.c.id).outerjoin(
+            successor, successor.c.id == links.c.superseded_by_id
+        )
+        successor_title = successor.c.title
+    else:
+        links = ephemeral_memory_links
+        successor = ephemeral_memories.alias("successor")
+        upgraded = memories.alias("upgraded")
+        joined = (
+            table.outerjoin(links, links.c.memory_id == table.c.id)
+            .outerjoin(successor, successor.c.id == links.c.superseded_by_id)
+            .outerjoin(upgraded, upgraded.c.id == links.c.superseded_by_persistent_id)
+        )
+        successor_title = func.coalesce(successor.c.title, upgraded.c.title)
+    query = select(
+        table,
+        links.c.episode.label("link_episode"),
+        links.c.turn.label("link_turn"),
+        links.c.reason.label("link_reason"),
+        successor_title.label("successor_title"),
+    ).select_from(joined)
+    conditions = []
+    if by_location:
+        conditions.append(table.c.location_id == bindparam("location_id"))
+    if not include_superseded:
+        conditions.append(table.c.status != Status.SUPERSEDED.value)
+    if conditions:
+        query = query.where(and_(*conditions))
+    return query.order_by(table.c.id)
+
+
+@cache
+def row_type(names: tuple[str, ...]) -> Any:
+    """A named-tuple type for a result's columns, so rows read like SQLAlchemy's."""
+    return namedtuple("Row", names, rename=True)  # noqa: PYI024

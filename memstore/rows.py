@@ -1,0 +1,199 @@
+"""The store's rows and results: what a write stores, what a read gives back.
+
+Pure values and checks (no SQL): the checks a public write makes at the door, a memory as
+a row and back, decision-log rows, buffered bookkeeping, and what ``apply_synthesis`` and
+``supersede_memory`` report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from memstore.map_graph import MapEvent
+from memstore.models import (
+    Category,
+    Memory,
+    Persistence,
+    Status,
+    blank_for_sqlite,
+    format_turns,
+    parse_turns,
+)
+from memstore.prevalidated import memory_from_fields
+from memstore.schema import synthesis_decisions
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def check_memory(memory: object) -> Memory:
+    if not isinstance(memory, Memory):
+        raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
+    return memory
+
+
+#: SQLite's largest integer
+MAX_INT = 2**63 - 1
+
+
+def check_clock(location_name: object, episode: object, turn: object) -> None:
+    """The episode, turn and location name of a write, checked before any SQL."""
+    if not isinstance(location_name, str):
+        raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
+    if type(episode) is not int or not 1 <= episode <= MAX_INT:
+        raise ValueError(f"episode must be an int from 1 to 2**63-1, got {episode!r}")
+    if type(turn) is not int or not 0 <= turn <= MAX_INT:
+        raise ValueError(f"turn must be an int from 0 to 2**63-1, got {turn!r}")
+
+
+def check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or blank_for_sqlite(reason):
+        raise ValueError("an invalidation needs a non-empty reason")
+    return reason
+
+
+def memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
+    start, end = parse_turns(memory.turns)
+    return {
+        "location_id": location_id,
+        "category": memory.category.value,
+        "title": memory.title,
+        "text": memory.text,
+        "episode": memory.episode,
+        "turn_start": start,
+        "turn_end": end,
+        "score_change": memory.score_change,
+        "persistence": memory.persistence.value,
+        "status": memory.status.value,
+        "created_at": now(),
+    }
+
+
+def link_turn(memory: Memory) -> int:
+    start, end = parse_turns(memory.turns)
+    return end if end is not None else start
+
+
+DECISION_COLUMNS = tuple(c.name for c in synthesis_decisions.columns if c.name != "id")
+
+
+def decision_row(log: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A full decision-log row: every column present (None where not given)."""
+    row = dict.fromkeys(DECISION_COLUMNS)
+    row.update(log)
+    row.update(fields)
+    row["created_at"] = row["created_at"] or now()
+    return row
+
+
+@dataclass
+class Bookkeeping:
+    """Writes that may wait for the next transaction: visits, no-op decisions, turn records
+    and map events (memstore.map_store).
+
+    The manager buffers these and hands them to the next memory write (or flushes them at
+    episode end and on close), so a turn that changes no memory costs no commit.
+    """
+
+    visits: list[tuple[int, str, int]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    map_events: list[MapEvent] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.visits or self.decisions or self.turns or self.map_events)
+
+    def clear(self) -> None:
+        self.visits.clear()
+        self.decisions.clear()
+        self.turns.clear()
+        self.map_events.clear()
+
+
+class SupersedeOutcome(StrEnum):
+    """What ``supersede_memory`` did; true only when it superseded, as its old ``bool``."""
+
+    SUPERSEDED = "superseded"
+    NOT_FOUND = "no live memory has that title here"
+    FORBIDDEN_TRANSITION = "a core or permanent memory cannot be superseded by an ephemeral one"
+    DUPLICATE_TITLE = "another live memory here already has the new title"
+
+    def __bool__(self) -> bool:
+        return self is SupersedeOutcome.SUPERSEDED
+
+
+class AppliedSynthesis(BaseModel):
+    """What one synthesis decision actually changed (the decision log's ``applied``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    location_id: int
+    location_name: str
+    new_memory: Memory | None
+    superseded: tuple[str, ...] = ()
+    invalidated: tuple[str, ...] = ()
+    invalidation_reason: str | None = None
+    episode: int
+    turn: int
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.new_memory or self.superseded or self.invalidated)
+
+
+def live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...]:
+    """The live memories of a location after ``applied``, from those before it.
+
+    What ``memories(location_id)`` would read back, in ``apply_synthesis``'s order: the
+    superseded ones go, the new memory comes last among those of its tier (persistent
+    before ephemeral; its turns as the database stores them), then the invalidated ones
+    go, the new one among them maybe. Live titles are unique at a location.
+    """
+    superseded = set(applied.superseded)
+    persistent: list[Memory] = []
+    ephemeral: list[Memory] = []
+    for memory in live:
+        if memory.title not in superseded:
+            tier = ephemeral if memory.persistence is Persistence.EPHEMERAL else persistent
+            tier.append(memory)
+    new = applied.new_memory
+    if new is not None:
+        turns = format_turns(new.turn_start, new.turn_end)
+        if turns != new.turns:
+            new = new.model_copy(update={"turns": turns})
+        (ephemeral if new.persistence is Persistence.EPHEMERAL else persistent).append(new)
+    invalidated = set(applied.invalidated)
+    return tuple(m for m in (*persistent, *ephemeral) if m.title not in invalidated)
+
+
+CATEGORY_OF = {category.value: category for category in Category}
+PERSISTENCE_OF = {persistence.value: persistence for persistence in Persistence}
+STATUS_OF = {status.value: status for status in Status}
+
+
+def to_memory(row: Any) -> Memory:
+    # Enum members looked up by value; a value that is none (a damaged row) goes to
+    # memory_from_fields as it is, and so to Memory(...), which refuses it.
+    status = STATUS_OF.get(row.status, row.status)
+    superseded = status is Status.SUPERSEDED
+    return memory_from_fields(
+        CATEGORY_OF.get(row.category, row.category),
+        row.title,
+        row.text,
+        row.episode,
+        format_turns(row.turn_start, row.turn_end),
+        row.score_change,
+        PERSISTENCE_OF.get(row.persistence, row.persistence),
+        status,
+        row.successor_title if superseded and row.link_reason is None else None,
+        row.link_turn if superseded else None,
+        row.link_episode if superseded else None,
+        row.link_reason if superseded else None,
+    )
