@@ -22,10 +22,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import (
     Connection,
     delete,
-    func,
     insert,
     select,
-    union_all,
 )
 from sqlalchemy.exc import OperationalError
 
@@ -42,13 +40,9 @@ from memstore.connection import (
 from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
-from memstore.history import oldest_first
 from memstore.location_views import LocationViews
 from memstore.map_store import write_map_events
-from memstore.merge import StoredMemory
 from memstore.models import (
-    LocationInfo,
-    LocationMemories,
     Memory,
     Persistence,
     Status,
@@ -56,13 +50,11 @@ from memstore.models import (
 )
 from memstore.queries import (
     ENSURE_LOCATION,
-    EPHEMERAL_LIVE,
     FIND_LIVE,
     INSERT_DECISION,
     INSERT_LINK,
     INSERT_MEMORY,
     INSERT_TURNS,
-    LIVE,
     LIVE_TITLE_ANYWHERE,
     MARK_SUPERSEDED,
     TIER_NAMES,
@@ -71,8 +63,6 @@ from memstore.queries import (
     VIEW_QUERY,
     VISIT_EPISODE,
     VISIT_LOCATION,
-    load_query,
-    row_type,
 )
 from memstore.retrieval import EPHEMERAL, PERSISTENT, ContextRow, ViewRow, view_row
 from memstore.rows import (
@@ -87,29 +77,20 @@ from memstore.rows import (
     live_after,
     memory_row,
     now,
-    to_memory,
 )
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,
     ephemeral_memories,
     ephemeral_memory_links,
-    location_episodes,
-    locations,
-    memories,
-    memory_links,
     metadata,
-    synthesis_decisions,
-    turn_records,
 )
+from memstore.store_reads import StoreReads
 from memstore.versions import (
-    ExportBase,
     allocate_episode,
     create_identity,
-    identity,
     next_version,
     record_history,
-    state_at,
 )
 
 #: "every location" for the cache-invalidation argument of _write
@@ -138,7 +119,7 @@ class _Live(NamedTuple):
     episode: int
 
 
-class MemoryStore:
+class MemoryStore(StoreReads):
     """Location memories in SQLite, with the spec's API (spec 002 "Public API", 004)."""
 
     def __init__(
@@ -306,28 +287,6 @@ class MemoryStore:
         with self._transaction(begin, ALL if changes_memories else None) as conn:
             yield conn
 
-    def stored_memories(self, conn: Connection) -> list[StoredMemory]:
-        """Every persistent memory (all statuses) with its row id, in stored order."""
-        cursor = _run(conn, load_query("persistent", False, True), {})
-        make_row = row_type(tuple(column[0] for column in cursor.description))
-        stored = []
-        for values in cursor:
-            row = make_row(*values)
-            stored.append(
-                StoredMemory(row.id, row.location_id, row.created_version, to_memory(row))
-            )
-        return stored
-
-    def memories_at(
-        self, conn: Connection, version: int, current: list[StoredMemory]
-    ) -> dict[int, StoredMemory]:
-        """The persistent memories as they were at change ``version`` (``current``: now)."""
-        return state_at(conn, version, current, to_memory)
-
-    def database_identity(self, conn: Connection) -> ExportBase:
-        """The database's identity and change counter (inside ``transaction()``)."""
-        return identity(conn)
-
     def _write(self, forget: object = ALL) -> Any:
         return self._transaction("BEGIN IMMEDIATE", forget)
 
@@ -372,48 +331,6 @@ class MemoryStore:
         if bookkeeping.map_events:
             write_map_events(conn, bookkeeping.map_events)
 
-    def location(self, location_id: int) -> LocationInfo | None:
-        """A location's name and visit record, or None if it was never stored."""
-        check_location_id(location_id)
-        with self._read() as conn:
-            row = conn.execute(select(locations).where(locations.c.id == location_id)).first()
-            if row is None:
-                return None
-            episodes = (
-                conn.execute(
-                    select(location_episodes.c.episode).where(
-                        location_episodes.c.location_id == location_id
-                    )
-                )
-                .scalars()
-                .all()
-            )
-        return LocationInfo(
-            id=row.id, name=row.name, visit_count=row.visit_count, episodes=tuple(episodes)
-        )
-
-    def locations(self) -> list[LocationInfo]:
-        """Every stored location, by id."""
-        with self._read() as conn:
-            return self.locations_in(conn)
-
-    @staticmethod
-    def locations_in(conn: Connection) -> list[LocationInfo]:
-        """Every stored location, by id (inside ``transaction()``)."""
-        rows = conn.execute(select(locations).order_by(locations.c.id)).all()
-        episodes: dict[int, list[int]] = {}
-        for location_id, episode in conn.execute(select(location_episodes)):
-            episodes.setdefault(location_id, []).append(episode)
-        return [
-            LocationInfo(
-                id=r.id,
-                name=r.name,
-                visit_count=r.visit_count,
-                episodes=tuple(episodes.get(r.id, ())),
-            )
-            for r in rows
-        ]
-
     def allocate_episode(self) -> int:
         """A new episode number, never handed out before by this database: one write
         transaction, so agents in several processes sharing the file never play the same
@@ -422,14 +339,6 @@ class MemoryStore:
             episode = allocate_episode(conn)
         self.current_episode = episode
         return episode
-
-    def _max_episode(self) -> int:
-        with self._read() as conn:
-            found = conn.execute(select(func.max(location_episodes.c.episode))).scalar()
-            found_memory = conn.execute(select(func.max(memories.c.episode))).scalar()
-        return max(found or 1, found_memory or 1)
-
-    # --- adding, superseding, invalidating ------------------------------------------------
 
     @staticmethod
     def _live_title_exists(
@@ -725,43 +634,6 @@ class MemoryStore:
             self._live_cache[location_id] = live_after(live_before, applied)
         return applied
 
-    def decision_log(self) -> list[dict[str, Any]]:
-        """Every synthesis decision recorded, oldest first."""
-        with self._read() as conn:
-            rows = conn.execute(select(synthesis_decisions).order_by(synthesis_decisions.c.id))
-            return [dict(row._mapping) for row in rows]
-
-    def turn_records(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Per-turn records, optionally of one run, in order."""
-        query = select(turn_records).order_by(turn_records.c.id)
-        if run_id is not None:
-            query = query.where(turn_records.c.run_id == run_id)
-        with self._read() as conn:
-            return [dict(row._mapping) for row in conn.execute(query)]
-
-    def locations_with_memory(self, episode: int) -> set[int]:
-        """The locations that had a memory at the end of ``episode``.
-
-        A persistent memory counts when it was learned by then and not superseded or
-        invalidated by then; an ephemeral one when the decision log says it was stored in
-        that episode (ephemeral memories themselves are gone after ``reset_episode``). So
-        the answer stays the same whatever later episodes add.
-        """
-        learned = memories.c.episode <= episode
-        ended = memory_links.c.episode <= episode
-        persistent = (
-            select(memories.c.location_id)
-            .outerjoin(memory_links, memory_links.c.memory_id == memories.c.id)
-            .where(learned, (memory_links.c.memory_id.is_(None)) | ~ended)
-        )
-        ephemeral = select(synthesis_decisions.c.location_id).where(
-            synthesis_decisions.c.episode == episode,
-            func.json_extract(synthesis_decisions.c.applied, "$.new_memory.persistence")
-            == Persistence.EPHEMERAL.value,
-        )
-        with self._read() as conn:
-            return set(conn.execute(union_all(persistent, ephemeral)).scalars())
-
     def reset_episode(self) -> int:
         """Drop every ephemeral memory (and its links); returns how many were dropped."""
         with self._session_write(forget=None) as conn:
@@ -832,210 +704,3 @@ class MemoryStore:
             if (TIER_NUMBER[tier], memory_id) not in gone
         ]
         self._views.changed(location_id, gone, rows)
-
-    def _count(self, table: Any, location_id: int | None) -> int:
-        query = (
-            select(func.count()).select_from(table).where(table.c.status != Status.SUPERSEDED.value)
-        )
-        if location_id is not None:
-            check_location_id(location_id)
-            query = query.where(table.c.location_id == location_id)
-        with self._read() as conn:
-            return int(conn.execute(query).scalar_one())
-
-    def get_ephemeral_count(self, location_id: int | None = None) -> int:
-        """Non-superseded ephemeral memories at a location, or everywhere."""
-        return self._count(ephemeral_memories, location_id)
-
-    def get_persistent_count(self, location_id: int | None = None) -> int:
-        """Non-superseded CORE + PERMANENT memories at a location, or everywhere."""
-        return self._count(memories, location_id)
-
-    def get_memory_breakdown(self, location_id: int) -> dict[str, int]:
-        """Non-superseded memories here by persistence: {"core", "permanent", "ephemeral"}."""
-        check_location_id(location_id)
-        breakdown = {p.value: 0 for p in Persistence}
-        with self._read() as conn:
-            for table in (memories, ephemeral_memories):
-                rows = conn.execute(
-                    select(table.c.persistence, func.count())
-                    .where(table.c.location_id == location_id, table.c.status != "SUPERSEDED")
-                    .group_by(table.c.persistence)
-                )
-                for persistence, count in rows:
-                    breakdown[persistence] = count
-        return breakdown
-
-    def memories(self, location_id: int, include_superseded: bool = False) -> list[Memory]:
-        """Memories here, persistent then ephemeral, each in the order stored."""
-        check_location_id(location_id)
-        with self._lock:
-            if not include_superseded:
-                self._check_cache()
-                cached = self._live_cache.get(location_id)
-                if cached is not None:
-                    return list(cached)
-            with self._read() as conn:
-                found = [
-                    memory
-                    for _tier, _id, memory in self._load(
-                        conn, location_id=location_id, include_superseded=include_superseded
-                    )
-                ]
-            if not include_superseded:
-                self._live_cache[location_id] = tuple(found)
-            return found
-
-    def history(self, location_id: int, title: str) -> list[Memory]:
-        """The supersession chain through every memory titled ``title`` here, oldest first.
-
-        Walks links both ways (what this memory replaced, and what replaced it), across
-        tiers, so nothing is lost on supersession. Empty if no memory has that title.
-        """
-        check_location_id(location_id)
-        with self._read() as conn:
-            loaded = self._load(conn, location_id=location_id, include_superseded=True)
-            edges = self._edges(conn, location_id)
-        by_key = {(tier, mid): memory for tier, mid, memory in loaded}
-        order = {(tier, mid): i for i, (tier, mid, _m) in enumerate(loaded)}
-        neighbours: dict[tuple[str, int], set[tuple[str, int]]] = {}
-        for old, new in edges:
-            neighbours.setdefault(old, set()).add(new)
-            neighbours.setdefault(new, set()).add(old)
-        start = [key for key, memory in by_key.items() if memory.title == title]
-        seen = set(start)
-        stack = list(start)
-        while stack:
-            for other in neighbours.get(stack.pop(), ()):
-                if other not in seen and other in by_key:
-                    seen.add(other)
-                    stack.append(other)
-        return [by_key[key] for key in oldest_first(seen, edges, order)]
-
-    @staticmethod
-    def _edges(conn: Connection, location_id: int) -> list[tuple[tuple[str, int], tuple[str, int]]]:
-        edges: list[tuple[tuple[str, int], tuple[str, int]]] = []
-        rows = conn.execute(
-            select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
-            .join(memories, memories.c.id == memory_links.c.memory_id)
-            .where(
-                memories.c.location_id == location_id, memory_links.c.superseded_by_id.is_not(None)
-            )
-        )
-        edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
-        ephemeral_rows = conn.execute(
-            select(
-                ephemeral_memory_links.c.memory_id,
-                ephemeral_memory_links.c.superseded_by_id,
-                ephemeral_memory_links.c.superseded_by_persistent_id,
-            )
-            .join(ephemeral_memories, ephemeral_memories.c.id == ephemeral_memory_links.c.memory_id)
-            .where(ephemeral_memories.c.location_id == location_id)
-        )
-        for old, new_ephemeral, new_persistent in ephemeral_rows:
-            if new_ephemeral is not None:
-                edges.append((("ephemeral", old), ("ephemeral", new_ephemeral)))
-            if new_persistent is not None:
-                edges.append((("ephemeral", old), ("persistent", new_persistent)))
-        return edges
-
-    def _load(
-        self,
-        conn: Connection,
-        *,
-        location_id: int | None,
-        include_superseded: bool,
-        tiers: tuple[str, ...] = ("persistent", "ephemeral"),
-    ) -> list[tuple[str, int, Memory]]:
-        """Memories with their supersession details, as (tier, id, Memory)."""
-        out: list[tuple[str, int, Memory]] = []
-        params = {"location_id": location_id} if location_id is not None else {}
-        for tier in tiers:
-            query = load_query(tier, location_id is not None, include_superseded)
-            cursor = _run(conn, query, params)
-            make_row = row_type(tuple(column[0] for column in cursor.description))
-            for values in cursor:
-                row = make_row(*values)
-                out.append((tier, row.id, to_memory(row)))
-        return out
-
-    def export_locations(self) -> list[LocationMemories]:
-        """Every location with its persistent memories (all statuses), for the exporter."""
-        return self.export_snapshot()[0]
-
-    def export_snapshot(self) -> tuple[list[LocationMemories], ExportBase]:
-        """``export_locations()`` and the database's identity and change counter, read in
-        one transaction: the base a Memories.md records for the 3-way import."""
-        with self._read() as conn:
-            base = identity(conn)
-            loaded = self._load(
-                conn, location_id=None, include_superseded=True, tiers=("persistent",)
-            )
-            location_rows = conn.execute(select(locations).order_by(locations.c.id)).all()
-            episodes: dict[int, list[int]] = {}
-            for location_id, episode in conn.execute(select(location_episodes)):
-                episodes.setdefault(location_id, []).append(episode)
-            owner = dict(conn.execute(select(memories.c.id, memories.c.location_id)).all())
-        grouped: dict[int, list[Memory]] = {}
-        for _tier, memory_id, memory in loaded:
-            grouped.setdefault(owner[memory_id], []).append(memory)
-        return [
-            LocationMemories(
-                location=LocationInfo(
-                    id=r.id,
-                    name=r.name,
-                    visit_count=r.visit_count,
-                    episodes=tuple(episodes.get(r.id, ())),
-                ),
-                memories=tuple(grouped.get(r.id, ())),
-            )
-            for r in location_rows
-        ], base
-
-    def get_status(self) -> dict[str, Any]:
-        """Counts for monitoring: locations, memories by tier, status and category, file size."""
-        with self._read() as conn:
-            by_status = dict(
-                conn.execute(
-                    select(memories.c.status, func.count()).group_by(memories.c.status)
-                ).all()
-            )
-            by_category = dict(
-                conn.execute(
-                    select(memories.c.category, func.count())
-                    .where(LIVE)
-                    .group_by(memories.c.category)
-                ).all()
-            )
-            by_persistence = dict(
-                conn.execute(
-                    select(memories.c.persistence, func.count())
-                    .where(LIVE)
-                    .group_by(memories.c.persistence)
-                ).all()
-            )
-            location_count = conn.execute(select(func.count()).select_from(locations)).scalar_one()
-            ephemeral = conn.execute(
-                select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
-            ).scalar_one()
-        size = 0
-        if self.target.path is not None:
-            size = sum(
-                p.stat().st_size
-                for p in (self.target.path, Path(f"{self.target.path}-wal"))
-                if p.exists()
-            )
-        return {
-            "database": self.target.display,
-            "schema_revision": HEAD_REVISION,
-            "locations": int(location_count),
-            "memories_by_tier": {
-                "core": by_persistence.get("core", 0),
-                "permanent": by_persistence.get("permanent", 0),
-                "ephemeral": int(ephemeral),
-            },
-            "memories_by_status": {s.value: by_status.get(s.value, 0) for s in Status},
-            "memories_by_category": dict(sorted(by_category.items())),
-            "database_bytes": size,
-            "current_episode": self.current_episode,
-        }
