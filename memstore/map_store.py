@@ -49,6 +49,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.executor import run, run_many
 from memstore.map_graph import (
+    BLOCKED,
     DIRECTIONS,
     MOVED,
     STAYED,
@@ -71,18 +72,17 @@ if TYPE_CHECKING:
     from memstore.config import MemstoreConfig
     from memstore.store import MemoryStore
 
-__all__ = ["MapStore", "read_graph", "read_room", "write_map_events"]
+__all__ = ["MapStore", "MapView", "read_graph", "read_room", "write_map_events"]
 
 # --- statements, built once ---------------------------------------------------------------------
 
+_EMPTY = literal_column("''")
 _room = sqlite_insert(map_rooms).values(id=bindparam("id"), name=bindparam("name"))
 #: a room, named when the game gave a name ("" until then); a new name replaces the old
 _UPSERT_ROOM = _room.on_conflict_do_update(
     index_elements=["id"],
     set_={"name": _room.excluded.name},
-    where=and_(
-        _room.excluded.name != literal_column("''"), map_rooms.c.name != _room.excluded.name
-    ),
+    where=and_(_room.excluded.name != _EMPTY, map_rooms.c.name != _room.excluded.name),
 )
 
 _moved = sqlite_insert(map_connections).values(
@@ -118,7 +118,6 @@ _MOVED = _moved.on_conflict_do_update(
     },
 )
 _to_room = map_rooms.alias("to_room")
-_EMPTY = literal_column("''")
 
 
 def _named(table: Any, room: str, name: str) -> Any:
@@ -234,10 +233,10 @@ _CLEAR = tuple(delete(t) for t in (map_pruned_exits, map_exit_failures, map_conn
 
 
 class _WriteLog:
-    """What this process wrote to maps, for the MapStores' caches: a counter of writes,
-    and for each room the last write that changed its exits or added or renamed it (a
-    cached part showing that room is read again). Several databases share it: a room id
-    written in one only makes another's cache read again, never wrong."""
+    """What this process wrote to maps, for what MapStore and MapView keep: a counter of
+    writes, and for each room the last write that changed its exits or added or renamed
+    it (a view's part showing that room is read again). Several databases share it: a
+    room id written in one only makes another's view read again, never wrong."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -351,6 +350,12 @@ def write_map_events(conn: SQLConnection, events: Sequence[MapEvent]) -> None:
 def _check_event(event: object) -> MapEvent:
     if not isinstance(event, MapEvent):
         raise TypeError(f"a map event must be a MapEvent, got {type(event).__name__}")
+    if event.kind not in (MOVED, BLOCKED, STAYED):
+        raise ValueError(f"unknown map event kind {event.kind!r}")
+    if (event.kind == BLOCKED or event.direction is not None) and (
+        event.direction != event.action_key
+    ):
+        raise ValueError(f"a direction's event must have its direction as its key: {event!r}")
     for value in (event.from_id, event.to_id):
         check_location_id(value)
     for name in ("episode", "turn", "prune_after"):
@@ -398,16 +403,29 @@ def read_room(conn: SQLConnection, location_id: int) -> MapGraph:
 
 
 def _graph_problems(graph: MapGraph) -> list[str]:
+    """What keeps a map from being stored as it is (for ``MapStore.replace``)."""
     problems = []
-    for connection in graph.connections.values():
-        for room in (connection.from_id, connection.to_id):
+    for (room, key), connection in graph.connections.items():
+        where = f"connection {key!r} of room {room}"
+        if (room, key) != (connection.from_id, connection.action_key) or not key.strip():
+            problems.append(f"{where} is filed under another room or key")
+        if connection.direction is not None and connection.direction != key:
+            problems.append(f"{where} has direction {connection.direction!r}")
+        if key in DIRECTIONS and connection.direction != key:
+            problems.append(f"{where} is a direction but not marked as one")
+        if min(connection.verifications, connection.failures) < 0:
+            problems.append(f"{where} has a negative count")
+        for end in (connection.from_id, connection.to_id):
+            if end not in graph.rooms:
+                problems.append(f"{where} uses unknown room {end}")
+    for table in (graph.failures, graph.pruned):
+        for (room, direction), row in table.items():
+            if (room, direction) != (row.from_id, row.direction):
+                problems.append(f"exit {direction!r} of room {room} is filed under another")
             if room not in graph.rooms:
-                problems.append(f"connection {connection.action_key!r} uses unknown room {room}")
-    for from_id, direction in (*graph.failures, *graph.pruned):
-        if from_id not in graph.rooms:
-            problems.append(f"exit {direction!r} of unknown room {from_id}")
-        if direction not in DIRECTIONS:
-            problems.append(f"exit {direction!r} of room {from_id} is not a direction")
+                problems.append(f"exit {direction!r} of unknown room {room}")
+            if direction not in DIRECTIONS:
+                problems.append(f"exit {direction!r} of room {room} is not a direction")
     return problems
 
 

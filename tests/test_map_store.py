@@ -440,6 +440,10 @@ def test_record_refuses_what_is_not_a_map_event(store: MemoryStore) -> None:
         the_map.record([(WEST, "n", NORTH)])  # type: ignore[list-item]
     with pytest.raises(ValueError):
         the_map.record([event(WEST, "n", NORTH)._replace(episode=0)])
+    with pytest.raises(ValueError):
+        the_map.record([event(WEST, "n", NORTH)._replace(kind="teleported")])
+    with pytest.raises(ValueError):
+        the_map.record([event(WEST, "n", NORTH)._replace(action_key="up")])
     assert the_map.rooms() == []
 
 
@@ -453,6 +457,11 @@ def test_replace_writes_exactly_the_graph_or_nothing(store: MemoryStore) -> None
     broken.rooms.pop(ATTIC)
     with pytest.raises(ValueError, match="unknown room 187; nothing was written"):
         the_map.replace(broken)
+    mislabelled = graph.copy()
+    up = mislabelled.connections[(KITCHEN, "up")]
+    mislabelled.connections[(KITCHEN, "up")] = up._replace(direction="down")
+    with pytest.raises(ValueError, match="connection 'up' of room 27 has direction 'down'"):
+        the_map.replace(mislabelled)
     assert the_map.graph() == graph
 
 
