@@ -515,7 +515,7 @@ class MapStore:
         its bookkeeping instead)."""
         checked = [_check_event(e) for e in events]
         if checked:
-            with self.store.transaction(write=True) as conn:
+            with self.store.transaction(write=True, changes_memories=False) as conn:
                 write_map_events(conn, checked)
 
     def replace(self, graph: MapGraph) -> None:
@@ -524,7 +524,7 @@ class MapStore:
         problems = _graph_problems(graph)
         if problems:
             raise ValueError(f"not a consistent map: {problems[0]}; nothing was written")
-        with self.store.transaction(write=True) as conn:
+        with self.store.transaction(write=True, changes_memories=False) as conn:
             _WRITES.everything = _WRITES.next()
             for statement in _CLEAR:
                 conn.execute(statement)
