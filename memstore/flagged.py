@@ -36,7 +36,6 @@ Two writers, in two processes or threads, adding the same text at once store it 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -44,6 +43,7 @@ from sqlalchemy import bindparam, func, insert, select, union_all, update
 
 from memstore.executor import run
 from memstore.models import blank_for_sqlite, check_location_id
+from memstore.rows import now
 from memstore.schema import flagged_memories as table
 
 MIN_IMPORTANCE = 1
@@ -137,8 +137,6 @@ def _check_int(name: str, value: object, minimum: int | None, optional: bool = F
         )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _to_model(row: Any) -> FlaggedMemory:
@@ -285,7 +283,7 @@ class FlaggedMemories:
                     "moves": moves,
                     "episode": episode,
                     "session_id": self.session_id,
-                    "created_at": _now(),
+                    "created_at": now(),
                 },
             )
             return True

@@ -33,6 +33,24 @@ class Persistence(StrEnum):
     def on_disk(self) -> bool:
         return self is not Persistence.EPHEMERAL
 
+    def may_be_superseded_by(self, new: Persistence) -> bool:
+        """The one rule for persistence transitions (spec 002): anything may be superseded
+        by something on disk, and an ephemeral memory by an ephemeral one; a core or
+        permanent memory never by an ephemeral one (a game mechanic or the spawn state
+        would be lost at the episode's end)."""
+        return new.on_disk or not self.on_disk
+
+
+class Tier(StrEnum):
+    """Where a memory is stored: the tables on disk or the attached in-memory database."""
+
+    PERSISTENT = "persistent"
+    EPHEMERAL = "ephemeral"
+
+    @classmethod
+    def of(cls, persistence: Persistence) -> Tier:
+        return cls.PERSISTENT if persistence.on_disk else cls.EPHEMERAL
+
 
 class Status(StrEnum):
     """Confidence in a memory (spec 003): SUPERSEDED memories are kept but never shown."""

@@ -46,6 +46,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    Tier,
     check_location_id,
 )
 from memstore.queries import (
@@ -367,7 +368,7 @@ class MemoryStore(StoreReads):
         """Insert a memory; ``location_known``: a persistent memory there proves the
         location row exists already."""
         row = memory_row(location_id, memory)
-        tier = "ephemeral" if memory.persistence is Persistence.EPHEMERAL else "persistent"
+        tier = Tier.of(memory.persistence)
         if tier == "persistent":
             if not location_known:
                 self._ensure_location(conn, location_id, name)
@@ -428,7 +429,7 @@ class MemoryStore(StoreReads):
             if found is None:
                 return SupersedeOutcome.NOT_FOUND
             tier, old = found
-            if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
+            if not Persistence(old.persistence).may_be_superseded_by(new_memory.persistence):
                 # would lose a game mechanic or spawn state after reset
                 return SupersedeOutcome.FORBIDDEN_TRANSITION
             if self._live_title_exists(conn, location_id, new_memory.title, [(tier, old.id)]):
@@ -574,7 +575,9 @@ class MemoryStore(StoreReads):
                     if found is None or any(t == title for _tier, _id, t in superseded):
                         continue
                     tier, old = found
-                    if tier == "persistent" and new_memory.persistence is Persistence.EPHEMERAL:
+                    if not Persistence(old.persistence).may_be_superseded_by(
+                        new_memory.persistence
+                    ):
                         continue
                     superseded.append((tier, old.id, title))
             added = False

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -27,6 +26,7 @@ from memstore.importing import (
 from memstore.invariants import check_invariants
 from memstore.merge import Resolution, StoredMemory, merge_import
 from memstore.models import LocationInfo, LocationMemories, Memory, Status, parse_turns
+from memstore.rows import now
 from memstore.schema import location_episodes, locations, memories, memory_links
 from memstore.versions import next_version, record_history
 
@@ -40,8 +40,6 @@ __all__ = [
 ]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def apply_import(store: Any, plan: ImportPlan, *, prune: bool) -> None:
@@ -120,10 +118,10 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
     if added:
         before = conn.execute(select(func.coalesce(func.max(memories.c.id), 0))).scalar_one()
-        now = _now()
+        stamp = now()
         # plain executemany: SQLAlchemy's per-row parameter processing would double the time
         conn.exec_driver_sql(
-            _INSERT_MEMORY, [_row(c.location_id, c.new, now, version) for c in added]
+            _INSERT_MEMORY, [_row(c.location_id, c.new, stamp, version) for c in added]
         )
         new_ids = (
             conn.execute(
@@ -332,7 +330,7 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
         return False
 
     links = []
-    now = _now()
+    stamp = now()
     for memory_id, location_id, memory in entries:
         episode = memory.superseded_at_episode or memory.episode
         successor: _Candidate | None = None
@@ -361,7 +359,7 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> No
                 "episode": episode,
                 "turn": turn,
                 "reason": memory.invalidation_reason,
-                "created_at": now,
+                "created_at": stamp,
             }
         )
     conn.execute(insert(memory_links), links)

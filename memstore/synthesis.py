@@ -511,7 +511,7 @@ def resolve_decision(
     supersede_titles: list[str] = []
     if draft is not None:
         for memory in to_supersede:
-            if memory.persistence.on_disk and draft.persistence is Persistence.EPHEMERAL:
+            if not memory.persistence.may_be_superseded_by(draft.persistence):
                 forbidden.append(memory.title)
             else:
                 supersede_titles.append(memory.title)
