@@ -37,6 +37,10 @@ class ReadOnlyDatabase(MemstoreError):
     """The database cannot be written (a read-only file, folder or file system)."""
 
 
+class DamagedDatabase(MemstoreError):
+    """A stored row cannot be read (written around memstore): ``memstore check`` lists them."""
+
+
 class RebuildFailed(MemstoreError):
     """A decision-log row could not be replayed; the rebuild wrote nothing."""
 
@@ -98,6 +102,14 @@ class ImportConflict(MemstoreError):
 
 class ImportRefused(MemstoreError):
     """The import would break one of the database's rules; nothing was written."""
+
+
+# --- the map ---------------------------------------------------------------------------------
+
+
+class MapStateError(MemstoreError):
+    """A map_state.json memstore cannot read, or will not import as it is; nothing was
+    written (memstore.map_json)."""
 
 
 # --- files ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, func, select
 
+from memstore.models import TEXT_MAX, TITLE_MAX, Category, Persistence, Status
 from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
@@ -51,8 +52,15 @@ _COLUMN_TYPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("store_meta", "last_episode", ("integer",)),
 )
 #: Memory's limits (memstore.models), which the schema does not enforce
-_MAX_TITLE = 500
-_MAX_TEXT = 20_000
+_MAX_TITLE = TITLE_MAX
+_MAX_TEXT = TEXT_MAX
+#: the values a memory's enum columns may hold (a CHECK constraint that SQLite's
+#: integrity_check does not re-verify, and a write with ignore_check_constraints skips)
+_VALUES = (
+    ("category", tuple(c.value for c in Category)),
+    ("status", tuple(s.value for s in Status)),
+    ("persistence", tuple(p.value for p in Persistence if p.on_disk)),
+)
 #: the largest integer SQLite stores: an episode there leaves no number for the next one
 _MAX_INTEGER = 2**63 - 1
 
@@ -71,6 +79,16 @@ def _unreadable_rows(conn: Connection) -> list[str]:
             problems.append(
                 f"{table}.{column}: {count} row(s) hold a value that is not "
                 f"{' or '.join(kinds)} (the first is row {example}): memstore cannot read them"
+            )
+    for column, values in _VALUES:
+        known = ", ".join(f"'{value}'" for value in values)
+        count, example = conn.exec_driver_sql(
+            f"SELECT count(*), min(id) FROM memories WHERE {column} NOT IN ({known})"  # noqa: S608
+        ).one()
+        if count:
+            problems.append(
+                f"memories.{column}: {count} row(s) hold a value that is not one of {known} "
+                f"(the first is row {example}): memstore cannot read them"
             )
     for column, limit in (("title", _MAX_TITLE), ("text", _MAX_TEXT)):
         count, example = conn.exec_driver_sql(

@@ -22,6 +22,11 @@ class Category(StrEnum):
     NOTE = "NOTE"
 
 
+#: the longest title and text a memory may have (the model's limits; memstore check too)
+TITLE_MAX = 500
+TEXT_MAX = 20_000
+
+
 class Persistence(StrEnum):
     """How long a memory lives (spec 002): CORE and PERMANENT on disk, EPHEMERAL in memory."""
 
@@ -117,8 +122,8 @@ class Memory(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
     category: Category
-    title: str = Field(min_length=1, max_length=500)
-    text: str = Field(max_length=20_000)
+    title: str = Field(min_length=1, max_length=TITLE_MAX)
+    text: str = Field(max_length=TEXT_MAX)
     episode: int = Field(ge=1)
     turns: str
     score_change: int | None = None

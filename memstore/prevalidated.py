@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from memstore.models import (
+    TEXT_MAX,
+    TITLE_MAX,
     Category,
     LocationInfo,
     LocationMemories,
@@ -96,11 +98,11 @@ def _values_hold(title: str, text: str, episode: int, turns: str) -> bool:
     """Whether the values (of their exact types) meet Memory's rules for them."""
     return (
         (title.isascii() or _SURROGATE.search(title) is None)
-        and 0 < len(title) <= 500
+        and 0 < len(title) <= TITLE_MAX
         # Memory._title_clean: "title must not be blank"
         and (not title.isspace() if "\x00" not in title else not blank_for_sqlite(title))
         and (text.isascii() or _SURROGATE.search(text) is None)
-        and len(text) <= 20_000
+        and len(text) <= TEXT_MAX
         and episode >= 1
         and ((turns.isdigit() and turns.isascii()) or _turns_ok(turns))
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from memstore.errors import DamagedDatabase
 from memstore.map_graph import MapEvent
 from memstore.models import (
     Category,
@@ -179,6 +180,21 @@ STATUS_OF = {status.value: status for status in Status}
 
 
 def to_memory(row: Any) -> Memory:
+    """The Memory of a stored row. A row the model refuses (a damaged database: a wrong
+    type or an impossible value written around memstore) raises DamagedDatabase, one line
+    that points at ``memstore check``."""
+    try:
+        return _to_memory(row)
+    except (ValueError, TypeError) as exc:  # a pydantic ValidationError too
+        first = str(exc).strip().splitlines()
+        detail = first[1].strip() if len(first) > 1 else (first[0] if first else "")
+        raise DamagedDatabase(
+            f"a stored memory cannot be read (title {str(row.title)[:60]!r}: {detail[:120]}); "
+            f"run `memstore check` to list what is damaged"
+        ) from exc
+
+
+def _to_memory(row: Any) -> Memory:
     # Enum members looked up by value; a value that is none (a damaged row) goes to
     # memory_from_fields as it is, and so to Memory(...), which refuses it.
     status = STATUS_OF.get(row.status, row.status)

@@ -120,10 +120,18 @@ class StoreReads:
         ]
 
     def _max_episode(self) -> int:
+        """The latest episode the tables hold (1 when none); a damaged value (not an
+        integer) is passed over here and reported by ``memstore check``."""
+        found = [1]
         with self._read() as conn:
-            found = conn.execute(select(func.max(location_episodes.c.episode))).scalar()
-            found_memory = conn.execute(select(func.max(memories.c.episode))).scalar()
-        return max(found or 1, found_memory or 1)
+            for table in (location_episodes, memories):
+                episode = table.c.episode
+                latest = conn.execute(
+                    select(func.max(episode)).where(func.typeof(episode) == "integer")
+                ).scalar()
+                if latest is not None:
+                    found.append(int(latest))
+        return max(found)
 
     # --- adding, superseding, invalidating ------------------------------------------------
 

@@ -111,3 +111,30 @@ def test_supersede_memory_says_why_it_did_nothing(store: MemoryStore, mem: MakeM
     )
     assert [bool(o) for o in (missing, forbidden, duplicate, done)] == [False, False, False, True]
     assert [m.title for m in store.memories(79)] == ["Sack", "Table moved"]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("episode", "abc"), ("turn_start", 1.5), ("score_change", "x"), ("category", "LORE")],
+)
+def test_a_damaged_row_is_one_error_that_points_at_memstore_check(
+    tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str], column: str, value: object
+) -> None:
+    import memstore.cli as cli
+
+    db = tmp_path / "damaged.db"
+    with MemoryStore.open(db) as store:
+        store.add_memory(79, "Kitchen", mem("Sack"))
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA ignore_check_constraints = ON")
+        conn.execute(f"UPDATE memories SET {column} = ?", (value,))
+    for argv in (
+        ["export", "--out", str(tmp_path / "M.md")],
+        ["history", "79", "Sack"],
+    ):
+        assert cli.main(["--db", str(db), *argv]) == 1
+        _out, err = capsys.readouterr()
+        assert err.startswith("memstore: error: a stored memory cannot be read"), err
+        assert "memstore check" in err and err.count("\n") == 1
+    assert cli.main(["--db", str(db), "check"]) == 1  # and check names it
+    assert column in capsys.readouterr().out
