@@ -32,8 +32,6 @@ from memstore.models import Category, Status
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
 HEAD_REVISION = "0006"
-#: every revision in order, oldest first (a test checks this against alembic's history)
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 
 EPHEMERAL_SCHEMA = "ephemeral"
 

@@ -19,8 +19,9 @@ from alembic.config import Config
 from alembic.util import CommandError
 
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate
+from memstore.migrations_dir import known_revisions
 from memstore.models import Memory
-from memstore.schema import HEAD_REVISION, KNOWN_REVISIONS
+from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,7 +202,7 @@ def test_an_existing_memstore_database_is_upgraded(populated: Path) -> None:
 # --- downgrading below the first revision -----------------------------------------------------
 
 
-@pytest.mark.parametrize("target", ["base", f"-{len(KNOWN_REVISIONS)}", "0002-2"])
+@pytest.mark.parametrize("target", ["base", f"-{len(known_revisions())}", "0002-2"])
 def test_downgrade_to_base_is_refused_without_allow_data_loss(populated: Path, target: str) -> None:
     before = digest(populated)
     cfg, _out = config(populated)

@@ -13,7 +13,8 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from memstore.errors import NotAMemstoreDatabase, SchemaTooNew, UnsupportedDatabase
-from memstore.schema import HEAD_REVISION, KNOWN_REVISIONS
+from memstore.migrations_dir import known_revisions
+from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def test_head_revision_constant_is_alembics_head() -> None:
     script = ScriptDirectory.from_config(alembic_config(Path("unused.db")))
     assert script.get_current_head() == HEAD_REVISION
     history = [rev.revision for rev in script.walk_revisions()]
-    assert tuple(reversed(history)) == KNOWN_REVISIONS
+    assert tuple(reversed(history)) == known_revisions()
 
 
 def test_metadata_has_no_drift_from_migrations(tmp_path: Path) -> None:
