@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -35,7 +37,13 @@ from machine import describe  # noqa: E402
 
 from exporters import render_memories_md  # noqa: E402
 from memstore.cli import main  # noqa: E402
-from memstore.models import LocationInfo, LocationMemories, Memory  # noqa: E402
+from memstore.export_file import write_atomically  # noqa: E402
+from memstore.models import (  # noqa: E402
+    LocationInfo,
+    LocationMemories,
+    Memory,
+    parse_turns,  # noqa: E402
+)
 from memstore.store import MemoryStore  # noqa: E402
 from memstore.store_import import import_memories  # noqa: E402
 
@@ -140,6 +148,72 @@ def three_way_run(folder: Path, text: str, i: int) -> float:
     return elapsed
 
 
+def floor_rows(text: str) -> list[tuple[object, ...]]:
+    """The file's memories as the rows a bulk insert writes (the floor's input)."""
+    from exporters import parse_memories_md
+
+    rows = []
+    for entry in parse_memories_md(text).locations:
+        for m in entry.memories:
+            start, end = parse_turns(m.turns)
+            rows.append(
+                (
+                    entry.location.id,
+                    m.category.value,
+                    m.title,
+                    m.text,
+                    m.episode,
+                    start,
+                    end,
+                    m.score_change,
+                    m.persistence.value,
+                    m.status.value,
+                    "2026-11-23",
+                )
+            )
+    return rows
+
+
+def floor_import(folder: Path, rows: list[tuple[object, ...]], i: int) -> float:
+    """Raw sqlite3: one durable executemany of the same rows into a table of that shape."""
+    conn = sqlite3.connect(folder / f"floor{i}.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "CREATE TABLE m (id INTEGER PRIMARY KEY, location_id INTEGER, category TEXT, "
+        "title TEXT, text TEXT, episode INTEGER, turn_start INTEGER, turn_end INTEGER, "
+        "score_change INTEGER, persistence TEXT, status TEXT, created_at TEXT)"
+    )
+    start = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany("INSERT INTO m VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
+def export_run(folder: Path, text: str, i: int) -> tuple[float, float]:
+    """memstore's export (snapshot, render, atomic write) and the floor (SELECT every row,
+    write it as text, fsync) on the same database, one after the other."""
+    db = folder / f"export{i}.db"
+    with MemoryStore.open(db) as store:
+        import_memories(store, text, apply=True)
+        start = time.perf_counter()
+        write_atomically(folder / f"M{i}.md", render_memories_md(*store.export_snapshot()))
+        ours = time.perf_counter() - start
+    conn = sqlite3.connect(db)
+    start = time.perf_counter()
+    rows = conn.execute("SELECT * FROM memories ORDER BY location_id, id").fetchall()
+    with open(folder / f"F{i}.txt", "w", encoding="utf-8") as out:
+        out.write("\n".join("\t".join(map(str, row)) for row in rows))
+        out.flush()
+        os.fsync(out.fileno())
+    floor = time.perf_counter() - start
+    conn.close()
+    return ours, floor
+
+
 def command_run(folder: Path, file: Path, i: int, *, create: bool = False) -> float:
     db = folder / f"cmd{i}{'-new' if create else ''}.db"
     if not create:  # an empty database that already exists (created untimed)
@@ -169,6 +243,9 @@ def main_bench(argv: list[str] | None = None) -> int:
         command = [command_run(folder, file, i) for i in range(args.runs)]
         creating = [command_run(folder, file, i, create=True) for i in range(args.runs)]
         three_way = [three_way_run(folder, text, i) for i in range(args.runs)]
+        rows = floor_rows(text)
+        floors = [floor_import(folder, rows, i) for i in range(args.runs)]
+        exports = [export_run(folder, text, i) for i in range(args.runs)]
     total = LOCATIONS * PER_LOCATION
     print(
         f"import of {total} memories ({LOCATIONS} locations x {PER_LOCATION}) into an empty "
@@ -186,6 +263,15 @@ def main_bench(argv: list[str] | None = None) -> int:
             f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
             f"min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})"
         )
+    median = statistics.median
+    print(
+        f"ratios to raw sqlite3 (issue 15 targets: import <= 3x, export <= 2x):\n"
+        f"  import (library) {median(library) * 1000:.1f} ms / durable executemany of the same "
+        f"rows {median(floors) * 1000:.1f} ms = {median(library) / median(floors):.1f}x\n"
+        f"  export {median([e[0] for e in exports]) * 1000:.1f} ms / SELECT + write + fsync "
+        f"{median([e[1] for e in exports]) * 1000:.1f} ms = "
+        f"{median([e[0] for e in exports]) / median([e[1] for e in exports]):.1f}x"
+    )
     print(describe("after"))
     return 0
 

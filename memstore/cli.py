@@ -404,11 +404,14 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         return _report_import(args, ctx, outcome)
     # No database yet: plan against an empty one, and create it only when there is work.
     ctx.print(f"database: {ctx.db_display} (does not exist yet)")
+    from exporters import parse_memories_md
+
+    parsed = parse_memories_md(text)
     with MemoryStore.open("sqlite://") as empty:
-        outcome = import_memories(empty, text, apply=False, **options)
+        outcome = import_memories(empty, text, apply=False, parsed=parsed, **options)
     if args.apply and outcome.refused is None and outcome.plan.has_changes:
         with ctx.open_store(create=True) as store:
-            outcome = import_memories(store, text, apply=True, **options)
+            outcome = import_memories(store, text, apply=True, parsed=parsed, **options)
     return _report_import(args, ctx, outcome)
 
 
@@ -473,13 +476,18 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             return 0
     if args.location is None:
         raise CliError("give a location number, or --flagged")
+    from memstore.cli_map import exits_for_show
+
     location = args.location
     with ctx.open_store(read_only=True) as store:
         info = store.location(location)
         text = store.get_location_memory(location)
-    name = info.name if info is not None else "(not in the database)"
+        exits = exits_for_show(store, location, text)  # the map's exits line, as the agent's
+    name = info.name if info is not None else exits.name or "(not in the database)"
     ctx.print(f"Location {location}: {name}")
     ctx.print(text if text else f"no memories at location {location}")
+    if exits.line:
+        ctx.print(exits.line)
     return 0
 
 

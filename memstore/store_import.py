@@ -393,6 +393,7 @@ def import_memories(
     resolution: Resolution | None = None,
     skip_invalid: bool = False,
     force: bool = False,
+    parsed: Any = None,
 ) -> ImportOutcome:
     """Import the text of a Memories.md into ``store``: parse, merge, plan and (``apply``)
     write, all inside ONE transaction, so what the plan saw is what it changes.
@@ -408,7 +409,8 @@ def import_memories(
     """
     from exporters import parse_memories_md
 
-    parsed = parse_memories_md(text)
+    if parsed is None:  # the caller may hand in the parse of ``text`` it already has
+        parsed = parse_memories_md(text)
     if skip_invalid and resolution is None:
         resolution = Resolution.SKIP
     lines = LineFinder(text)
