@@ -18,9 +18,14 @@ MAX_DIFF_LINES = 50
 DATABASE_SIDE = "what the database would export"
 
 
-def fix_command(export_args: Sequence[str | Path], db_arg: str | None) -> str:
-    """``memstore export [--db DB_ARG] EXPORT_ARGS...``, each word shell-quoted."""
-    words = ["memstore", "export"]
+def fix_command(
+    export_args: Sequence[str | Path],
+    db_arg: str | None,
+    command: Sequence[str] = ("export",),
+) -> str:
+    """``memstore COMMAND [--db DB_ARG] EXPORT_ARGS...``, each word shell-quoted; COMMAND is
+    ``command``'s words (``export``; ``map export`` for Map.md)."""
+    words = ["memstore", *command]
     if db_arg is not None:
         words += ["--db", db_arg]
     words += [str(arg) for arg in export_args]
@@ -33,6 +38,7 @@ def check_report(
     db_arg: str | None,
     *,
     export_args: Sequence[str | Path] | None = None,
+    command: Sequence[str] = ("export",),
 ) -> str:
     """Why ``path`` is not what the database would export, and the command that fixes it.
 
@@ -40,15 +46,16 @@ def check_report(
     (at most :data:`MAX_DIFF_LINES` lines, and how many more there are); the last line is
     the exact command to run, including ``--db DB_ARG`` when ``db_arg`` is not None.
     ``export_args`` are that command's other options (default ``--out PATH``; for the notes,
-    ``--out OUT --notes PATH``, which writes what ``--check`` compared). A file that is not
+    ``--out OUT --notes PATH``, which writes what ``--check`` compared) and ``command`` its
+    words (default ``export``; ``("map", "export")`` for Map.md). A file that is not
     UTF-8 is shown with replacement characters; a missing one gets no diff.
     """
     file = Path(path)
-    command = fix_command(export_args or ("--out", path), db_arg)
+    fix = fix_command(export_args or ("--out", path), db_arg, command)
     try:
         current = file.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
-        return f"{path} does not exist\nrun `{command}` to write it"
+        return f"{path} does not exist\nrun `{fix}` to write it"
     diff = list(
         difflib.unified_diff(
             current.splitlines(),
@@ -64,5 +71,5 @@ def check_report(
         lines.append(f"... ({len(diff) - MAX_DIFF_LINES} more diff lines)")
     if not diff:  # only line endings differ (splitlines hides them)
         lines.append("(the lines are the same; their endings or the last newline differ)")
-    lines.append(f"run `{command}` to refresh it")
+    lines.append(f"run `{fix}` to refresh it")
     return "\n".join(lines)
