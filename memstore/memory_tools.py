@@ -1,7 +1,9 @@
-"""The three memory query tools of spec 001, for an agent's tool-calling loop.
+"""The three memory query tools of spec 001 and the map's ``get_route`` (issue 16), for an
+agent's tool-calling loop.
 
-``MemoryToolkit`` binds the tools to a store: ``get_top_memories``, ``query_memories`` and
-``get_location_memories`` are its methods (plain callables with docstrings, returning text),
+``MemoryToolkit`` binds the tools to a store: ``get_top_memories``, ``query_memories``,
+``get_location_memories`` and ``get_route`` are its methods (plain callables with
+docstrings, returning text),
 ``TOOL_SCHEMAS`` are their descriptions in the OpenAI / litellm tool-calling format, and
 ``call_tool`` dispatches a model's tool call by name. A tool never raises: every problem
 (bad arguments, a failed LLM call, a busy database) comes back as a string starting with
@@ -10,18 +12,27 @@
 The query LLM is cheap and optional: an injected ``LLMCallable``, or ``LiteLLMCompletion``
 built from ``config.query_model`` (or ``config.model``). Without one, ``query_memories``
 says it needs a model and ``get_location_memories`` lists the memories verbatim.
+``get_route`` needs no model: it answers from the map (memstore.map_store) with the
+shortest route over exits that moved the player before.
+
+A schema's argument named like a Python keyword (``get_route``'s ``from``) is passed to
+its method with a trailing underscore (``from_``), as PEP 8 names such parameters.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import keyword
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstore.config import MemstoreConfig
 from memstore.flagged import FlaggedMemories, FlaggedMemory
+from memstore.map_graph import MapEvent, Room
+from memstore.map_lookup import find_room
+from memstore.map_store import MapStore
 from memstore.synthesis import LLMCallable, classify_llm_exception
 
 MAX_TOP_LIMIT = 20
@@ -45,6 +56,7 @@ NO_QUERY_MODEL = (
     "get_location_memories instead; they work without one."
 )
 NO_RELEVANT = "No relevant memories found."
+NO_MAP = "No map yet: no exit has been taken. Routes are known once you have moved between rooms."
 
 QUERY_SYSTEM_PROMPT = """You are helping someone play Zork by searching their memory notes.
 
@@ -144,6 +156,33 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                     }
                 },
                 "required": ["location"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_route",
+            "description": (
+                "Get the shortest known route between two rooms, as the moves to type in "
+                "order (e.g. north, east, enter window). Rooms by name (e.g. 'Kitchen', "
+                "case-insensitive) or location number (e.g. '27'); a name several rooms "
+                "share needs the number. Only exits that moved you before are used."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "from": {
+                        "type": "string",
+                        "description": "Where the route starts: a room name or its number.",
+                    },
+                    "to": {
+                        "type": "string",
+                        "description": "Where the route ends: a room name or its number.",
+                    },
+                },
+                "required": ["from", "to"],
                 "additionalProperties": False,
             },
         },
@@ -274,6 +313,8 @@ class MemoryToolkit:
     ``llm`` is the cheap query model (any ``LLMCallable``); without one, it is built from
     ``config`` (default: the store's config) when that names a ``query_model`` or ``model``.
     ``session_id`` is recorded on memories added through ``add_memory``.
+    ``pending_map_events`` (e.g. ``lambda: manager.pending_map_events``) gives the map
+    events a manager has buffered and not written yet, so ``get_route`` sees the last turns.
     """
 
     def __init__(
@@ -284,12 +325,14 @@ class MemoryToolkit:
         session_id: str | None = None,
         *,
         max_query_memories: int = DEFAULT_MAX_QUERY_MEMORIES,
+        pending_map_events: Callable[[], Iterable[MapEvent]] | None = None,
     ) -> None:
         self.store = store
         self.memories = FlaggedMemories(store, session_id=session_id)
         self.config = config if config is not None else getattr(store, "config", None)
         self.llm: LLMCallable | None = llm if llm is not None else default_query_llm(self.config)
         self.max_query_memories = max_query_memories
+        self.pending_map_events = pending_map_events
 
     @property
     def session_id(self) -> str:
@@ -472,11 +515,63 @@ class MemoryToolkit:
             )
         return f"{header}\n{summary.strip()}"
 
+    @_never_raises
+    def get_route(self, from_: str | int, to: str | int) -> str:
+        """Get the shortest known route between two rooms, as the moves to type in order.
+
+        Only exits that moved the player before are used (confidence above the map's
+        threshold, never a pruned one). A name several rooms share is not guessed: the
+        answer lists their numbers.
+
+        Args:
+            from_: where the route starts: a room name like "West of House", or its number.
+            to: where it ends: a room name like "Kitchen", or its number.
+        """
+        the_map = MapStore(self.store, self.config)
+        pending = self.pending_map_events() if self.pending_map_events is not None else ()
+        graph = the_map.graph(pending=pending)
+        rooms = graph.room_list()
+        if not rooms:
+            return NO_MAP
+        ends: list[Room] = []
+        for side, asked in (("from", from_), ("to", to)):
+            if (
+                isinstance(asked, bool)
+                or not isinstance(asked, str | int)
+                or not str(asked).strip()
+            ):
+                return f"Error: Please provide where the route goes {side}: a room name or number."
+            found = find_room(rooms, asked)
+            if found.room is None:
+                return f"Error: {_one_line(found.problem or 'no such room')}."
+            ends.append(found.room)
+        start, goal = ends
+        route = graph.route(start.id, goal.id, the_map.threshold)
+        where = f"from {_room(start)} to {_room(goal)}"
+        if route.actions is None:
+            return f"No known route {where}: {_one_line(route.reason or 'none found')}."
+        if not route.actions:
+            return f"You are already at {_room(goal)}: no moves needed."
+        moves = len(route.actions)
+        lines = [
+            f"Route {where}, {moves} {'move' if moves == 1 else 'moves'}: "
+            + ", ".join(_one_line(action) for action in route.actions)
+        ]
+        for number, step in enumerate(route.steps, start=1):
+            to_room = _room(Room(step.to_id, step.to_name))
+            lines.append(f"{number}. {_one_line(step.command)} → {to_room}")
+        return "\n".join(lines)
+
     # --- for an agent loop ----------------------------------------------------------------
 
     def tools(self) -> list[Callable[..., str]]:
-        """The three tools, as callables named like their schemas."""
-        return [self.get_top_memories, self.query_memories, self.get_location_memories]
+        """The four tools, as callables named like their schemas."""
+        return [
+            self.get_top_memories,
+            self.query_memories,
+            self.get_location_memories,
+            self.get_route,
+        ]
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools in OpenAI / litellm format: pass as ``tools=`` to ``litellm.completion``."""
@@ -525,7 +620,13 @@ class MemoryToolkit:
         if missing:
             return f"Error: {name} needs the argument(s) {', '.join(missing)}."
         tool: Callable[..., str] = getattr(self, name)
-        return tool(**arguments)
+        # an argument named like a Python keyword ("from") is the method's "from_"
+        return tool(**{f"{k}_" if keyword.iskeyword(k) else k: v for k, v in arguments.items()})
+
+
+def _room(room: Room) -> str:
+    """``West of House (#64)``: a room as the other tools name locations."""
+    return f"{_one_line(room.name) or 'room'} (#{room.id})"
 
 
 def _unknown_location(asked: str) -> str:

@@ -19,6 +19,7 @@ from memstore.llm import LiteLLMCompletion  # noqa: E402
 from memstore.memory_tools import (  # noqa: E402
     EMPTY_LOCATION,
     EMPTY_QUESTION,
+    NO_MAP,
     NO_MEMORIES,
     NO_MEMORIES_TO_SEARCH,
     TOOL_SCHEMAS,
@@ -26,6 +27,15 @@ from memstore.memory_tools import (  # noqa: E402
     parse_query_answer,
 )
 from memstore.store import MemoryStore  # noqa: E402
+from tests.map_helpers import (  # noqa: E402
+    ATTIC,
+    KITCHEN,
+    NAMES,
+    WEIRD,
+    WEST,
+    map_event,
+    record_sample,
+)
 
 
 class FakeLLM:
@@ -318,9 +328,87 @@ def test_tools_never_raise_on_store_errors(store: MemoryStore, llm: FakeLLM) -> 
     kit = MemoryToolkit(store, llm=llm)
     populate(kit)
     store.close()
-    for tool, argument in zip(kit.tools(), (5, "Where?", "Kitchen"), strict=True):
-        result = tool(argument)
+    arguments = ((5,), ("Where?",), ("Kitchen",), ("Kitchen", "Attic"))
+    for tool, given in zip(kit.tools(), arguments, strict=True):
+        result = tool(*given)
         assert result.startswith(f"Error: {tool.__name__} failed"), result
+
+
+# --- get_route ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mapped(store: MemoryStore, llm: FakeLLM) -> MemoryToolkit:
+    record_sample(store)
+    return MemoryToolkit(store, llm=llm)
+
+
+def test_route_by_name_or_number_lists_the_moves_and_rooms(mapped: MemoryToolkit) -> None:
+    expected = (
+        f"Route from {NAMES[WEIRD]} (#99) to Attic (#187), 3 moves: out, east, up\n"
+        "1. out → Living Room (#75)\n"
+        "2. east → Kitchen (#27)\n"
+        "3. up → Attic (#187)"
+    )
+    assert mapped.get_route(WEIRD, "attic") == expected
+    assert mapped.get_route("99", " ATTIC ") == expected
+    assert mapped.call_tool("get_route", '{"from": "#99", "to": 187}') == expected
+
+
+def test_route_names_shared_by_several_rooms_are_not_guessed(mapped: MemoryToolkit) -> None:
+    assert mapped.get_route("Forest", "West of House") == (
+        "Error: 'Forest' matches 2 rooms on the map: 87, 88; give the number of the one you mean."
+    )
+    assert mapped.get_route("87", "88").startswith(
+        "Route from Forest (#87) to Forest (#88), 1 move"
+    )
+
+
+def test_route_unknown_rooms_and_missing_routes(mapped: MemoryToolkit) -> None:
+    assert mapped.get_route("Kitchn", "Attic") == (
+        "Error: no room called 'Kitchn' on the map; closest: 'Kitchen'."
+    )
+    assert mapped.get_route("Attic", "5") == (
+        "Error: room 5 is not on the map (no exit was taken or tried there yet)."
+    )
+    assert mapped.get_route(WEST, KITCHEN).startswith(
+        "No known route from West of House (#64) to Kitchen (#27): no route from "
+    )
+    assert mapped.get_route("Attic", 187) == "You are already at Attic (#187): no moves needed."
+
+
+def test_route_without_a_map(empty_toolkit: MemoryToolkit) -> None:
+    assert empty_toolkit.get_route("Kitchen", "Attic") == NO_MAP
+
+
+def test_route_sees_the_moves_a_manager_has_not_written_yet(
+    store: MemoryStore, llm: FakeLLM
+) -> None:
+    record_sample(store)
+    buffered = [map_event(ATTIC, "w", WEST, 30)]
+    kit = MemoryToolkit(store, llm=llm, pending_map_events=lambda: buffered)
+    assert kit.get_route("Attic", "West of House").endswith("1. west → West of House (#64)")
+    assert (
+        MemoryToolkit(store, llm=llm)
+        .get_route("Attic", "West of House")
+        .startswith("No known route")
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"from": "", "to": "Attic"},
+        {"from": True, "to": "Attic"},
+        {"from": {"room": 1}, "to": "Attic"},
+        {"from": ["Attic"], "to": 2**70},
+        {"from": "Attic", "to": "9" * 5000},
+        '{"from": "Attic", "to": "Attic", "from_": 1}',
+    ],
+)
+def test_route_never_raises_on_hostile_arguments(mapped: MemoryToolkit, arguments: object) -> None:
+    result = mapped.call_tool("get_route", arguments)  # type: ignore[arg-type]
+    assert result.startswith("Error: ") and "\n" not in result and len(result) < 1000, result
 
 
 # --- the facade, the schemas, the dispatcher -------------------------------------------------
@@ -357,12 +445,14 @@ def test_tool_schemas_are_valid_and_match_the_functions(toolkit: MemoryToolkit) 
             "get_top_memories",
             "query_memories",
             "get_location_memories",
+            "get_route",
         ]
     )
     required = {
         "get_top_memories": [],
         "query_memories": ["question"],
         "get_location_memories": ["location"],
+        "get_route": ["from", "to"],
     }
     for schema, tool in zip(schemas, tools, strict=True):
         assert schema["type"] == "function"
@@ -373,8 +463,10 @@ def test_tool_schemas_are_valid_and_match_the_functions(toolkit: MemoryToolkit) 
         assert parameters["type"] == "object"
         assert parameters["required"] == required[function["name"]]
         signature = inspect.signature(tool)
-        assert list(parameters["properties"]) == list(signature.parameters)
-        for name, parameter in signature.parameters.items():
+        # a Python keyword ("from") is the parameter "from_"
+        names = [name.removesuffix("_") for name in signature.parameters]
+        assert list(parameters["properties"]) == names
+        for name, parameter in zip(names, signature.parameters.values(), strict=True):
             is_required = parameter.default is inspect.Parameter.empty
             assert (name in parameters["required"]) == is_required
 
@@ -404,7 +496,7 @@ def test_call_tool_dispatches_json_string_arguments(toolkit: MemoryToolkit, llm:
             "forget_everything",
             {},
             "Error: unknown tool 'forget_everything'. Available tools: "
-            "get_top_memories, query_memories, get_location_memories.",
+            "get_top_memories, query_memories, get_location_memories, get_route.",
         ),
         (
             "query_memories",
