@@ -45,14 +45,17 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
         help="the Zork I story file (default: $MEMSTORE_ROM or roms/zork1.z3)",
     )
     parser.add_argument(
-        "--out", default=None, help="where to export Memories.md (default game_files/Memories.md)"
+        "--out",
+        default=None,
+        help="where to export Memories.md (default game_files/Memories.md); Map.md is "
+        "written beside it",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 @command(
     "demo",
-    help="play Zork I with the memory in the loop, then export Memories.md",
+    help="play Zork I with the memory in the loop, then export Memories.md and Map.md",
     configure=_configure_demo,
 )
 def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:

@@ -1,19 +1,22 @@
-"""`memstore demo`: play Zork I with the memory manager in the loop, then export Memories.md.
+"""`memstore demo`: play Zork I with the memory manager in the loop, then export Memories.md
+and Map.md.
 
 The "agent" is Jericho's walkthrough (its first ``moves`` actions, up to all 396), so a run
 is reproducible: with the offline recorder, the same database state always gives the same
-Memories.md. Before each action the agent's context is read (``get_location_memory``) and
-counted in tokens; after it, ``record_action_outcome`` judges the outcome at the SOURCE
-location. The report gives coverage, memories by tier and category, triggers, LLM calls
-and their failures by kind, tokens of memory per turn, and the memory system's overhead
-per turn; when every LLM call failed it says so (``all_llm_calls_failed``), and
-``memstore demo`` exits 1. A run of more than ten episodes is reported as one table.
+Memories.md, and the same Map.md (the map the manager records from the Z-machine's
+location ids, rendered by exporters.map_md, written beside Memories.md). Before each
+action the agent's context is read (``get_location_memory``) and counted in tokens; after
+it, ``record_action_outcome`` judges the outcome at the SOURCE location. The report gives
+coverage, memories by tier and category, triggers, LLM calls and their failures by kind,
+tokens of memory per turn, and the memory system's overhead per turn; when every LLM call
+failed it says so (``all_llm_calls_failed``), and ``memstore demo`` exits 1. A run of more
+than ten episodes is reported as one table.
 
 Ctrl-C: the first SIGINT lets the current turn finish (so no turn is half-recorded), a
 second one stops at once. Either way the turns played are flushed to the database, the
-session memories dropped, Memories.md refreshed from what was saved, and ``run_demo``
-raises :class:`DemoInterrupted` (a ``KeyboardInterrupt``) carrying the report, which says
-what was saved.
+session memories dropped, Memories.md and Map.md refreshed from what was saved, and
+``run_demo`` raises :class:`DemoInterrupted` (a ``KeyboardInterrupt``) carrying the
+report, which says what was saved.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from memstore.synthesis import LLMCallable
 DEFAULT_MOVES = 120
 DEFAULT_EPISODES = 2
 DEFAULT_MEMORIES_MD = "game_files/Memories.md"
+#: the map's review file, written beside Memories.md unless run_demo is given ``map_out``
+MAP_MD_NAME = "Map.md"
 #: runs of more than this many episodes are reported as a table, one row per episode
 LONG_RUN_EPISODES = 10
 
@@ -74,6 +79,9 @@ class DemoReport:
     by_tier: dict[str, int] = field(default_factory=dict)
     by_category: dict[str, int] = field(default_factory=dict)
     exported_to: Path | None = None
+    #: where Map.md was written, and why it could not be refreshed after an interrupt
+    map_exported_to: Path | None = None
+    map_export_error: str | None = None
     seconds: float = 0.0
     #: stopped by Ctrl-C; ``interrupted_turns``: turns played of the episode it stopped
     #: (None when it stopped between episodes, or was not interrupted)
@@ -154,6 +162,14 @@ class DemoReport:
             why = self.export_error or "no export was asked for"
             lines.append(
                 f"Memories.md was not refreshed ({why}): run `memstore export` to refresh it"
+            )
+        if self.map_exported_to is not None:
+            refreshed = " (refreshed with what was saved)" if self.interrupted else ""
+            lines.append(f"exported the map to {self.map_exported_to}{refreshed}")
+        elif self.interrupted and self.map_export_error is not None:
+            lines.append(
+                f"Map.md was not refreshed ({self.map_export_error}): run `memstore map "
+                "export` to refresh it"
             )
         return "\n".join(lines)
 
@@ -322,10 +338,13 @@ def run_demo(
     out: str | Path | None = DEFAULT_MEMORIES_MD,
     progress: bool = True,
     stream: TextIO = sys.stderr,
+    map_out: str | Path | None = None,
 ) -> DemoReport:
     """Play ``episodes`` episodes of the walkthrough's first ``moves`` actions; export; report.
 
-    On Ctrl-C (see the module's docstring) raises :class:`DemoInterrupted` after saving.
+    Memories.md goes to ``out`` and Map.md to ``map_out`` (default: ``Map.md`` beside
+    ``out``); with ``out`` None neither is written. On Ctrl-C (see the module's docstring)
+    raises :class:`DemoInterrupted` after saving.
     """
     if episodes < 1:
         raise ValueError("episodes must be at least 1")
@@ -357,6 +376,10 @@ def run_demo(
             store.reset_episode()  # the session memories end with the episode
         manager.close()
         _finish_report(store, manager, report, out)
+        if out is not None:
+            _export_map(
+                store, report, Path(out).with_name(MAP_MD_NAME) if map_out is None else map_out
+            )
         report.seconds = time.perf_counter() - started
         report.interrupted = report.interrupted or ctrl_c.requested
     if report.interrupted:
@@ -392,6 +415,23 @@ def _finish_report(
             report.exported_to = write_atomically(out, text)
         except OSError as exc:
             report.export_error = f"{out}: {exc.strerror or exc}"
+
+
+def _export_map(store: MemoryStore, report: DemoReport, out: str | Path) -> None:
+    """Write Map.md (after an interrupt, a failure is reported rather than raised)."""
+    from exporters.map_md import render_map_md
+    from memstore.export_file import write_atomically
+    from memstore.map_store import MapStore
+
+    the_map = MapStore(store)
+    text = render_map_md(the_map.graph(), threshold=the_map.threshold)
+    if not report.interrupted:
+        report.map_exported_to = write_atomically(out, text)
+        return
+    try:
+        report.map_exported_to = write_atomically(out, text)
+    except OSError as exc:
+        report.map_export_error = f"{out}: {exc.strerror or exc}"
 
 
 def _play_episode(

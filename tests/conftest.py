@@ -31,6 +31,7 @@ SLOW_MODULES = frozenset(
         "test_read_only",
         "test_alembic_guards",
         "test_map_ground_truth",
+        "test_map_exports",
     }
 )
 #: single tests elsewhere that start a process or a server
