@@ -3,11 +3,11 @@ agent's tool-calling loop.
 
 ``MemoryToolkit`` binds the tools to a store: ``get_top_memories``, ``query_memories``,
 ``get_location_memories`` and ``get_route`` are its methods (plain callables with
-docstrings, returning text),
-``TOOL_SCHEMAS`` are their descriptions in the OpenAI / litellm tool-calling format, and
-``call_tool`` dispatches a model's tool call by name. A tool never raises: every problem
-(bad arguments, a failed LLM call, a busy database) comes back as a string starting with
-``"Error:"``, so the agent loop can hand it to the model as the tool's result.
+docstrings, returning text), ``TOOL_SCHEMAS`` are their descriptions in the OpenAI /
+litellm tool-calling format, and ``call_tool`` dispatches a model's tool call by name. A
+tool never raises: every problem (bad arguments, a failed LLM call, a busy database) comes
+back as a string starting with ``"Error:"``, so the agent loop can hand it to the model as
+the tool's result.
 
 The query LLM is cheap and optional: an injected ``LLMCallable``, or ``LiteLLMCompletion``
 built from ``config.query_model`` (or ``config.model``). Without one, ``query_memories``
