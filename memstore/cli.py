@@ -657,7 +657,7 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
+def add_global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
     """--db, --busy-timeout and --debug, accepted before the subcommand and after it.
 
     The subcommand's ``copy`` has no defaults (``SUPPRESS``): the namespace keeps what was
@@ -696,13 +696,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Spatial memory for LLM agents playing Zork I."
     )
     parser.add_argument("--version", action=_VersionAction)
-    _add_global_options(parser, copy=False)
+    add_global_options(parser, copy=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in COMMANDS.values():
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help)
         if entry.configure is not None:
             entry.configure(child)
-        _add_global_options(child, copy=True)
+        add_global_options(child, copy=True)
         child.set_defaults(_run=entry.run)
     return parser
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from memstore.cli import CliError, Context, command
+from memstore.cli import CliError, Context, add_global_options, command
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +21,8 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
     upgrade.add_argument("revision", nargs="?", default="head", help="target revision (head)")
     sub.add_parser("current", help="the database's schema revision")
     sub.add_parser("history", help="every revision this memstore knows, newest first")
+    for child in sub.choices.values():  # --db and friends after the subcommand's own too
+        add_global_options(child, copy=True)
 
 
 def alembic_config(db: str, out: Any) -> Any:

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memstore.cli import CliError, Context, _add_global_options, command, plural
+from memstore.cli import CliError, Context, add_global_options, command, plural
 
 __all__ = ["DEFAULT_MAP_MD", "ShownExits", "cmd_map", "exits_for_show"]
 
@@ -68,7 +68,7 @@ def _configure_map(parser: argparse.ArgumentParser) -> None:
     route.add_argument("goal", metavar="TO", help="a room's number or name")
     sub.add_parser("rooms", help="every room on the map, by number")
     for child in sub.choices.values():
-        _add_global_options(child, copy=True)
+        add_global_options(child, copy=True)
 
 
 @command(
@@ -273,16 +273,12 @@ def exits_for_show(store: Any, location_id: int, text: str) -> ShownExits:
     """The exits line the agent sees after ``text`` at ``location_id``: as the manager
     does it (memstore.manager), the fullest variant that keeps text and line within the
     token budget, or none when ``map_exits_line`` is off."""
-    from memstore.map_graph import exits_line_variants
+    from memstore.map_graph import with_exits_line
     from memstore.map_store import MapStore
-    from memstore.tokens import count_tokens
 
     config = store.config
     room = MapStore(store, config).exits(location_id)
     if not config.map_exits_line:
         return ShownExits(room.name, "")
-    for line in exits_line_variants(room):
-        candidate = f"{text}\n{line}" if text else line
-        if count_tokens(candidate) <= config.token_budget:
-            return ShownExits(room.name, line)
-    return ShownExits(room.name, "")
+    combined = with_exits_line(text, room, config.token_budget)
+    return ShownExits(room.name, combined[len(text) :].lstrip("\n"))

@@ -596,3 +596,20 @@ def exits_line_variants(room: RoomExits) -> Iterator[str]:
     yield exits_line(room)
     for limit in range(len(room.exits), 0, -1):
         yield exits_line(room, untried=False, limit=limit)
+
+
+def with_exits_line(text: str, room: RoomExits, budget: int) -> str:
+    """``text`` and the room's exits line, the fullest variant that keeps the whole within
+    ``budget`` tokens (the memories are never cut for it); ``text`` alone if none fits or
+    the room is not on the map. The one rule for the manager and ``memstore show``."""
+    from memstore.tokens import count_tokens
+
+    for shorter, line in enumerate(exits_line_variants(room)):
+        # a shorter line is counted alone first (short, and cached): joining the two saves
+        # at most a token where they meet, so most lines are ruled out cheaply
+        if shorter and count_tokens(text) + count_tokens(line) > budget + 1:
+            continue
+        candidate = f"{text}\n{line}" if text else line
+        if count_tokens(candidate) <= budget:
+            return candidate
+    return text
