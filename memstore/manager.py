@@ -21,9 +21,10 @@ from typing import Any
 from memstore.config import MemstoreConfig, load_config
 from memstore.errors import RebuildFailed
 from memstore.flagged import FlaggedMemories
-from memstore.map_graph import MapEvent, event_for_turn, exits_line_variants
+from memstore.map_graph import MapEvent, action_key, event_for_turn, exits_line_variants
 from memstore.map_store import MapStore, MapView
 from memstore.models import Memory, check_location_id
+from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
 from memstore.store import AppliedSynthesis, Bookkeeping, MemoryStore, decision_row
@@ -83,6 +84,11 @@ class SimpleMemoryManager:
         window = self.config.history_window
         self._actions: deque[tuple[int, str, str]] = deque(maxlen=window)
         self._reasoning: deque[tuple[int, str, str]] = deque(maxlen=window)
+        #: this episode's last answer to each (location, action key): a turn whose answer
+        #: repeats it, with nothing tracked changed, failed (memstore.outcome)
+        self._answers: dict[tuple[int, str], str] = {}
+        #: the outcome of the last recorded turn (None before any)
+        self.last_outcome: Outcome | None = None
         #: visits, no-op decisions and turn records wait for the next memory write
         self._pending = Bookkeeping()
         self.counters: Counter[str] = Counter()
@@ -123,6 +129,7 @@ class SimpleMemoryManager:
         self._last_location = None
         self._actions.clear()
         self._reasoning.clear()
+        self._answers.clear()
 
     def flush(self) -> None:
         """Write buffered bookkeeping: visits, no-op decisions, turn records.
@@ -212,7 +219,10 @@ class SimpleMemoryManager:
     ) -> AppliedSynthesis | None:
         """Judge one action taken at ``location_id`` (the SOURCE location) and remember it.
 
-        Works out ``first_visit`` when the context does not give it. ``memory_tokens``
+        Works out ``first_visit`` when the context does not give it, and whether the
+        action failed by the game's own evidence (``last_outcome`` and the turn record's
+        ``outcome``: refused, repeated, died or ok; memstore.outcome); a refusal fires
+        the ``refused`` trigger. ``memory_tokens``
         (the tokens of memory the agent was given before this action) defaults to the
         size of the last ``get_location_memory`` answer since the previous turn, 0 if
         none. Returns what was
@@ -245,7 +255,12 @@ class SimpleMemoryManager:
         if map_event is not None:
             self._pending.map_events.append(map_event)
             self._map_view.recorded(map_event)
-        triggers = significance(ctx)
+        answer_key = (location_id, action_key(action))
+        outcome = judge_outcome(response, ctx, self._answers.get(answer_key))
+        self._answers[answer_key] = response_key(response)
+        self.last_outcome = outcome
+        self.counters[f"outcome_{outcome.value}"] += 1
+        triggers = significance(ctx, refused=outcome is Outcome.REFUSED)
         applied = None
         if triggers:
             self.counters["triggers_fired"] += 1
@@ -266,9 +281,8 @@ class SimpleMemoryManager:
                 "score_before": ctx.score_before,
                 "score_after": ctx.score_after,
                 "location_after": ctx.location_after,
-                "state_changed": int(
-                    ctx.score_delta != 0 or ctx.location_changed or ctx.inventory_changed
-                ),
+                "state_changed": int(not failed_by_state(ctx)),
+                "outcome": outcome.value,
                 "died": int(ctx.died),
                 "triggers": ",".join(triggers),
                 "memory_tokens": (

@@ -1,11 +1,17 @@
 """The spec's success metrics (spec 000 "Success Metrics"), computed from turn records.
 
 Definitions (the README repeats them):
-- repeated failed action rate: the share of turns whose action (case-insensitive) was
-  already tried earlier in the run at the same location and then changed nothing the
-  Z-machine tracks (score, location, inventory); spec target < 5%. The same share counting
-  only repeats within one episode is given beside it: the persistent memory is what should
-  prevent the first kind, the episode's own memory the second.
+- repeated failed action rate: the share of turns whose action (case-insensitive) had
+  already failed earlier in the run at the same location; spec target < 5%. The same
+  share counting only repeats within one episode is given beside it: the persistent memory
+  is what should prevent the first kind, the episode's own memory the second.
+  A turn **failed** by the game's own evidence (``outcome``, memstore.outcome): the game
+  refused the action ("You can't go that way.", "I don't know the word ..."), answered
+  word for word as it did the last time at the same place this episode with nothing
+  tracked changed, or the action killed the player. Turns recorded before revision 0007
+  have no outcome and fall back to the older definition, which is reported beside it for
+  comparison: "changed nothing the Z-machine tracks (score, location, inventory)" (it
+  counts a successful ``open window`` as a failure).
 - memory tokens per turn: tokens of location memory given to the agent before each
   action (median and 95th percentile); spec target 200-500.
 - location coverage by episode: of the locations visited in an episode, the share that had
@@ -33,11 +39,31 @@ def percentile(values: list[float], fraction: float) -> float:
     return float(ordered[index])
 
 
-def repeated_failed_action_rate(
-    records: Iterable[Mapping[str, Any]], *, within_episode: bool = False
-) -> float:
-    """Share of turns repeating, at the same location, an action that failed earlier in the
-    records (in the same episode only, with ``within_episode``)."""
+#: the failure definitions ``repeated_failed_action_rate`` knows
+OUTCOME, STATE = "outcome", "state"
+_FAILED_OUTCOMES = frozenset({"refused", "repeated", "died"})
+
+
+def turn_failed(record: Mapping[str, Any], definition: str = OUTCOME) -> bool:
+    """Whether a turn record's action failed: by the game's evidence (``outcome``, the
+    default; a record without one falls back to the other) or, with ``definition="state"``,
+    the older "changed no score, location or inventory"."""
+    if definition not in (OUTCOME, STATE):
+        raise ValueError(f"unknown failure definition {definition!r}")
+    outcome = record.get("outcome") if definition == OUTCOME else None
+    if outcome is None:
+        return not record["state_changed"]
+    return outcome in _FAILED_OUTCOMES
+
+
+def repeated_failed_actions(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    within_episode: bool = False,
+    definition: str = OUTCOME,
+) -> tuple[int, int]:
+    """(turns repeating, at the same location, an action that failed there earlier in the
+    records, in the same episode only with ``within_episode``; all turns)."""
     failed: set[tuple[int, int, str]] = set()
     repeats = total = 0
     for record in records:
@@ -46,8 +72,23 @@ def repeated_failed_action_rate(
         key = (episode, record["location_id"], record["action"].strip().lower())
         if key in failed:
             repeats += 1
-        if not record["state_changed"]:
+        if turn_failed(record, definition):
             failed.add(key)
+    return repeats, total
+
+
+def repeated_failed_action_rate(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    within_episode: bool = False,
+    definition: str = OUTCOME,
+) -> float:
+    """Share of turns repeating, at the same location, an action that failed earlier in the
+    records (in the same episode only, with ``within_episode``); ``definition`` is
+    ``"outcome"`` (the game's evidence) or ``"state"`` (the older one)."""
+    repeats, total = repeated_failed_actions(
+        records, within_episode=within_episode, definition=definition
+    )
     return repeats / total if total else 0.0
 
 
@@ -84,6 +125,12 @@ def compute_metrics(
         "repeated_failed_action_rate_within_episode": repeated_failed_action_rate(
             records, within_episode=True
         ),
+        "repeated_failed_action_rate_old": repeated_failed_action_rate(records, definition=STATE),
+        "repeated_failed_action_rate_within_episode_old": repeated_failed_action_rate(
+            records, within_episode=True, definition=STATE
+        ),
+        "failed_turns": sum(1 for r in records if turn_failed(r)),
+        "failed_turns_old": sum(1 for r in records if turn_failed(r, STATE)),
         "memory_tokens_per_turn": {
             "median": statistics.median(tokens) if tokens else 0.0,
             "p95": percentile(tokens, 0.95),
@@ -131,6 +178,11 @@ def format_metrics(metrics: Mapping[str, Any]) -> str:
         f"repeated failed action rate: {metrics['repeated_failed_action_rate']:.1%} "
         f"(spec target < 5%); within an episode: "
         f"{metrics['repeated_failed_action_rate_within_episode']:.1%}",
+        f"  failed = refused by the game, its answer repeated, or deadly "
+        f"({metrics['failed_turns']} turns); by the older 'changed no score, location or "
+        f"inventory' ({metrics['failed_turns_old']} turns): "
+        f"{metrics['repeated_failed_action_rate_old']:.1%}, within an episode "
+        f"{metrics['repeated_failed_action_rate_within_episode_old']:.1%}",
         f"memory tokens given per turn: median {tokens['median']:.0f}, p95 {tokens['p95']:.0f} "
         "(spec target 200-500)",
         f"memory system overhead per turn: median {overhead['median']:.0f} us, "

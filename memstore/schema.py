@@ -28,10 +28,11 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memstore.map_graph import DIRECTIONS
 from memstore.models import Category, Status
+from memstore.outcome import Outcome
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -51,6 +52,7 @@ def _in(column: str, values: list[str]) -> str:
 
 
 CATEGORIES = [c.value for c in Category]
+OUTCOMES = [o.value for o in Outcome]
 STATUSES = [s.value for s in Status]
 
 locations = Table(
@@ -201,6 +203,10 @@ turn_records = Table(
     Column("memory_tokens", Integer, nullable=False),
     Column("overhead_us", Float, nullable=False),
     Column("created_at", Text, nullable=False),
+    # revision 0007: the game's own evidence that the action failed (memstore.outcome):
+    # ok, refused, repeated or died; NULL for turns recorded before it
+    Column("outcome", Text, nullable=True),
+    CheckConstraint("outcome IS NULL OR " + _in("outcome", OUTCOMES), name="outcome_known"),
 )
 Index(
     "ix_turn_records_run_id_episode_turn",

@@ -21,6 +21,8 @@ class Trigger(StrEnum):
     DEATH = "death"
     FIRST_VISIT = "first_visit"
     LONG_RESPONSE = "long_response"
+    #: the game refused the action (memstore.outcome): worth a FAILURE memory
+    REFUSED = "refused"
 
 
 class ZMachineContext(BaseModel):
@@ -66,8 +68,12 @@ class ZMachineContext(BaseModel):
         return self.inventory_before - self.inventory_after
 
 
-def significance(ctx: ZMachineContext) -> list[Trigger]:
-    """The reasons this turn is significant, in a fixed order; empty means "skip the LLM"."""
+def significance(ctx: ZMachineContext, *, refused: bool = False) -> list[Trigger]:
+    """The reasons this turn is significant, in a fixed order; empty means "skip the LLM".
+
+    ``refused``: the game refused the action (``memstore.outcome``, worked out by the
+    manager from the answer's text, which the context does not carry).
+    """
     reasons: list[Trigger] = []
     if ctx.score_delta != 0:
         reasons.append(Trigger.SCORE_CHANGED)
@@ -81,4 +87,6 @@ def significance(ctx: ZMachineContext) -> list[Trigger]:
         reasons.append(Trigger.FIRST_VISIT)
     if ctx.response_length > LONG_RESPONSE_CHARS:
         reasons.append(Trigger.LONG_RESPONSE)
+    if refused:
+        reasons.append(Trigger.REFUSED)
     return reasons

@@ -32,6 +32,7 @@ SLOW_MODULES = frozenset(
         "test_alembic_guards",
         "test_map_ground_truth",
         "test_map_exports",
+        "test_outcome_game",
     }
 )
 #: single tests elsewhere that start a process or a server

@@ -64,8 +64,9 @@ def populate_0002(db: Path) -> None:
     conn.close()
 
 
-#: columns later revisions add to the old tables (0004: the change counter's stamps)
-LATER_COLUMNS = {"created_version", "changed_version"}
+#: columns later revisions add to the old tables (0004: the change counter's stamps;
+#: 0007: the turn's outcome)
+LATER_COLUMNS = {"created_version", "changed_version", "outcome"}
 
 
 def snapshot(db: Path) -> dict[str, list[tuple[object, ...]]]:

@@ -45,7 +45,7 @@ def test_upgrade_adds_the_empty_map_tables_and_keeps_every_row(tmp_path: Path) -
     db = populated_0005(tmp_path)
     before, flagged_before = snapshot(db), flagged_rows(db)
     command.upgrade(alembic_config(db), "0006")
-    assert revision(db) == "0006" == HEAD_REVISION
+    assert revision(db) == "0006"
     assert MAP_TABLES <= tables(db)
     assert snapshot(db) == before and flagged_rows(db) == flagged_before
     with sqlite3.connect(db) as conn:
