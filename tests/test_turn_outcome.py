@@ -195,3 +195,26 @@ def test_the_migrated_turn_records_are_the_ones_a_new_database_gets(tmp_path: Pa
         return [row for row in schema_of(path) if "turn_records" in row[1]]
 
     assert turns_schema(db) == turns_schema(tmp_path / "new.db") != []
+
+
+# --- what the offline recorder makes of refusals, through the manager ----------------------
+
+
+def test_refusals_become_failure_memories_and_a_success_invalidates_them(
+    store: MemoryStore,
+) -> None:
+    manager = SimpleMemoryManager(store, MemstoreConfig(), run_id="r")
+    play = manager.record_action_outcome
+    play(BEHIND_HOUSE, "Behind House", "north", WALL, here())
+    play(BEHIND_HOUSE, "Behind House", "west", "The kitchen window is closed.", here())
+    tiers = {m.title: m.persistence.value for m in store.memories(BEHIND_HOUSE)}
+    assert tiers == {"'north' is no exit": "permanent", "'west' is refused for now": "ephemeral"}
+    play(BEHIND_HOUSE, "Behind House", "open window", OPENED, here())
+    play(BEHIND_HOUSE, "Behind House", "west", "Kitchen", here(there=KITCHEN))
+    live = {m.title for m in store.memories(BEHIND_HOUSE)}
+    assert live == {"'north' is no exit", "'west' leads to location 27"}
+    history = store.history(BEHIND_HOUSE, "'west' is refused for now")
+    assert history[-1].invalidation_reason is not None
+    assert "worked here later" in history[-1].invalidation_reason
+    manager.reset_episode()
+    assert {m.title for m in store.memories(BEHIND_HOUSE)} == live
