@@ -33,7 +33,7 @@ from typing import Protocol
 
 from memstore.errors import (
     GameError,  # noqa: F401 - importable from here too
-    )
+)
 from memstore.rom import check_story_file, find_rom
 from memstore.triggers import ZMachineContext
 
@@ -43,12 +43,22 @@ DEFAULT_SEED = 12
 DEATH_RE = re.compile(r"\*{2,}\s*You have died\s*\*{2,}")
 #: the last line of the victory text in the Stone Barrow (release 119)
 WIN_TEXT = "You have mastered the first part of the ZORK trilogy"
+#: what the game asks once it has ended (the last death, or the end of the game)
+OVER_TEXT = "(Type RESTART, RESTORE, or QUIT)"
 #: the version 3 status line Jericho puts in front of a response:
 #: "> West of House          Score: 0        Moves: 1      \n"
 STATUS_LINE_RE = re.compile(r"\A>?[^\n]*?\s{2,}Score:\s*-?\d+\s+Moves:\s*-?\d+[ \t]*\n")
 
 #: short names of the player object in the Infocom games this adapter knows
 PLAYER_NAMES = ("cretin", "yourself", "adventurer")
+
+#: Zork I release 119 (serial 880429): the room property that lists the room's scenery, its
+#: "local global" objects (the kitchen window of Behind House, the white house), which the
+#: object tree does not put in the room (found by reading the story's property tables)
+ZORK1_R119 = (119, b"880429")
+ZORK1_SCENERY_PROPERTY = 5
+#: ... and the property that lists an object's nouns as dictionary words ("rug", "carpet")
+ZORK1_SYNONYM_PROPERTY = 18
 
 # version 3 object table layout
 _V3_DEFAULT_PROPS = 31
@@ -288,6 +298,51 @@ class ZMachineReader:
     def find_object(self, name: str) -> list[int]:
         return [n for n in range(1, self.object_count + 1) if self.object_name(n) == name]
 
+    def property_bytes(self, num: int, prop: int) -> bytes:
+        """The value of one property of an object as the story file defines it (b"" when
+        the object has no such property); version 3 property tables."""
+        if not 1 <= num <= self.object_count:
+            return b""
+        story = self._story
+        entry = self._entry(num) + _V3_PROPS
+        table = (story[entry] << 8) | story[entry + 1]
+        at = table + 1 + 2 * story[table]  # after the short name
+        while story[at]:
+            size_byte = story[at]
+            number, size = size_byte & 31, (size_byte >> 5) + 1
+            if number == prop:
+                return bytes(story[at + 1 : at + 1 + size])
+            if number < prop:  # properties are stored in descending order
+                return b""
+            at += 1 + size
+        return b""
+
+    def dictionary_words(self, num: int, prop: int) -> tuple[str, ...]:
+        """A property holding dictionary word addresses, decoded (version 3 keeps the
+        first six letters of a word: "lanter")."""
+        value = self.property_bytes(num, prop)
+        words = []
+        for at in range(0, len(value) - 1, 2):
+            address = (value[at] << 8) | value[at + 1]
+            if 0 < address < len(self._story) - 4:
+                words.append(decode_zstring(self._story, address, self.abbreviations_addr))
+        return tuple(word for word in words if word.isprintable() and word.strip())
+
+    def room_objects(self, location: int, scenery_property: int | None) -> list[int]:
+        """Object numbers in the room (not the player), one level inside each of them (a
+        container's contents, not the player's inventory), and the room's scenery."""
+        found: list[int] = []
+        for num in self.children(location):
+            if num == self.player_id:
+                continue
+            found.append(num)
+            found += [inner for inner in self.children(num) if inner != self.player_id]
+        if scenery_property is not None:
+            for num in self.property_bytes(location, scenery_property):
+                if num and num not in found and self.object_name(num):
+                    found.append(num)
+        return found
+
     # -- the player
 
     def reset(self) -> None:
@@ -428,7 +483,12 @@ class ZorkGame:
         else:
             raise ValueError(f"reader must be 'auto', 'zmachine' or 'jericho', not {reader!r}")
         self.reader_kind = reader
+        release = (self.story[2] << 8) | self.story[3]
+        self.zork1_r119 = (release, bytes(self.story[0x12:0x18])) == ZORK1_R119
+        self._scenery_property = ZORK1_SCENERY_PROPERTY if self.zork1_r119 else None
+        self._words: dict[int, tuple[str, ...]] = {}
         self._won = False
+        self._over = False
         self._started = False
         self._closed = False
 
@@ -444,6 +504,7 @@ class ZorkGame:
         response, _info = self.env.reset()
         self.reader.reset()
         self._won = False
+        self._over = False
         self._started = True
         return response, self.reader.read(False, False)
 
@@ -458,6 +519,8 @@ class ZorkGame:
         died = is_death(response)
         if not self._won and is_win(response):
             self._won = True
+        if OVER_TEXT in response:
+            self._over = True
         after = self.reader.read(died, self._won)
         return StepResult(action, response, before, after, raw)
 
@@ -470,6 +533,48 @@ class ZorkGame:
 
     def object_name(self, num: int) -> str:
         return self.reader.object_name(num)
+
+    def room_objects(self) -> tuple[tuple[int, str], ...]:
+        """(object number, short name) of what is in the player's room by the Z-machine's
+        object tree: the objects there (not the player), one level inside each (a shut
+        mailbox's leaflet too: the tree does not say what is visible), and, for Zork I
+        release 119, the room's scenery (its local-global objects, such as the kitchen
+        window). Inside a vehicle, what else is in it. Empty with Jericho's reader."""
+        self._check_open()
+        reader = self.reader
+        if not isinstance(reader, ZMachineReader):
+            return ()
+        snapshot = reader.read(False, self._won)
+        numbers = reader.room_objects(snapshot.location_id, self._scenery_property)
+        if snapshot.vehicle_id is not None:
+            numbers += [
+                n
+                for n in reader.children(snapshot.vehicle_id)
+                if n != reader.player_id and n not in numbers
+            ]
+        return tuple((n, name) for n in numbers if (name := reader.object_name(n)))
+
+    def object_words(self, num: int) -> tuple[str, ...]:
+        """The nouns the parser knows an object by, from the story's dictionary (Zork I
+        release 119 only; () otherwise): the carpet is also the "rug". Version 3 keeps six
+        letters ("lanter"), which the parser accepts as typed."""
+        words = self._words.get(num)
+        if words is None:
+            reader = self.reader
+            words = (
+                reader.dictionary_words(num, ZORK1_SYNONYM_PROPERTY)
+                if self.zork1_r119 and isinstance(reader, ZMachineReader)
+                else ()
+            )
+            self._words[num] = words
+        return words
+
+    def game_over(self) -> bool:
+        """The game has ended (the last death, or the end): it asks to restart, restore or
+        quit and takes no other command (Jericho's ``game_over`` is true after any death
+        in Zork I, though the game goes on after the first two)."""
+        self._check_open()
+        return self._over
 
     @property
     def player_id(self) -> int:

@@ -56,6 +56,25 @@ def turn_failed(record: Mapping[str, Any], definition: str = OUTCOME) -> bool:
     return outcome in _FAILED_OUTCOMES
 
 
+def repeat_flags(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    within_episode: bool = False,
+    definition: str = OUTCOME,
+) -> list[bool]:
+    """For each record, in order: whether its action had already failed at the same
+    location earlier in the records (in the same episode only, with ``within_episode``)."""
+    failed: set[tuple[int, int, str]] = set()
+    flags = []
+    for record in records:
+        episode = record["episode"] if within_episode else 0
+        key = (episode, record["location_id"], record["action"].strip().lower())
+        flags.append(key in failed)
+        if turn_failed(record, definition):
+            failed.add(key)
+    return flags
+
+
 def repeated_failed_actions(
     records: Iterable[Mapping[str, Any]],
     *,
@@ -64,17 +83,8 @@ def repeated_failed_actions(
 ) -> tuple[int, int]:
     """(turns repeating, at the same location, an action that failed there earlier in the
     records, in the same episode only with ``within_episode``; all turns)."""
-    failed: set[tuple[int, int, str]] = set()
-    repeats = total = 0
-    for record in records:
-        total += 1
-        episode = record["episode"] if within_episode else 0
-        key = (episode, record["location_id"], record["action"].strip().lower())
-        if key in failed:
-            repeats += 1
-        if turn_failed(record, definition):
-            failed.add(key)
-    return repeats, total
+    flags = repeat_flags(records, within_episode=within_episode, definition=definition)
+    return sum(flags), len(flags)
 
 
 def repeated_failed_action_rate(

@@ -23,8 +23,11 @@ line of the answer (what the game's clock adds after it, "The axe sweeps past as
 aside.", does not matter). Each says whether it proves a **rule** (the same action here
 will always be refused: "You can't go that way.", "I don't know the word ...") or only
 the **state** of this game (it may work later: "The kitchen window is closed.", "You
-can't see any leaflet here!"). The offline recorder stores the first kind as PERMANENT
-FAILURE memories and the second as EPHEMERAL ones (memstore.recorder).
+can't see any leaflet here!"; or there is nothing to do: "It is already open."). The
+offline recorder stores the first kind as PERMANENT FAILURE memories and the second as
+EPHEMERAL ones (memstore.recorder). Zork I also answers "You can't go that way." for a
+few exits that open later (the trap door under the living room's rug): the recorder
+stores it for the episode only when a memory says the same action worked there before.
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ class RefusalKind(StrEnum):
     IMPOSSIBLE = "impossible"
     #: not now: something in the game's state is in the way ("The door is locked.")
     STATE = "state"
+    #: nothing to do: what the action would bring about is already so ("It is already
+    #: open.", "You already have that!")
+    ALREADY = "already"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ def _r(pattern: str, kind: RefusalKind, rule: bool) -> Refusal:
 
 
 P, X, V, S = RefusalKind.PARSER, RefusalKind.NO_EXIT, RefusalKind.IMPOSSIBLE, RefusalKind.STATE
+A = RefusalKind.ALREADY
 
 #: Zork I's refusals (release 119), most specific first; the generic "You can't ..." last.
 REFUSALS: tuple[Refusal, ...] = (
@@ -159,7 +166,9 @@ REFUSALS: tuple[Refusal, ...] = (
     _r(r"There's nothing special about the ", V, True),
     _r(r"It is securely anchored", V, True),
     _r(r"It is an integral part of ", V, True),
-    _r(r"The .+ is securely fastened", V, True),
+    _r(r"The .+ (is|are) securely fastened", V, True),
+    _r(r"The .+ (is|are) boarded", V, True),
+    _r(r"I can't see how to get in from here", V, True),
     _r(r"The .+ is many times your size", V, True),
     _r(r"It is far too large to carry", V, True),
     _r(r"The .+ is extremely heavy and cannot be carried", V, True),
@@ -176,23 +185,25 @@ REFUSALS: tuple[Refusal, ...] = (
     _r(r"You can't see any .+ here", S, False),
     _r(r"You don't have (the |that)", S, False),
     _r(r"You're not carrying the ", S, False),
-    _r(r"You already have that", S, False),
+    _r(r"You already have that", A, False),
     _r(r"You have to be holding the ", S, False),
     _r(r"It's too dark to see", S, False),
     _r(r"It is impossible to read in the dark", S, False),
-    _r(r"It is already (open|closed|on|off)", S, False),
-    _r(r"The .+ is already (open|closed|on|off)", S, False),
-    _r(r"You are already in the ", S, False),
-    _r(r"You're inside of it", S, False),
+    _r(r"It is already (open|closed|on|off)", A, False),
+    _r(r"The .+ is already (open|closed|on|off)", A, False),
+    _r(r"You are already in the ", A, False),
+    _r(r"You're inside of it", A, False),
     _r(r"There's nothing here you can take", S, False),
     _r(r"Your load is too heavy", S, False),
     _r(r"You can't reach ", S, False),
     _r(r"The door is too heavy", S, False),
-    _r(r"Have your eyes checked", S, False),
+    _r(r"Have your eyes checked", A, False),
+    _r(r"Too late for that", A, False),
+    _r(r"The (window|door|grating) is (closed|locked)", S, False),
     # --- anything else the game says the player cannot do
     _r(r"You can(?:'|no)t ", V, False),
 )
-del P, X, V, S
+del P, X, V, S, A
 
 #: "(kitchen window)": the parser saying which object it picked, before the answer
 _PICKED = re.compile(r"\A\s*\([^)\n]*\)\s*")

@@ -12,8 +12,10 @@ memstore.outcome). One memory per turn; what it stores must serve the agent that
   its exit led is never followed by a separate memory of the same exit;
 * **refusals become FAILURE memories** so the agent does not try again: PERMANENT when the
   answer proves a rule ("You can't go that way.", "I don't know the word ..."), EPHEMERAL
-  when it is the state of this game ("The kitchen window is closed."). When the action
-  later works there, the failure is invalidated with the reason.
+  when it is the state of this game ("The kitchen window is closed.") or when a memory
+  says the action worked there before (Zork answers "You can't go that way." for the
+  living room's trap door while it is shut). When the action later works there, the
+  failure is invalidated with the reason.
 
 Titles are built from the action and the ground truth only, so replaying a game produces
 identical memories, and a replay adds nothing. Every title starts with the action in
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memstore.models import Category, Memory, Persistence, Status
 from memstore.outcome import Refusal, RefusalKind, classify_refusal, failed_by_state, first_line
@@ -123,9 +125,15 @@ def _placement(action: str) -> str | None:
 
 
 def _facts(
-    location_id: int, location_name: str, action: str, response: str, ctx: ZMachineContext
+    location_id: int,
+    location_name: str,
+    action: str,
+    response: str,
+    ctx: ZMachineContext,
+    worked_before: bool = False,
 ) -> list[_Fact]:
-    """Every provable fact of the turn, highest priority first."""
+    """Every provable fact of the turn, highest priority first. ``worked_before``: a
+    memory here says the action did something (so a refusal of it proves no rule)."""
     quoted = f"'{_short_action(action)}'"
     facts: list[_Fact] = []
     if ctx.died:
@@ -200,6 +208,10 @@ def _facts(
     if not facts and not ctx.died and failed_by_state(ctx):
         refusal = classify_refusal(response)
         if refusal is not None:
+            if worked_before and refusal.rule:
+                # "You can't go that way." from an exit that led somewhere before: the
+                # living room's trap door is shut, not gone
+                refusal = replace(refusal, rule=False)
             facts.append(_refusal_fact(location_id, location_name, quoted, response, refusal))
     return facts
 
@@ -241,6 +253,22 @@ def refused_action(title: str) -> str | None:
     return found.group("action") if found else None
 
 
+_ACTION_TITLE = re.compile(
+    r"\A'(?P<action>.*)' (?:scores [+-]\d+|leads to .+|gets .+|loses .+|"
+    + "|".join(re.escape(s) for s in (*REFUSAL_TITLES.values(), REFUSED_FOR_NOW, DEADLY))
+    + r")\Z",
+    re.DOTALL,
+)
+
+
+def memory_action(title: str) -> str | None:
+    """The action any title of this recorder is about (``'take lamp' gets the brass
+    lantern`` -> ``take lamp``; lower case, as typed otherwise), or None for a title it
+    did not make or one that names no action (``Dropped brass lantern here``)."""
+    found = _ACTION_TITLE.match(title)
+    return found.group("action") if found else None
+
+
 def _failure_titles(quoted: str) -> list[str]:
     """Every title a refusal of this action can have (to invalidate when it works)."""
     return [f"{quoted} {suffix}" for suffix in (*REFUSAL_TITLES.values(), REFUSED_FOR_NOW)]
@@ -270,8 +298,12 @@ def record_offline(
     ``existing`` holds the location's live memories (plain, or numbered (handle, Memory)
     pairs). Feed the result to ``resolve_decision`` like a model's answer.
     """
-    facts = _facts(location_id, location_name, action, response, ctx)
     memories = _memories(existing)
+    short = _short_action(action)
+    worked_before = any(
+        memory_action(m.title) == short and refused_action(m.title) is None for m in memories
+    )
+    facts = _facts(location_id, location_name, action, response, ctx, worked_before)
     fresh = [fact for fact in facts if not _stored(fact, memories)]
     chosen = fresh[0] if fresh else None
     quoted = f"'{_short_action(action)}'"

@@ -33,6 +33,9 @@ SLOW_MODULES = frozenset(
         "test_map_ground_truth",
         "test_map_exports",
         "test_outcome_game",
+        "test_explorer_game",
+        "test_llm_agent",
+        "test_eval_report",
     }
 )
 #: single tests elsewhere that start a process or a server

@@ -76,7 +76,9 @@ EXAMPLES = [
     "There's nothing special about the sword.",
     "It is securely anchored.",
     "It is an integral part of the control panel.",
-    "The trophy case is securely fastened to the wall.",
+    "The boards are securely fastened.",
+    "The windows are boarded and can't be opened.",
+    "I can't see how to get in from here.",
     "The mirror is many times your size. Give up.",
     "It is far too large to carry.",
     "The rug is extremely heavy and cannot be carried.",
@@ -105,6 +107,8 @@ EXAMPLES = [
     "You can't reach him; he's on the ceiling.",
     "The door is too heavy.",
     "Have your eyes checked.",
+    "Too late for that.",
+    "The window is closed.",
     "You cannot enter the painting.",
 ]
 

@@ -341,3 +341,15 @@ def test_recorder_is_deterministic_and_always_valid(
             memories.append(as_stored(answer))
         else:
             raise AssertionError(f"the same turn keeps adding memories: {memories}")
+
+
+def test_a_rule_refusal_of_an_action_that_worked_here_before_is_for_now() -> None:
+    """Zork says "You can't go that way." for the living room's shut trap door."""
+    moved = ZMachineContext(location_before=8, location_after=5, location_after_name="Cellar")
+    went_down = as_stored(record("down", moved))
+    answer = record("down", NOTHING, response="You can't go that way.", existing=[went_down])
+    assert answer.memory_title == "'down' is refused for now"
+    assert answer.persistence is Persistence.EPHEMERAL
+    # a refusal of another action here is still a rule
+    other = record("up", NOTHING, response="You can't go that way.", existing=[went_down])
+    assert other.memory_title == "'up' is no exit"
