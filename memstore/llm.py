@@ -119,11 +119,14 @@ class LiteLLMCompletion:
         self.cost_usd = 0.0
 
     def request_kwargs(
-        self, messages: list[dict[str, str]], timeout: float | None = None
+        self,
+        messages: list[dict[str, Any]],
+        timeout: float | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The keyword arguments of one attempt's ``litellm.completion`` (handy in tests and
         logs): ``timeout`` is the time left (default: all of ``config.timeout``); no retries,
-        memstore makes them."""
+        memstore makes them; ``extra`` adds arguments (``tools``)."""
         config = self.config
         kwargs: dict[str, Any] = {
             "model": config.model,
@@ -140,13 +143,27 @@ class LiteLLMCompletion:
             kwargs["api_key"] = config.api_key
         if self.response_format is not None:
             kwargs["response_format"] = self.response_format
+        kwargs.update(extra or {})
         return kwargs
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
+        response = self.complete(messages)
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            content = None
+        return content if isinstance(content, str) else ""
+
+    def complete(self, messages: list[dict[str, Any]], **extra: Any) -> Any:
+        """One call (with the deadline and retries of ``__call__``), returning litellm's
+        whole response, for callers that need more than the text (tool calls); ``extra``
+        goes to ``litellm.completion`` (``tools=...``). Usage is counted the same way."""
         litellm = _import_litellm()  # before the clock starts: the import takes seconds
         self.last_usage = None
         started = time.perf_counter()
-        response = self._complete(litellm, messages, deadline=started + self.config.timeout)
+        response = self._complete(
+            litellm, messages, deadline=started + self.config.timeout, extra=extra
+        )
         seconds = time.perf_counter() - started
 
         usage = getattr(response, "usage", None)
@@ -169,21 +186,22 @@ class LiteLLMCompletion:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
         self.cost_usd += cost or 0.0
+        return response
 
-        try:
-            content = response.choices[0].message.content
-        except (AttributeError, IndexError, TypeError):
-            content = None
-        return content if isinstance(content, str) else ""
-
-    def _complete(self, litellm: Any, messages: list[dict[str, str]], deadline: float) -> Any:
+    def _complete(
+        self,
+        litellm: Any,
+        messages: list[dict[str, Any]],
+        deadline: float,
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
         """One attempt, then retries while they may help and time is left."""
         retries = 0
         while True:
             left = deadline - time.perf_counter()
             try:
                 return call_with_deadline(
-                    litellm.completion, self.request_kwargs(messages, timeout=left), left
+                    litellm.completion, self.request_kwargs(messages, left, extra), left
                 )
             except LLMDeadlineExceeded as exc:
                 raise LLMDeadlineExceeded(

@@ -1,0 +1,286 @@
+"""An LLM agent for ``memstore eval --agent llm`` (issue 17): any litellm model, one action.
+
+Each turn the model gets a compact prompt (``build_agent_messages``): the room, the game's
+last answer, what the player carries and sees, the location memory (which ends with the
+room's exits line), and the last few actions with what they did. It answers one game
+command. With ``tools=True`` it may first call memstore's memory tools
+(memstore.memory_tools.MemoryToolkit: the flagged-memory queries and ``get_route``),
+up to ``max_tool_rounds`` rounds, through litellm's tool calling.
+
+Every failure of the model is handled as synthesis failures are: counted by kind
+(``stats()["failures"]``: timeout, rate_limit, provider_error, malformed, tool_loop),
+logged, never raised; the turn falls back to the explorer's choice
+(memstore.explorer.ExplorerAgent), which follows every turn so its working memory stays
+whole. ``config.timeout`` bounds each call, retries included (memstore.llm).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter, deque
+from typing import TYPE_CHECKING, Any
+
+from memstore.explorer import Choice, ExplorerAgent, Observation
+from memstore.synthesis import classify_llm_exception, loggable_text
+
+if TYPE_CHECKING:
+    from memstore.config import MemstoreConfig
+    from memstore.llm import LiteLLMCompletion
+    from memstore.manager import SimpleMemoryManager
+    from memstore.memory_tools import MemoryToolkit
+
+__all__ = ["LLMAgent", "build_agent_messages", "parse_action"]
+
+log = logging.getLogger("memstore.llm_agent")
+
+#: the longest command accepted from the model (Zork's parser reads a short line)
+MAX_ACTION_CHARS = 60
+MAX_ACTION_WORDS = 8
+#: the game's last answer is cut to this many characters in the prompt
+MAX_OBSERVATION_CHARS = 600
+DEFAULT_HISTORY = 5
+DEFAULT_TOOL_ROUNDS = 3
+MALFORMED, TOOL_LOOP = "malformed", "tool_loop"
+
+SYSTEM_PROMPT = (
+    "You are playing Zork I, a text adventure. Each turn, answer with exactly one game "
+    "command, such as 'north', 'take lamp' or 'open mailbox', and nothing else: no "
+    "explanation, no quotes. Your memory of the room says what worked and what failed "
+    "there: never repeat an action it says failed or is deadly. Prefer places and "
+    "actions you have not tried."
+)
+TOOLS_NOTE = (
+    " Before answering you may call the memory tools (at most {rounds} rounds); then "
+    "answer with the command."
+)
+
+_PREFIX = re.compile(r"^(?:>|command:|action:|answer:)\s*", re.IGNORECASE)
+_ACTION = re.compile(r"^[a-z0-9][a-z0-9 ,.'-]*$")
+
+
+def parse_action(content: object) -> str | None:
+    """The command in the model's answer: its first non-empty line, without quotes,
+    backticks, a leading ``>`` or "Command:"; None when that is not a short game command
+    (empty, too long, more than MAX_ACTION_WORDS words, or other characters)."""
+    if not isinstance(content, str):
+        return None
+    line = next((ln.strip() for ln in content.strip().splitlines() if ln.strip()), "")
+    line = _PREFIX.sub("", line.strip("`'\" *")).strip("`'\" *").rstrip(".!").lower()
+    line = " ".join(line.split())
+    if not line or len(line) > MAX_ACTION_CHARS or len(line.split()) > MAX_ACTION_WORDS:
+        return None
+    return line if _ACTION.match(line) else None
+
+
+def build_agent_messages(
+    observation: Observation,
+    memory: str,
+    history: list[tuple[str, str]],
+    *,
+    tools_rounds: int = 0,
+) -> list[dict[str, Any]]:
+    """The compact prompt: system rules, then one user message with the room, the last
+    answer, what is carried and seen, the location memory (and its exits line) and the
+    recent (action, answer) pairs, oldest first."""
+    answer = " ".join(observation.response.split())
+    if len(answer) > MAX_OBSERVATION_CHARS:
+        answer = answer[: MAX_OBSERVATION_CHARS - 1] + "…"
+    carried = ", ".join(t.name for t in observation.inventory) or "nothing"
+    seen = ", ".join(t.name for t in observation.objects) or "nothing"
+    lines = [
+        f"Location: {observation.location_name} ({observation.location_id}); "
+        f"score {observation.score}",
+        f"The game said: {answer or '(nothing)'}",
+        f"You carry: {carried}. Here: {seen}.",
+        "Your memory of this place:",
+        memory.strip() or "(nothing remembered here yet)",
+    ]
+    if "Exits:" not in memory:
+        lines.append("Exits: none known yet")
+    if history:
+        lines.append("Your last actions:")
+        lines += [f"- {action} -> {result}" for action, result in history]
+    lines.append("Your command:")
+    system = SYSTEM_PROMPT + (TOOLS_NOTE.format(rounds=tools_rounds) if tools_rounds else "")
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
+
+
+class LLMAgent:
+    """The LLM agent (see the module docstring). ``completion`` is a LiteLLMCompletion
+    (default: built from ``config``, which must name a model); ``tools`` offers the memory
+    tools through tool calling."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        config: MemstoreConfig,
+        *,
+        seed: int = 0,
+        completion: LiteLLMCompletion | None = None,
+        tools: bool = False,
+        history: int = DEFAULT_HISTORY,
+        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
+    ) -> None:
+        if completion is None:
+            if not config.model:
+                raise ValueError(
+                    "--agent llm needs a model: set --model or MEMSTORE_MODEL (any litellm model)"
+                )
+            from memstore.llm import LiteLLMCompletion
+
+            completion = LiteLLMCompletion(config, use_response_format=False)
+        self.config = config
+        self.completion = completion
+        self.fallback = ExplorerAgent(seed)
+        self.tools = tools
+        self.max_tool_rounds = max_tool_rounds
+        self.manager: SimpleMemoryManager | None = None
+        self.toolkit: MemoryToolkit | None = None
+        self._history: deque[tuple[str, str]] = deque(maxlen=history)
+        self._pending: tuple[str, str] | None = None  # the last action, awaiting its answer
+        self.calls = 0
+        self.tool_calls = 0
+        self.failures: Counter[str] = Counter()
+        self.fallbacks = 0
+        self.last_failure: str | None = None
+
+    def stats(self) -> dict[str, Any]:
+        """Model calls, tool calls, failures by kind, and turns played by the fallback."""
+        return {
+            "calls": self.calls,
+            "tool_calls": self.tool_calls,
+            "failures": dict(self.failures),
+            "fallbacks": self.fallbacks,
+        }
+
+    def start_episode(self, manager: SimpleMemoryManager) -> None:
+        self.manager = manager
+        self.fallback.start_episode(manager)
+        self._history.clear()
+        self._pending = None
+        if self.tools:
+            from memstore.memory_tools import MemoryToolkit
+
+            self.toolkit = MemoryToolkit(
+                manager.store,
+                config=self.config,
+                pending_map_events=lambda: manager.pending_map_events,
+            )
+
+    def choose(self, observation: Observation) -> Choice:
+        """The model's command, or the explorer's when the model fails (counted)."""
+        if self.manager is None:
+            raise RuntimeError("call start_episode(manager) before choose()")
+        if self._pending is not None:
+            answer = " ".join(observation.response.split())
+            self._history.append((self._pending[0], loggable_text(answer, 120)))
+        self.fallback.note_turn(observation)
+        memory = self.manager.get_location_memory(observation.location_id)
+        messages = build_agent_messages(
+            observation,
+            memory,
+            list(self._history),
+            tools_rounds=self.max_tool_rounds if self.tools else 0,
+        )
+        action = self._ask(messages)
+        if action is None:
+            self.fallbacks += 1
+            choice = self.fallback.decide(observation)
+            choice = Choice(choice.action, f"the model failed ({self.last_failure}); "
+                            f"the explorer chose: {choice.reasoning}")  # fmt: skip
+        else:
+            choice = Choice(action, f"the model ({self.config.model}) chose it")
+        self.fallback.took(observation, choice.action)
+        self._pending = (choice.action, "")
+        return choice
+
+    # --- the model ---------------------------------------------------------------------------
+
+    def _fail(self, kind: str, message: str) -> None:
+        self.failures[kind] += 1
+        self.last_failure = loggable_text(f"{kind}: {message}", 300)
+        log.warning("agent model failed (%s): %s; the explorer plays this turn", kind, message)
+
+    def _ask(self, messages: list[dict[str, Any]]) -> str | None:
+        """The model's command, after any tool rounds; None (a counted failure) if none."""
+        extra: dict[str, Any] = {}
+        if self.tools and self.toolkit is not None:
+            extra["tools"] = self.toolkit.tool_schemas()
+        for round_number in range(self.max_tool_rounds + 1):
+            last_round = round_number == self.max_tool_rounds
+            self.calls += 1
+            try:
+                response = self.completion.complete(messages, **extra)
+            except Exception as exc:  # noqa: BLE001 - counted and logged, never raised
+                self._fail(str(classify_llm_exception(exc)), f"{type(exc).__name__}: {exc}")
+                return None
+            message = _message(response)
+            calls = _tool_calls(message) if extra else []
+            if calls and not last_round:
+                messages = [*messages, _assistant_turn(message, calls)]
+                messages += [self._run_tool(call) for call in calls]
+                continue
+            if calls:
+                self._fail(TOOL_LOOP, f"still calling tools after {self.max_tool_rounds} rounds")
+                return None
+            content = getattr(message, "content", None)
+            action = parse_action(content)
+            if action is None:
+                shown = repr(content)[:200]
+                self._fail(MALFORMED, f"not one short game command: {shown}")
+            return action
+        return None  # pragma: no cover - the loop always returns
+
+    def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+        assert self.toolkit is not None
+        self.tool_calls += 1
+        result = self.toolkit.call_tool(call["name"], call["arguments"])
+        return {"role": "tool", "tool_call_id": call["id"], "content": result}
+
+
+def _message(response: Any) -> Any:
+    try:
+        return response.choices[0].message
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def _tool_calls(message: Any) -> list[dict[str, Any]]:
+    """The message's tool calls as plain dicts (id, name, JSON arguments)."""
+    found = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        found.append(
+            {
+                "id": str(getattr(call, "id", None) or f"call_{index}"),
+                "name": name if isinstance(name, str) else "",
+                "arguments": arguments if isinstance(arguments, str) else "",
+            }
+        )
+    return found
+
+
+def _assistant_turn(message: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The assistant's tool-calling message, as it goes back to the model."""
+    return {
+        "role": "assistant",
+        "content": getattr(message, "content", None) or "",
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for call in calls
+        ],
+    }
