@@ -194,7 +194,7 @@ def _room_lines(
             else:
                 seen = _at(failed.last_episode, failed.last_turn) if failed else ""
             rows.append(
-                _row(direction, "", status, "", "0", str(failed.count if failed else 0), seen)
+                _row(direction, "", status, "", "0", str(failed.failures if failed else 0), seen)
             )
     if rows:
         lines += [*TABLE_HEADER, *rows, ""]

@@ -239,7 +239,7 @@ class ExitFailure(NamedTuple):
 
     from_id: int
     direction: str
-    count: int
+    failures: int
     last_episode: int
     last_turn: int
 
@@ -394,7 +394,7 @@ class MapGraph:
             return
         # BLOCKED: a direction that did not move
         failed = self.failures.get(key)
-        count = failed.count + 1 if failed else 1
+        count = failed.failures + 1 if failed else 1
         self.failures[key] = ExitFailure(
             event.from_id, event.action_key, count, event.episode, event.turn
         )

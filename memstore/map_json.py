@@ -174,7 +174,7 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
         "connections": connections,
         "connection_confidence": trust,
         "connection_verifications": verified,
-        "exit_failure_counts": {f"{f.from_id}_{f.direction}": f.count for f in failures},
+        "exit_failure_counts": {f"{f.from_id}_{f.direction}": f.failures for f in failures},
         "pruned_exits": pruned_exits,
         "metadata": {
             "version": FORMAT_VERSION,

@@ -32,8 +32,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection as SQLConnection
 from sqlalchemy import (
+    ColumnElement,
     and_,
     bindparam,
     case,
@@ -45,6 +45,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy import Connection as SQLConnection
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.executor import run, run_many
@@ -76,7 +77,7 @@ __all__ = ["MapStore", "MapView", "read_graph", "read_room", "write_map_events"]
 
 # --- statements, built once ---------------------------------------------------------------------
 
-_EMPTY = literal_column("''")
+_EMPTY: ColumnElement[str] = literal_column("''")
 _room = sqlite_insert(map_rooms).values(id=bindparam("id"), name=bindparam("name"))
 #: a room, named when the game gave a name ("" until then); a new name replaces the old
 _UPSERT_ROOM = _room.on_conflict_do_update(
@@ -730,4 +731,7 @@ def _names(rooms: dict[int, str], location_id: int, room: int, name: str) -> boo
 
 
 def _row(item: Connection | ExitFailure) -> dict[str, Any]:
-    return item._asdict()
+    row = item._asdict()
+    if isinstance(item, ExitFailure):  # the table's column is `count`
+        row["count"] = row.pop("failures")
+    return row

@@ -220,7 +220,7 @@ def test_the_closed_window_is_pruned_and_opening_it_unprunes_the_exit(tmp_path: 
         behind = manager.map.exits(BEHIND_HOUSE)
         assert behind.pruned == () and [e.to_id for e in behind.exits] == [KITCHEN]
         assert manager.map.route(BEHIND_HOUSE, KITCHEN).actions == ("west",)
-        assert manager.map.graph().failures[(BEHIND_HOUSE, "west")].count == 3
+        assert manager.map.graph().failures[(BEHIND_HOUSE, "west")].failures == 3
 
 
 READ_MAP = """

@@ -101,7 +101,7 @@ def test_a_zorkgpt_file_is_read_and_what_has_no_place_is_reported() -> None:
         "north",
     )
     assert (north.first_episode, north.last_episode) == (0, 0)  # unknown times
-    assert graph.failures[(15, "west")].count == 2
+    assert graph.failures[(15, "west")].failures == 2
     assert (15, "east") in graph.pruned
     assert parsed.notes == (
         "rooms: 2 listed exit(s) with no connection, left out (memstore keeps the exits that "

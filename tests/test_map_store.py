@@ -194,7 +194,7 @@ def test_a_direction_that_fails_k_times_and_never_succeeded_is_pruned(store: Mem
     here = the_map.exits(WEST)
     assert here.pruned == ("east",) and here.blocked == () and "east" not in here.untried
     graph = the_map.graph()
-    assert graph.failures[(WEST, "east")].count == 3
+    assert graph.failures[(WEST, "east")].failures == 3
     assert graph.pruned[(WEST, "east")] == PrunedExit(WEST, "east", 1, 3)
 
 
