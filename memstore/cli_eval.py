@@ -1,0 +1,167 @@
+"""`memstore eval`: does memory help? The command-line face of memstore.evaluation.
+
+It runs the same agent, seeds and move budget with memory (one database across episodes)
+and without (a fresh database each episode), then prints the table, and writes the JSON
+report (--json), a markdown table (--markdown) and the plot (--plot, with the optional
+``memstore[plot]`` extra). The databases go to --db FOLDER, or to a temporary folder that
+is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from memstore.cli import CliError, Context, command, positive_int
+
+#: the defaults of the issue's "done when" run
+DEFAULT_EPISODES = 5
+DEFAULT_MOVES = 200
+DEFAULT_SEEDS = 3
+PLOT_HINT = "the plot needs matplotlib: pip install 'memstore[plot]' (the table is above)"
+
+
+def seeds_argument(value: str) -> list[int]:
+    """``type=`` for --seeds: a count N (seeds 1 to N) or a comma-separated list."""
+    text = value.strip()
+    if "," not in text:
+        return list(range(1, positive_int(text) + 1))
+    seeds = []
+    for part in text.split(","):
+        try:
+            seed = int(part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {part.strip()!r}") from None
+        if seed < 0 or seed > 2**31 - 1:
+            raise argparse.ArgumentTypeError(f"a seed must be from 0 to 2**31-1, got {seed}")
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+def _output(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a file path")
+    return value
+
+
+def _configure_eval(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent", choices=("explorer", "llm"), default="explorer", help="the agent (explorer)"
+    )
+    parser.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=DEFAULT_EPISODES,
+        help=f"episodes per arm and seed ({DEFAULT_EPISODES})",
+    )
+    parser.add_argument(
+        "--moves",
+        type=positive_int,
+        default=DEFAULT_MOVES,
+        help=f"at most this many actions per episode ({DEFAULT_MOVES})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=seeds_argument,
+        default=None,
+        help=f"N (seeds 1..N) or a list such as 1,5,9 (default {DEFAULT_SEEDS})",
+    )
+    parser.add_argument(
+        "--model", default=None, help="the LLM agent's litellm model (default: $MEMSTORE_MODEL)"
+    )
+    parser.add_argument("--tools", action="store_true", help="offer the LLM agent the memory tools")
+    parser.add_argument(
+        "--synthesis",
+        choices=("offline", "model"),
+        default="offline",
+        help="who writes the memories: the offline recorder (default) or the model",
+    )
+    parser.add_argument("--rom", default=None, help="the Zork I story file ($MEMSTORE_ROM)")
+    parser.add_argument("--json", type=_output, default=None, help="write the JSON report here")
+    parser.add_argument(
+        "--markdown", type=_output, default=None, help="write the table as markdown here"
+    )
+    parser.add_argument("--plot", type=_output, default=None, help="write the plot (PNG) here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+class ProgressBar:
+    """A one-line bar on a terminal stream, redrawn at most every ``every`` turns."""
+
+    def __init__(self, stream, enabled: bool, every: int = 50) -> None:  # noqa: ANN001
+        self.stream, self.enabled, self.every, self.shown = stream, enabled, every, -1
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if not self.enabled or (done - self.shown < self.every and done != total):
+            return
+        self.shown = done
+        width = 30
+        filled = width * done // max(total, 1)
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:36]:36s}"
+        )
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+@command(
+    "eval",
+    help="does memory help? the same agent with memory and without, over seeds",
+    configure=_configure_eval,
+)
+def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.cli import load_settings
+    from memstore.evaluation import (
+        PlotUnavailable,
+        plot_report,
+        render_markdown,
+        render_table,
+        report_json,
+        run_eval,
+    )
+    from memstore.export_file import write_atomically
+    from memstore.rom import find_rom
+
+    config = load_settings(model=args.model)
+    if args.agent == "llm" and not config.model:
+        raise CliError("--agent llm needs a model: give --model or set MEMSTORE_MODEL")
+    if args.agent == "explorer" and (args.tools or args.model):
+        raise CliError("--model and --tools are for --agent llm")
+    seeds = args.seeds or list(range(1, DEFAULT_SEEDS + 1))
+    rom = find_rom(args.rom)
+    bar = ProgressBar(sys.stderr, not args.no_progress and sys.stderr.isatty())
+    with tempfile.TemporaryDirectory(prefix="memstore-eval-") as scratch:
+        folder = Path(args.db) if args.db else Path(scratch)
+        ctx.print(f"databases: {folder}" + ("" if args.db else " (temporary, removed afterwards)"))
+        try:
+            report = run_eval(
+                agent=args.agent,
+                episodes=args.episodes,
+                moves=args.moves,
+                seeds=seeds,
+                folder=folder,
+                config=config,
+                rom=rom,
+                tools=args.tools,
+                synthesis=args.synthesis,
+                progress=bar,
+            )
+        except FileExistsError as exc:
+            raise CliError(str(exc)) from exc
+    ctx.print(render_table(report))
+    if args.json:
+        text = json.dumps(report_json(report), indent=2, sort_keys=False) + "\n"
+        ctx.print(f"wrote {write_atomically(args.json, text)}")
+    if args.markdown:
+        ctx.print(f"wrote {write_atomically(args.markdown, render_markdown(report))}")
+    if args.plot:
+        try:
+            ctx.print(f"wrote {plot_report(report, args.plot)}")
+        except PlotUnavailable:
+            ctx.print(PLOT_HINT)
+    return 0
