@@ -159,3 +159,12 @@ def test_eval_refuses_episodes_of_zero(capsys: pytest.CaptureFixture[str]) -> No
         cli.main(["eval", "--episodes", "0"])
     assert caught.value.code == 2
     assert "must be 1 or more" in capsys.readouterr().err
+
+
+def test_the_readme_shows_the_committed_report_table() -> None:
+    root = Path(__file__).resolve().parents[1]
+    committed = (root / "reports" / "eval_report.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = [line for line in committed.splitlines() if line.startswith("|")]
+    assert len(table) == 12 and "\n".join(table) in readme
+    assert "(reports/eval_report.png)" in readme
