@@ -49,6 +49,11 @@ def _output(value: str) -> str:
 
 
 def _configure_eval(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Play the same agent, seeds and move budget with memory (one database across the "
+        "episodes) and without (a fresh database each episode) and compare. Here --db is "
+        "a FOLDER for those databases (default: a temporary folder, removed afterwards)."
+    )
     parser.add_argument(
         "--agent", choices=("explorer", "llm"), default="explorer", help="the agent (explorer)"
     )
