@@ -21,7 +21,7 @@ from typing import Any
 from memstore.config import MemstoreConfig, load_config
 from memstore.errors import RebuildFailed
 from memstore.flagged import FlaggedMemories
-from memstore.map_graph import MapEvent, action_key, event_for_turn, exits_line_variants
+from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
 from memstore.models import Memory, check_location_id
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
@@ -177,16 +177,7 @@ class SimpleMemoryManager:
         done = view.memo.get(location_id)
         if done is not None and done[0] is room and done[1] == text:
             return done[2]  # nothing changed since the last turn here
-        budget, combined = self.config.token_budget, text
-        for shorter, line in enumerate(exits_line_variants(room)):
-            # a shorter line is counted alone first (short, and cached): joining the two
-            # saves at most a token where they meet, so most lines are ruled out cheaply
-            if shorter and count_tokens(text) + count_tokens(line) > budget + 1:
-                continue
-            candidate = f"{text}\n{line}" if text else line
-            if count_tokens(candidate) <= budget:
-                combined = candidate
-                break
+        combined = with_exits_line(text, room, self.config.token_budget)
         view.memo[location_id] = (room, text, combined)
         return combined
 

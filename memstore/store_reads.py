@@ -307,17 +307,14 @@ class StoreReads:
         one transaction: the base a Memories.md records for the 3-way import."""
         with self._read() as conn:
             base = identity(conn)
-            loaded = self._load(
-                conn, location_id=None, include_superseded=True, tiers=("persistent",)
-            )
+            stored = self.stored_memories(conn)  # each with its location: one statement
             location_rows = conn.execute(select(locations).order_by(locations.c.id)).all()
             episodes: dict[int, list[int]] = {}
             for location_id, episode in conn.execute(select(location_episodes)):
                 episodes.setdefault(location_id, []).append(episode)
-            owner = dict(conn.execute(select(memories.c.id, memories.c.location_id)).all())
         grouped: dict[int, list[Memory]] = {}
-        for _tier, memory_id, memory in loaded:
-            grouped.setdefault(owner[memory_id], []).append(memory)
+        for row in stored:
+            grouped.setdefault(row.location_id, []).append(row.memory)
         return [
             LocationMemories(
                 location=LocationInfo(
