@@ -21,14 +21,32 @@ from memstore.cli import CliError, Context, command, positive_int
 DEFAULT_EPISODES = 5
 DEFAULT_MOVES = 200
 DEFAULT_SEEDS = 3
+#: the most episodes (per arm and seed) and seeds one evaluation plays: every database's
+#: path is listed before the first move, so a count nobody could play is refused up front
+MAX_EPISODES = 10_000
+MAX_SEEDS = 10_000
+#: the most actions per episode
+MAX_MOVES = 10_000_000
 PLOT_HINT = "the plot needs matplotlib: pip install 'memstore[plot]' (the table is above)"
+
+
+def _at_most(most: int):  # noqa: ANN202
+    """``type=`` for a count from 1 to ``most``."""
+
+    def parse(value: str) -> int:
+        number = positive_int(value)
+        if number > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {number}")
+        return number
+
+    return parse
 
 
 def seeds_argument(value: str) -> list[int]:
     """``type=`` for --seeds: a count N (seeds 1 to N) or a comma-separated list."""
     text = value.strip()
     if "," not in text:
-        return list(range(1, positive_int(text) + 1))
+        return list(range(1, _at_most(MAX_SEEDS)(text) + 1))
     seeds = []
     for part in text.split(","):
         try:
@@ -39,6 +57,8 @@ def seeds_argument(value: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"a seed must be from 0 to 2**31-1, got {seed}")
         if seed not in seeds:
             seeds.append(seed)
+    if len(seeds) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS:,} seeds, got {len(seeds)}")
     return seeds
 
 
@@ -59,13 +79,13 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--episodes",
-        type=positive_int,
+        type=_at_most(MAX_EPISODES),
         default=DEFAULT_EPISODES,
         help=f"episodes per arm and seed ({DEFAULT_EPISODES})",
     )
     parser.add_argument(
         "--moves",
-        type=positive_int,
+        type=_at_most(MAX_MOVES),
         default=DEFAULT_MOVES,
         help=f"at most this many actions per episode ({DEFAULT_MOVES})",
     )
@@ -114,6 +134,18 @@ class ProgressBar:
         self.stream.flush()
 
 
+def _check_output(output: str) -> None:
+    """Refuse before playing an output path that could not be written after it."""
+    path = Path(output)
+    if path.is_dir():
+        raise CliError(f"{output} is a folder, not a file to write")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CliError(f"{output}: {parent} is not a folder")
+
+
 @command(
     "eval",
     help="does memory help? the same agent with memory and without, over seeds",
@@ -138,6 +170,11 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
     if args.agent == "explorer" and (args.tools or args.model):
         raise CliError("--model and --tools are for --agent llm")
     seeds = args.seeds or list(range(1, DEFAULT_SEEDS + 1))
+    if args.db and Path(args.db).exists() and not Path(args.db).is_dir():
+        raise CliError(f"--db {args.db} is a file: here --db is a FOLDER for the databases")
+    for output in (args.json, args.markdown, args.plot):
+        if output:
+            _check_output(output)
     rom = find_rom(args.rom)
     bar = ProgressBar(sys.stderr, not args.no_progress and sys.stderr.isatty())
     with tempfile.TemporaryDirectory(prefix="memstore-eval-") as scratch:

@@ -106,6 +106,10 @@ TOP_LEVEL_KEYS = (
 CONFIDENCE_RULE = "(v + 1) / (v + f + 2)"
 #: SQLite's largest integer: no location number, count, episode or turn is larger
 MAX_INTEGER = 2**63 - 1
+#: the largest verification or failure count imported: the map adds one to a count on every
+#: traversal or failure, and SQLite turns an integer past MAX_INTEGER into a float (which
+#: export-json would then write and import-json refuse)
+MAX_COUNT = 2**31 - 1
 #: failures derived from a confidence of 0 (or nearly): the connection is never routed
 MAX_DERIVED_FAILURES = 10_000
 _ROOM_KEYS = ("id", "name", "exits")
@@ -230,10 +234,17 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _whole(value: Any, where: str, least: int = 0) -> int:
+def _whole(value: Any, where: str, least: int = 0, most: int = MAX_INTEGER) -> int:
     if type(value) is not int or not least <= value <= MAX_INTEGER:
         raise _refuse(where, f"must be a whole number {least} or more, got {_shown(value)}")
+    if value > most:
+        raise _refuse(where, f"must be at most {most}, got {_shown(value)}")
     return value
+
+
+def _count(value: Any, where: str) -> int:
+    """A verification or failure count: 0 to MAX_COUNT."""
+    return _whole(value, where, most=MAX_COUNT)
 
 
 def _room_id(key: str, where: str) -> int:
@@ -433,7 +444,7 @@ class _Reader:
         extra: dict[tuple[int, str], tuple[str, Any]],
     ) -> Connection:
         found = verified.get((room, key))
-        v = 1 if found is None else _whole(found[1], _path("connection_verifications", found[0]))
+        v = 1 if found is None else _count(found[1], _path("connection_verifications", found[0]))
         rate = trust.get((room, key))
         if rate is not None:
             value = rate[1]
@@ -453,7 +464,7 @@ class _Reader:
             action = _text(fields.get("action", exit_), f'{where}["action"]')
             if action_key(action) != key:
                 raise _refuse(f'{where}["action"]', f"is not the exit {_shown(key)}")
-            f = _whole(fields.get("failures", 0), f'{where}["failures"]')
+            f = _count(fields.get("failures", 0), f'{where}["failures"]')
             first = _time(fields.get("first_seen", [0, 0]), f'{where}["first_seen"]')
             last = _time(fields.get("last_seen", [0, 0]), f'{where}["last_seen"]')
         else:
@@ -469,7 +480,7 @@ class _Reader:
         for key, count in self.table("exit_failure_counts").items():
             where = _path("exit_failure_counts", key)
             room, direction = _split_key(key, "exit_failure_counts")
-            count = _whole(count, where)
+            count = _count(count, where)
             if direction not in _ORDER:
                 kept_out.append(key)
                 continue
