@@ -103,3 +103,21 @@ def test_eval_checks_its_outputs_before_playing(
     assert "afile" in one_error(capsys, code)
     code = cli.main(["eval", "--no-progress", option, str(tmp_path)])
     assert "is a folder" in one_error(capsys, code)
+
+
+@pytest.mark.parametrize(
+    "argv", [["map", "export-json", "{db}"], ["map", "export", "--out", "{db}"]]
+)
+def test_map_exports_never_write_over_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # `memstore map export-json memories.db --db memories.db` replaced the database with JSON
+    path = _map_file(tmp_path, 2)
+    db = tmp_path / "m.db"
+    assert cli.main(["map", "import-json", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    before = db.read_bytes()
+    code = cli.main([part.format(db=db) for part in argv] + ["--db", str(db)])
+    assert "database's own file" in one_error(capsys, code)
+    assert db.read_bytes() == before
+    assert cli.main(["map", "rooms", "--db", str(db)]) == 0
