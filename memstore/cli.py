@@ -113,6 +113,19 @@ class Context:
     def print(self, *parts: object) -> None:
         print(*parts, file=self.out)
 
+    def refuse_database_file(self, path: str) -> None:
+        """Refuse to write ``path`` when it is the database (or its -wal, -shm or -journal
+        file): an export there would replace every memory with text."""
+        from memstore.connection import resolve_target
+
+        db = resolve_target(self.db).path
+        if db is None:
+            return
+        target = Path(path).resolve()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if target == Path(str(db) + suffix).resolve():
+                raise CliError(f"{path} is the database's own file: give another file to write")
+
     def open_store(self, *, create: bool = False, read_only: bool = False) -> Any:
         """Open the database (printing which one); without ``create`` it must exist.
 
@@ -280,6 +293,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         info = ctx
     for path in (args.out, args.notes):  # refuse a device, FIFO or folder before any write
         if path is not None and path != stdout:
+            ctx.refuse_database_file(path)
             check_target(path)
     with info.open_store(read_only=True) as store:
         entries, base = store.export_snapshot()

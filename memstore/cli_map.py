@@ -100,19 +100,6 @@ def _summary(graph: Any) -> str:
     return f"{plural(len(graph.rooms), 'room')}, {plural(len(graph.connections), 'connection')}"
 
 
-def _not_the_database(path: str, ctx: Context) -> None:
-    """Refuse to write a file over the database (or its -wal, -shm or -journal file)."""
-    from memstore.connection import resolve_target
-
-    db = resolve_target(ctx.db).path
-    if db is None:
-        return
-    target = Path(path).resolve()
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        if target == Path(str(db) + suffix).resolve():
-            raise CliError(f"{path} is the database's own file: give another file to write")
-
-
 def _to_stderr(args: argparse.Namespace, ctx: Context, path: str) -> Context:
     """Where to say what was done: standard error when the file goes to standard output."""
     return Context(args, ctx.err, ctx.err) if path == STDOUT else ctx
@@ -125,7 +112,7 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
     if args.out == STDOUT and args.check:
         raise CliError("--check compares files: it cannot be used with - (standard output)")
     if args.out != STDOUT:
-        _not_the_database(args.out, ctx)
+        ctx.refuse_database_file(args.out)
         check_target(args.out)  # refuse a device, FIFO or folder before reading anything
     info = _to_stderr(args, ctx, args.out)
     graph, threshold = _read_map(info)
@@ -164,7 +151,7 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.map_json import dump_map_state
 
     if args.file != STDOUT:
-        _not_the_database(args.file, ctx)
+        ctx.refuse_database_file(args.file)
         check_target(args.file)
     info = _to_stderr(args, ctx, args.file)
     graph, _threshold = _read_map(info)

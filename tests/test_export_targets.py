@@ -373,3 +373,29 @@ def test_leftovers_are_removed_next_to_a_symlinks_target(
 
     assert code == 0, err
     assert not leftover.exists() and (real_folder / "Memories.md").is_file()
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_export_never_writes_over_the_database_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    from memstore.models import Memory
+    from memstore.store import MemoryStore
+
+    db = tmp_path / "d.db"
+    with MemoryStore.open(db) as store:
+        store.add_memory(
+            1,
+            "Room",
+            Memory(
+                category="NOTE", title="t", text="x", episode=1, turns="1", persistence="permanent"
+            ),
+        )
+    target = str(db) + suffix
+    for option in ("--out", "--notes"):
+        code = cli.main(["--db", str(db), "export", option, target])
+        _out, err = capsys.readouterr()
+        assert code == 1 and "is the database's own file" in err and err.count("\n") == 1
+    assert db.read_bytes()[:16] == b"SQLite format 3\x00"
+    with MemoryStore.open(db) as store:
+        assert store.get_persistent_count() == 1
