@@ -232,10 +232,11 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
     return f"{count} {plural_form or singular + 's'}"
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str, what: str = "Memories.md") -> str:
+    """The UTF-8 text of the file ``path`` (a ``what`` file), or one CliError line."""
     file = Path(path)
     if file.is_dir():
-        raise CliError(f"{file} is a folder, not a Memories.md file")
+        raise CliError(f"{file} is a folder, not a {what} file")
     try:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -405,7 +406,7 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.store import MemoryStore
     from memstore.store_import import import_memories
 
-    text = _read_text(args.file)
+    text = read_text(args.file)
     options = {
         "prune": args.prune,
         "resolution": Resolution.OURS if args.ours else Resolution.THEIRS if args.theirs else None,

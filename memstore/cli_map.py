@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memstore.cli import CliError, Context, add_global_options, command, plural
+from memstore.cli import CliError, Context, add_global_options, command, plural, read_text
 
 __all__ = ["DEFAULT_MAP_MD", "ShownExits", "cmd_map", "exits_for_show"]
 
@@ -164,25 +164,13 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _read_json_file(path: str) -> str:
-    file = Path(path)
-    if file.is_dir():
-        raise CliError(f"{file} is a folder, not a map_state.json file")
-    try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from exc
-
-
 def _import_json(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.cli import PROG
     from memstore.errors import MapStateError
     from memstore.map_json import import_map_state, parse_map_state
     from memstore.map_store import MapStore
 
-    text = _read_json_file(args.file)
+    text = read_text(args.file, "map_state.json")
     try:
         parsed = parse_map_state(text)
     except MapStateError as exc:

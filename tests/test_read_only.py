@@ -6,9 +6,6 @@ immutable (``chattr +i``) instead, and as another user they remove the write bit
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,24 +16,7 @@ from exporters import render_memories_md
 from memstore.errors import ReadOnlyDatabase
 from memstore.store import MemoryStore
 from tests.conftest import MakeMemory
-
-
-def _lock(path: Path) -> None:
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None:
-            pytest.skip("running as root without chattr: nothing can make a file read-only")
-        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"this file system has no immutable flag: {done.stderr.strip()}")
-    else:
-        path.chmod(0o555 if path.is_dir() else 0o444)
-
-
-def _unlock(path: Path) -> None:
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
-    else:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+from tests.read_only_paths import lock, unlock
 
 
 @pytest.fixture
@@ -54,11 +34,11 @@ def database(tmp_path: Path, mem: MakeMemory) -> Path:
 @pytest.fixture(params=["folder", "file"])
 def locked(request: pytest.FixtureRequest, database: Path) -> Iterator[Path]:
     target = database.parent if request.param == "folder" else database
-    _lock(target)
+    lock(target)
     try:
         yield database
     finally:
-        _unlock(target)
+        unlock(target)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -24,6 +24,7 @@ from memstore.invariants import check_invariants
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
 from tests.conftest import MakeMemory
+from tests.read_only_paths import read_only
 
 MAX_SQLITE = 2**63 - 1
 
@@ -204,22 +205,10 @@ def test_an_unwritable_folder_names_the_target_not_a_temporary_file(
         store.add_memory(15, "West of House", mem("Fact"))
     folder = tmp_path / "locked"
     folder.mkdir()
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None:
-            pytest.skip("root without chattr")
-        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
-            pytest.skip("no immutable flag here")
-    else:
-        folder.chmod(0o555)
-    try:
+    with read_only(folder):
         code, _out, err = run(
             capsys, "--db", str(db_path), "export", "--out", str(folder / "Memories.md")
         )
-    finally:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
-        else:
-            folder.chmod(0o755)
     assert code == 1
     (line,) = err.strip().splitlines()
     assert line.startswith(f"memstore: error: {folder / 'Memories.md'}: "), line
@@ -272,20 +261,8 @@ def test_db_current_reads_a_database_in_a_read_only_folder(
     db = folder / "memories.db"
     with MemoryStore.open(db) as store:
         store.add_memory(15, "West of House", mem("Fact"))
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None:
-            pytest.skip("root without chattr")
-        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
-            pytest.skip("no immutable flag here")
-    else:
-        folder.chmod(0o555)
-    try:
+    with read_only(folder):
         code, out, err = run(capsys, "--db", str(db), "db", "current")
-    finally:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
-        else:
-            folder.chmod(0o755)
     assert code == 0, err
     assert HEAD_REVISION in out and str(db) in out
 
