@@ -489,18 +489,33 @@ class MemoryStore(StoreReads):
         _run(conn, INSERT_LINK[tier], row)
 
     def invalidate_memory(
-        self, location_id: int, memory_title: str, reason: str, turn: int | None = None
+        self,
+        location_id: int,
+        memory_title: str,
+        reason: str,
+        turn: int | None = None,
+        *,
+        episode: int | None = None,
     ) -> bool:
         """Mark the live memory titled ``memory_title`` SUPERSEDED with no replacement.
 
-        ``reason`` must not be empty. ``turn`` defaults to ``current_turn``; the episode
-        is ``current_episode``, or the memory's own when that is later. False if no live
-        memory has exactly that title here.
+        ``reason`` must not be empty. ``turn`` defaults to ``current_turn`` and ``episode``
+        to ``current_episode`` (callers that know them, like the manager, pass both); the
+        link's episode is never before the memory's own. False if no live memory has exactly
+        that title here.
         """
-        return self.invalidate_memories(location_id, [memory_title], reason, turn)[memory_title]
+        return self.invalidate_memories(
+            location_id, [memory_title], reason, turn, episode=episode
+        )[memory_title]
 
     def invalidate_memories(
-        self, location_id: int, memory_titles: Iterable[str], reason: str, turn: int | None = None
+        self,
+        location_id: int,
+        memory_titles: Iterable[str],
+        reason: str,
+        turn: int | None = None,
+        *,
+        episode: int | None = None,
     ) -> dict[str, bool]:
         """Invalidate several memories with one shared reason, in one transaction."""
         check_location_id(location_id)
@@ -511,6 +526,9 @@ class MemoryStore(StoreReads):
         at_turn = self.current_turn if turn is None else turn
         if type(at_turn) is not int or at_turn < 0:
             raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
+        at_episode = self.current_episode if episode is None else episode
+        if type(at_episode) is not int or at_episode < 0:
+            raise ValueError(f"episode must be a non-negative int, got {at_episode!r}")
         results: dict[str, bool] = {}
         removed: list[tuple[str, int]] = []
         with self._write(forget=None) as conn:
@@ -523,8 +541,7 @@ class MemoryStore(StoreReads):
                 tier, old = found
                 self._mark_superseded(conn, tier, old.id, version)
                 # the clock's episode, never one before the memory's own
-                episode = max(self.current_episode, old.episode)
-                self._link(conn, tier, old.id, episode, at_turn, reason=reason)
+                self._link(conn, tier, old.id, max(at_episode, old.episode), at_turn, reason=reason)
                 removed.append((tier, old.id))
                 results[title] = True
         self._changed(location_id, removed, ())

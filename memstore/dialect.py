@@ -1,0 +1,77 @@
+"""The few SQL constructs that SQLite and PostgreSQL spell differently, in one place.
+
+Both databases accept ``INSERT ... ON CONFLICT (...) DO NOTHING / DO UPDATE SET ...
+excluded.col``, but SQLAlchemy builds that from a dialect's own ``insert``: a statement
+built with SQLite's cannot be compiled for PostgreSQL. ``OnConflict`` holds one built
+statement per dialect, made on first use and kept for the life of the process (the
+executor caches compiled forms by the statement object). ``greatest(a, b)`` is SQLite's
+two-argument ``max`` and PostgreSQL's ``GREATEST``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import GenericFunction
+
+__all__ = ["OnConflict", "greatest", "resolve"]
+
+_INSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+
+
+class OnConflict:
+    """``INSERT INTO table ... ON CONFLICT (index_elements) DO NOTHING`` (``update`` is None)
+    or ``DO UPDATE SET update(excluded)``, built for whichever dialect runs it."""
+
+    def __init__(
+        self,
+        table: Table,
+        index_elements: Sequence[str] | None = None,
+        *,
+        values: dict[str, Any] | None = None,
+        update: Callable[[Any], dict[str, Any]] | None = None,
+    ) -> None:
+        self._table = table
+        self._index_elements = list(index_elements) if index_elements is not None else None
+        self._values = values
+        self._update = update
+        self._built: dict[str, Any] = {}
+
+    def for_dialect(self, name: str) -> Any:
+        statement = self._built.get(name)
+        if statement is None:
+            statement = _INSERTS[name](self._table)
+            if self._values is not None:
+                statement = statement.values(**self._values)
+            if self._update is None:
+                statement = statement.on_conflict_do_nothing(index_elements=self._index_elements)
+            else:
+                statement = statement.on_conflict_do_update(
+                    index_elements=self._index_elements, set_=self._update(statement.excluded)
+                )
+            self._built[name] = statement
+        return statement
+
+
+def resolve(conn: Connection, statement: Any) -> Any:
+    """The statement to run on ``conn``: an ``OnConflict`` built for its dialect, else itself."""
+    if isinstance(statement, OnConflict):
+        return statement.for_dialect(conn.dialect.name)
+    return statement
+
+
+class greatest(GenericFunction[Any]):  # noqa: N801 - reads like the SQL function it is
+    """The larger of its arguments (SQLite: scalar ``max``; PostgreSQL: ``GREATEST``)."""
+
+    inherit_cache = True
+    name = "greatest"
+
+
+@compiles(greatest, "sqlite")
+def _greatest_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
+    return f"max({compiler.process(element.clauses, **kw)})"
