@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memstore.cli import CliError, Context, command, positive_int
+from memstore.cli import CliError, Context, command
+from memstore.cli_args import positive_int
 
 #: the defaults of the issue's "done when" run
 DEFAULT_EPISODES = 5

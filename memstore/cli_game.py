@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memstore.cli import CliError, Context, command, positive_int
+from memstore.cli import CliError, Context, command
+from memstore.cli_args import positive_int
 
 #: the walkthrough's length (``len(memstore.game.zork1_walkthrough())``, checked by a test):
 #: --moves is checked against it without importing jericho

@@ -17,7 +17,8 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memstore.cli import CliError, Context, add_global_options, command, plural, read_text
+from memstore.cli import CliError, Context, add_global_options, command
+from memstore.cli_args import plural, read_text
 
 __all__ = ["DEFAULT_MAP_MD", "ShownExits", "cmd_map", "exits_for_show"]
 

@@ -331,6 +331,66 @@ def test_an_empty_db_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> Non
     assert "--db" in usage_error(capsys, "stats", "--db", "")
 
 
+def test_db_is_a_path_or_url_and_the_store_says_which_urls_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL URLs come next: the parser accepts any URL and the store decides (today
+    # it refuses every URL but SQLite's with one line, exit code 1)
+    monkeypatch.delenv("MEMSTORE_DEBUG", raising=False)
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "database path or URL" in " ".join(capsys.readouterr().out.split())
+    for url in ("postgresql+psycopg://memstore@127.0.0.1:1/memstore", "mysql://u@127.0.0.1:1/m"):
+        for argv in (["--db", url, "stats"], ["show", "1", "--db", url], ["--db", url, "export"]):
+            code, out, err = run(capsys, *argv)
+            assert code == 1 and err.count("\n") == 1, (argv, err)
+            assert err.startswith("memstore: error: ") and "Traceback" not in err, err
+            assert "usage:" not in err
+
+
+class FakeServerError(Exception):
+    """A DBAPI error as psycopg raises it: a message and the server's SQLSTATE."""
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class OperationalError(FakeServerError):
+    """The driver's OperationalError (a connection that failed before any SQLSTATE)."""
+
+
+def test_a_database_server_that_cannot_serve_is_a_user_error_and_a_bad_statement_a_bug(
+    capsys: pytest.CaptureFixture[str], probe: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMSTORE_DEBUG", raising=False)
+    cases = [
+        (
+            FakeServerError("terminating connection\nDETAIL: x", "57P01"),
+            "error: terminating connection (SQLSTATE 57P01)",
+        ),
+        (
+            FakeServerError("could not extend file: No space left", "53100"),
+            "error: could not extend file: No space left (SQLSTATE 53100)",
+        ),
+        (
+            OperationalError("connection failed: Connection refused", None),
+            "error: connection failed: Connection refused",
+        ),
+        (FakeServerError('column "nope" does not exist', "42703"), "internal error: "),
+    ]
+    for orig, expected in cases:
+
+        def boom(orig: Exception = orig) -> None:
+            raise sqlalchemy.exc.OperationalError(STATEMENT, (SECRET,), orig)
+
+        probe["raise"] = boom
+        code, _out, err = run(capsys, "probe")
+        assert code == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"memstore: {expected}"), err
+        assert SECRET not in err and "INSERT" not in err and "DETAIL" not in err
+
+
 # --- --version ---------------------------------------------------------------------------------
 
 

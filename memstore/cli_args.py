@@ -1,0 +1,95 @@
+"""The command line's argument types and small text helpers (``type=`` functions, plurals,
+reading an input file): a bad value is argparse's usage error, exit code 2; an unreadable
+file one :class:`~memstore.errors.CliError` line, exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memstore.errors import CliError
+
+
+def database(value: str) -> str:
+    """``type=`` for --db: a database path or URL, never empty. Which URLs work is the
+    store's to say (``MemoryStore.open``: a one-line error, exit code 1), not the parser's."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a database path or URL, not an empty one")
+    return value
+
+
+#: the largest location number SQLite can store (a signed 64-bit integer)
+MAX_LOCATION_ID = 2**63 - 1
+#: --busy-timeout's ceiling: a day (SQLite takes milliseconds in an int)
+MAX_BUSY_TIMEOUT_S = 86_400.0
+
+
+def location_id(value: str) -> int:
+    """``type=`` for a location number: a usage error (exit 2) unless 0 to 2**63 - 1."""
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"location must be an integer (the Z-machine location number), got {value!r}"
+        ) from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"location must not be negative, got {number}")
+    if number > MAX_LOCATION_ID:
+        raise argparse.ArgumentTypeError(
+            f"location must be at most {MAX_LOCATION_ID} (SQLite's largest integer), got {number}"
+        )
+    return number
+
+
+def positive_int(value: str) -> int:
+    """``type=`` for a count that must be 1 or more (0 is refused, not read as "default")."""
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    if number > MAX_LOCATION_ID:  # SQLite takes no larger integer (a LIMIT, a count)
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LOCATION_ID}, got {number}")
+    return number
+
+
+def output_path(value: str) -> str:
+    """``type=`` for --out and --notes: a path, or - for standard output; never empty."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a file path, or - for standard output")
+    return value
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 memory``, ``2 memories``, ``0 locations``."""
+    if count == 1:
+        return f"{count} {singular}"
+    return f"{count} {plural_form or singular + 's'}"
+
+
+def read_text(path: str, what: str = "Memories.md") -> str:
+    """The UTF-8 text of the file ``path`` (a ``what`` file), or one CliError line."""
+    file = Path(path)
+    if file.is_dir():
+        raise CliError(f"{file} is a folder, not a {what} file")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:  # some name no file (ENOENT, EACCES); a read error (EIO) does not
+        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from exc
+
+
+def busy_timeout(value: str) -> float:
+    """``type=`` for --busy-timeout: a finite number of seconds, 0 to a day."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 <= seconds <= MAX_BUSY_TIMEOUT_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S:.0f}, got {value!r}"
+        )
+    return seconds

@@ -1,0 +1,219 @@
+"""``memstore export`` and ``memstore import``: Memories.md (and Notes.md) out of the
+database and a reviewed Memories.md back in."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from memstore.cli import PROG, CliError, Context, command
+from memstore.cli_args import output_path, plural, read_text
+
+DEFAULT_EXPORT = Path("game_files") / "Memories.md"
+DEFAULT_NOTES = Path("game_files") / "Notes.md"
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        type=output_path,
+        default=str(DEFAULT_EXPORT),
+        help=f"the file to write, or - for standard output (default: {DEFAULT_EXPORT}); "
+        "a symbolic link is written through, a device, FIFO or folder refused",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the file differs from the database",
+    )
+    parser.add_argument(
+        "--notes",
+        nargs="?",
+        const=str(DEFAULT_NOTES),
+        type=output_path,
+        default=None,
+        metavar="PATH",
+        help="also write the agent-flagged memories to PATH, or - for standard output "
+        f"(default when given without PATH: {DEFAULT_NOTES})",
+    )
+
+
+@command(
+    "export",
+    help="write the database's memories to Memories.md (atomically)",
+    configure=_configure_export,
+)
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    from exporters import render_memories_md
+    from memstore.export_file import check_target, export_check, write_atomically
+
+    stdout = "-"
+    if stdout in (args.out, args.notes):
+        if args.check:
+            raise CliError("--check compares files: it cannot be used with - (standard output)")
+        if args.out == args.notes:
+            raise CliError("--out - and --notes - would mix two files on standard output")
+        # the export goes to standard output: what is said about it, to standard error
+        info = Context(args, ctx.err, ctx.err)
+    else:
+        info = ctx
+    for path in (args.out, args.notes):  # refuse a device, FIFO or folder before any write
+        if path is not None and path != stdout:
+            ctx.refuse_database_file(path)
+            check_target(path)
+    with info.open_store(read_only=True) as store:
+        entries, base = store.export_snapshot()
+        notes = _notes_text(store) if args.notes else None
+    text = render_memories_md(entries, base)
+    count = sum(len(entry.memories) for entry in entries)
+    summary = f"{plural(len(entries), 'location')}, {plural(count, 'memory', 'memories')}"
+    outputs = [(args.out, text, summary)]
+    if notes is not None:
+        outputs.append((args.notes, notes, "agent-flagged memories"))
+    if args.check:
+        from memstore.cli_diff import check_report
+
+        stale = [
+            (path, content) for path, content, _what in outputs if not export_check(path, content)
+        ]
+        if not stale:
+            ctx.print(f"{args.out} is up to date ({summary})")
+            return 0
+        export_args = ["--out", args.out] + (["--notes", args.notes] if notes else [])
+        for path, content in stale:
+            report = check_report(path, content, args.db, export_args=export_args)
+            print(f"{PROG}: {report}", file=ctx.err)
+        return 1
+
+    def warn(message: str) -> None:
+        print(f"{PROG}: warning: {message}", file=ctx.err)
+
+    for path, content, what in outputs:
+        if path == stdout:
+            ctx.out.write(content)
+        else:
+            write_atomically(path, content, warn=warn)
+            info.print(f"wrote {path}: {what}")
+    return 0
+
+
+def _notes_text(store: Any) -> str:
+    from exporters import render_notes_md
+    from memstore.flagged import FlaggedMemories
+
+    return render_notes_md(FlaggedMemories(store).all())
+
+
+# --- import ------------------------------------------------------------------------------------
+
+
+def _configure_import(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the Memories.md file to read")
+    parser.add_argument(
+        "--apply", action="store_true", help="write the changes (without it: only print the plan)"
+    )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete database memories that were removed from the file",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="let --prune delete more than 10%% of the memories, or every one (empty file)",
+    )
+    side = parser.add_mutually_exclusive_group()
+    side.add_argument(
+        "--ours",
+        action="store_true",
+        help="resolve conflicts by keeping what the database has now",
+    )
+    side.add_argument(
+        "--theirs",
+        action="store_true",
+        help="resolve conflicts by taking what the file says",
+    )
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="apply the valid parts of a file that has problems or conflicts",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every memory and location that would change",
+    )
+
+
+def import_file(store: Any, text: str, *, prune: bool = False) -> tuple[Any, Any]:
+    """Parse ``text`` and plan its import into ``store``, 2-way: (ParseResult, ImportPlan).
+
+    For tools and benchmarks that look at a plan; ``memstore import`` itself plans and
+    writes in one transaction (``memstore.store_import.import_memories``).
+    """
+    from exporters import parse_memories_md
+    from memstore.importing import plan_import
+
+    parsed = parse_memories_md(text)
+    current = store.export_locations() if store is not None else []
+    plan = plan_import(current, parsed.locations, parsed.problems, source=text, prune=prune)
+    return parsed, plan
+
+
+@command(
+    "import",
+    help="merge a reviewed Memories.md into the database; --apply writes the changes",
+    configure=_configure_import,
+)
+def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.merge import Resolution
+    from memstore.store import MemoryStore
+    from memstore.store_import import import_memories
+
+    text = read_text(args.file)
+    options = {
+        "prune": args.prune,
+        "resolution": Resolution.OURS if args.ours else Resolution.THEIRS if args.theirs else None,
+        "skip_invalid": args.skip_invalid,
+        "force": args.force,
+    }
+    if ctx.db_exists():
+        with ctx.open_store(read_only=not args.apply) as store:
+            outcome = import_memories(store, text, apply=args.apply, **options)
+        return _report_import(args, ctx, outcome)
+    # No database yet: plan against an empty one, and create it only when there is work.
+    ctx.print(f"database: {ctx.db_display} (does not exist yet)")
+    from exporters import parse_memories_md
+
+    parsed = parse_memories_md(text)
+    with MemoryStore.open("sqlite://") as empty:
+        outcome = import_memories(empty, text, apply=False, parsed=parsed, **options)
+    if args.apply and outcome.refused is None and outcome.plan.has_changes:
+        with ctx.open_store(create=True) as store:
+            outcome = import_memories(store, text, apply=True, parsed=parsed, **options)
+    return _report_import(args, ctx, outcome)
+
+
+def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
+    plan = outcome.plan
+    ctx.print(f"import {args.file}:")
+    ctx.print(plan.summary(prune=args.prune))
+    if args.verbose and plan.has_changes:
+        ctx.print(plan.details())
+    if outcome.refused is not None:
+        raise CliError(f"{args.file}: {outcome.refused}")
+    if outcome.applied:
+        skipped = ""
+        if plan.problems or plan.conflicts:
+            skipped = " (the problems listed were skipped)"
+            if plan.conflicts and not args.skip_invalid:
+                side = "the database's side" if args.ours else "the file's side"
+                skipped = f" (conflicts resolved by taking {side})"
+        ctx.print(f"applied{skipped}")
+    elif args.apply:
+        ctx.print("nothing to apply: the database already matches the file")
+    else:
+        ctx.print("dry run: nothing written (use --apply to write)")
+    return 0
