@@ -50,8 +50,12 @@ def _current(ctx: Context) -> int:
     target = resolve_target(ctx.db)
     ctx.print(f"database: {target.display}")
     path = target.path
-    if path is None:  # an in-memory database is new every time: no schema yet
+    if path is None and target.url.get_backend_name() == "sqlite":
+        # an in-memory database is new every time: no schema yet
         ctx.print("revision: base (run `memstore db upgrade`)")
+        return 0
+    if path is None:  # a database server's URL: read its alembic_version table
+        _print_revision(ctx, _server_revision(target.url), HEAD_REVISION)
         return 0
     if not path.exists():
         raise CliError(f"no database at {target.display} (give --db PATH or set MEMSTORE_DB)")
@@ -67,13 +71,34 @@ def _current(ctx: Context) -> int:
         finally:
             probe.close()
         revision = row[0] if row else None
-    if revision == HEAD_REVISION:
+    _print_revision(ctx, revision, HEAD_REVISION)
+    return 0
+
+
+def _print_revision(ctx: Context, revision: str | None, head: str) -> None:
+    if revision == head:
         ctx.print(f"{revision} (head)")
     elif revision is None:
         ctx.print("base: no schema yet (run `memstore db upgrade`)")
     else:
-        ctx.print(f"{revision} (head is {HEAD_REVISION}: run `memstore db upgrade`)")
-    return 0
+        ctx.print(f"{revision} (head is {head}: run `memstore db upgrade`)")
+
+
+def _server_revision(url: Any) -> str | None:
+    """The revision in a database server's ``alembic_version`` table (None without one),
+    read in a transaction that is rolled back: nothing is created or written."""
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                return None
+            row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+            conn.rollback()
+    finally:
+        engine.dispose()
+    return None if row is None else str(row[0])
 
 
 @command("db", help="schema migrations: upgrade, current, history", configure=_configure_db)
