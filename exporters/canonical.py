@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import re
 
-from pydantic import ValidationError
-
 from exporters.escaping import unescape
 from exporters.memory_block import (
     HEADER_STARTS,
@@ -31,10 +29,18 @@ from exporters.memory_block import (
     location_numbers_problem,
     memory_numbers_problem,
 )
-from memstore.models import LocationInfo, LocationMemories, Memory, Status
-from memstore.prevalidated import location_from_fields, typed_location_memories, typed_memory
+from memstore.models import (
+    LocationMemories,
+    LocationRow,
+    LocationRows,
+    MemoryRow,
+    Status,
+    location_memories_of_rows,
+    location_row_problem,
+    memory_row_problem,
+)
 
-__all__ = ["read_canonical"]
+__all__ = ["read_canonical", "read_canonical_rows"]
 
 _TITLE = "# Location Memories"
 _MEMORIES = "### Memories"
@@ -54,7 +60,7 @@ _KINDS = {start[3:-2]: kind for kind, start in HEADER_STARTS.items()}
 #: of ``** *(`` (so that sre tries only the places where a ``*`` stands; a group that
 #: ended before it would be tried at every place): the reader drops that ``*``. A turn
 #: range that matches here but not in ``parse_turns`` (``12-``) is declined by
-#: ``typed_memory``.
+#: ``memory_row_problem``.
 _MEMORY_BLOCK = re.compile(
     r"\*\*\[([^]]+)\] ([^\n]*\*)\* \*\("
     r"Ep([0-9]{1,100}), T([0-9]{1,100}-?[0-9]{0,100})(, [+-][0-9]{1,100}|)\)\*"
@@ -73,7 +79,7 @@ _STRUCTURE_AFTER_BREAK = re.compile(r"\n(?:[#*\[ \t]|---)")
 _SUPERSEDED = Status.SUPERSEDED
 
 
-def _location(block: str) -> LocationInfo | None:
+def _location(block: str) -> LocationRow | None:
     match = _LOCATION.fullmatch(block)
     if match is None:
         return None
@@ -82,10 +88,8 @@ def _location(block: str) -> LocationInfo | None:
     episodes = () if raw_episodes == "none" else tuple(map(int, raw_episodes.split(", ")))
     if location_numbers_problem(location_id, visits, episodes) is not None:
         return None  # the line parser says what is wrong
-    try:
-        return location_from_fields(location_id, unescape(raw_name), visits, episodes)
-    except ValidationError:
-        return None
+    row = LocationRow(location_id, unescape(raw_name), visits, tuple(sorted(set(episodes))))
+    return row if location_row_problem(row) is None else None
 
 
 def _plain_text(body: str) -> bool:
@@ -107,6 +111,13 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
     when the result is not None, ``parse_memories_md(text)`` reads the same locations
     with no problem.
     """
+    rows = read_canonical_rows(text)
+    return None if rows is None else [location_memories_of_rows(entry) for entry in rows]
+
+
+def read_canonical_rows(text: str) -> list[LocationRows] | None:
+    """``read_canonical`` as plain rows (``memstore.models.LocationRows``), checked
+    against the model's rules but with no pydantic object built."""
     if not text.endswith("\n"):
         return None
     blocks = iter(text[:-1].split("\n\n"))
@@ -115,13 +126,13 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
     block_match = _MEMORY_BLOCK.fullmatch
     kinds, episodes, scores, short = _KINDS, _EPISODES, _SCORES, SHORT_DIGITS
     seen: set[int] = set()
-    locations: list[LocationMemories] = []
+    locations: list[LocationRows] = []
     for block in blocks:  # a location's header
         info = _location(block)
         if info is None or info.id in seen or next(blocks, None) != _MEMORIES:
             return None
         seen.add(info.id)
-        memories: list[Memory] = []
+        memories: list[MemoryRow] = []
         for block in blocks:  # its memories, up to its separator
             if block == _SEPARATOR:
                 break
@@ -149,7 +160,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                 # The common case: no reference line, no strike-through.
                 if not _plain_text(body):
                     return None
-                memory = typed_memory(
+                memory = MemoryRow(
                     category,
                     title,
                     unescape(body) if "\\" in body else body,
@@ -159,7 +170,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
                     persistence,
                     status,
                 )
-                if memory is None:
+                if memory_row_problem(memory) is not None:
                     return None
             else:
                 reference = None
@@ -187,7 +198,6 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
             memories.append(memory)
         else:
             return None  # the file ends inside a location
-        # Every memory here came from a builder that checked it: no need to check again.
-        locations.append(typed_location_memories(info, tuple(memories)))
+        locations.append(LocationRows(info, tuple(memories)))
     locations.sort(key=lambda entry: entry.location.id)
     return locations

@@ -3,7 +3,8 @@
 Shared by the line parser (``exporters.parse``), which reads any file and explains what
 it cannot read, and the canonical reader (``exporters.canonical``), which reads files in
 exactly the renderer's layout in one pass over their blank-line blocks. Both turn the
-pieces of a memory into a ``Memory`` here, so they cannot disagree on what a memory is.
+pieces of a memory into a ``MemoryRow`` here, checked against the model's rules
+(``memstore.models.memory_row_problem``), so they cannot disagree on what a memory is.
 
 The numbers of a file must fit where they are stored: SQLite keeps integers as signed
 64-bit numbers, so a location id, visit count, episode, turn, score change or reference
@@ -21,8 +22,14 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from exporters.escaping import unescape
-from memstore.models import Category, Memory, Persistence, Status
-from memstore.prevalidated import memory_from_fields
+from memstore.models import (
+    Category,
+    MemoryRow,
+    Persistence,
+    Status,
+    memory_of_row,
+    memory_row_problem,
+)
 
 #: Well-formed headers as written by the renderer, read in one match; older or broken
 #: headers go through the detailed checks of the line parser, which say what is wrong.
@@ -147,12 +154,12 @@ def build_memory(
     score_change: int | None,
     reference: re.Match[str] | None,
     escaped_text: str,
-) -> Memory | Skipped:
+) -> MemoryRow | Skipped:
     """The memory of a header, an optional REFERENCE match and the text lines as written.
 
     ``escaped_text`` is the memory's text lines joined by line breaks, still escaped and,
     for a SUPERSEDED memory, maybe struck through (``~~...~~`` over all the lines).
-    Returns the ``Memory``, or why it must be skipped.
+    Returns the memory's row (one ``Memory`` accepts), or why it must be skipped.
 
     A reference line without ``EpN`` was made in the memory's own episode (the renderer
     writes ``EpN`` only for another one), except a line that names nothing else either
@@ -214,23 +221,34 @@ def build_memory(
             invalidation_reason = unescape(reason)
     # unescape works across line breaks as it does line by line: no escape is
     # ``\`` followed by a line break, so a backslash at the end of a line stays as it is.
+    row = MemoryRow(
+        category,
+        title,
+        unescape(escaped_text),
+        episode,
+        turns,
+        score_change,
+        persistence,
+        status,
+        superseded_by,
+        superseded_at_turn,
+        superseded_at_episode,
+        invalidation_reason,
+    )
+    if memory_row_problem(row) is None:
+        return row
+    return refused(row) or row
+
+
+def refused(row: MemoryRow) -> Skipped | None:
+    """Why the model refuses a row, in pydantic's words (None if it accepts it after all)."""
     try:
-        return memory_from_fields(
-            category,
-            title,
-            unescape(escaped_text),
-            episode,
-            turns,
-            score_change,
-            persistence,
-            status,
-            superseded_by,
-            superseded_at_turn,
-            superseded_at_episode,
-            invalidation_reason,
-        )
+        memory_of_row(row)
     except ValidationError as error:
-        return Skipped(f"memory {clip(title)!r} is invalid ({first_error(error)}): memory skipped")
+        return Skipped(
+            f"memory {clip(row.title)!r} is invalid ({first_error(error)}): memory skipped"
+        )
+    return None
 
 
 def first_error(error: ValidationError) -> str:

@@ -19,13 +19,15 @@ from memstore.map_graph import MapEvent
 from memstore.models import (
     Category,
     Memory,
+    MemoryRow,
     Persistence,
     Status,
     blank_for_sqlite,
     format_turns,
+    memory_of_row,
+    memory_row_problem,
     parse_turns,
 )
-from memstore.prevalidated import memory_from_fields
 from memstore.schema import synthesis_decisions
 
 
@@ -183,28 +185,48 @@ def to_memory(row: Any) -> Memory:
     """The Memory of a stored row. A row the model refuses (a damaged database: a wrong
     type or an impossible value written around memstore) raises DamagedDatabase, one line
     that points at ``memstore check``."""
+    memory_row = stored_row(row)
     try:
-        return _to_memory(row)
+        return memory_of_row(memory_row)
     except (ValueError, TypeError) as exc:  # a pydantic ValidationError too
-        first = str(exc).strip().splitlines()
-        detail = first[1].strip() if len(first) > 1 else (first[0] if first else "")
-        raise DamagedDatabase(
-            f"a stored memory cannot be read (title {str(row.title)[:60]!r}: {detail[:120]}); "
-            f"run `memstore check` to list what is damaged"
-        ) from exc
+        raise _damaged(row, exc) from exc
 
 
-def _to_memory(row: Any) -> Memory:
-    # Enum members looked up by value; a value that is none (a damaged row) goes to
-    # memory_from_fields as it is, and so to Memory(...), which refuses it.
+def to_memory_row(row: Any) -> MemoryRow:
+    """The MemoryRow of a stored row, checked against the model's rules (no pydantic object
+    when it passes); DamagedDatabase, as ``to_memory`` says it, when it does not."""
+    memory_row = stored_row(row)
+    if memory_row_problem(memory_row) is not None:
+        to_memory(row)  # raises DamagedDatabase, with pydantic's words for what is wrong
+    return memory_row
+
+
+def _damaged(row: Any, exc: Exception) -> DamagedDatabase:
+    first = str(exc).strip().splitlines()
+    detail = first[1].strip() if len(first) > 1 else (first[0] if first else "")
+    return DamagedDatabase(
+        f"a stored memory cannot be read (title {str(row.title)[:60]!r}: {detail[:120]}); "
+        f"run `memstore check` to list what is damaged"
+    )
+
+
+def stored_row(row: Any) -> MemoryRow:
+    """A stored memory row (the columns of ``queries.load_query`` or ``memory_history``) as a
+    MemoryRow, unchecked. Enum members are looked up by value; a value that is none (a
+    damaged row) stays as it is, and the check or the model refuses it."""
     status = STATUS_OF.get(row.status, row.status)
     superseded = status is Status.SUPERSEDED
-    return memory_from_fields(
+    start, end = row.turn_start, row.turn_end
+    if type(start) is int and (end is None or type(end) is int):
+        turns = str(start) if end is None else f"{start}-{end}"
+    else:
+        turns = format_turns(start, end)
+    return MemoryRow(
         CATEGORY_OF.get(row.category, row.category),
         row.title,
         row.text,
         row.episode,
-        format_turns(row.turn_start, row.turn_end),
+        turns,
         row.score_change,
         PERSISTENCE_OF.get(row.persistence, row.persistence),
         status,

@@ -1,0 +1,425 @@
+"""The line parser of Memories.md: reads any file line by line and explains what it cannot.
+
+Used by ``exporters.parse`` for every file the canonical block reader
+(``exporters.canonical``) declines (an older file, a hand edit that breaks the renderer's
+layout, a problem to report with its line number). It builds memories as checked
+``MemoryRow``s through ``exporters.memory_block``, as the block reader does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from exporters.escaping import unescape
+from exporters.memory_block import (
+    CATEGORIES,
+    FAST_HEADER,
+    PERSISTENCES,
+    REFERENCE,
+    REFERENCE_STARTS,
+    STATUSES,
+    Skipped,
+    build_memory,
+    clip,
+    first_error,
+    header_fields,
+    location_numbers_problem,
+)
+from memstore.models import (
+    Category,
+    LocationInfo,
+    LocationRow,
+    LocationRows,
+    MemoryRow,
+    Persistence,
+    Status,
+    location_row_problem,
+)
+
+__all__ = ["Problem", "read_line_by_line"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something in the file that could not be read: its 1-based line and what was wrong."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
+_LOCATION = re.compile(r"##[ \t]+Location[ \t]+([0-9]{1,100})[ \t]*:[ \t]?(.*)")
+_MEMORIES_HEADING = re.compile(r"###[ \t]+Memories[ \t]*")
+_TITLE_HEADING = re.compile(r"#[ \t]+Location[ \t]+Memories[ \t]*")
+_VISITS = re.compile(
+    r"\*\*Visits:\*\*[ \t]*([0-9]{1,100})[ \t]*\|[ \t]*\*\*Episodes:\*\*[ \t]*(.*?)[ \t]*"
+)
+_HEADER = re.compile(r"\*\*\[([^\]]*)\] ?(.*)\*\* \*\(([^)]*)\)\*[ \t]*")
+_METADATA = re.compile(
+    r"[ \t]*(?:Ep(?:ep_)?([0-9]{1,100})[ \t]*,[ \t]*)?"
+    r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
+)
+_MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
+
+#: First characters of lines that may be structure (or blank); others are always text.
+_STRUCTURE_STARTS = frozenset("#*- \t")
+
+_NO_EPISODES = frozenset({"", "none", "-", "—"})
+
+
+class _PendingMemory:
+    """A memory whose header was read; its text lines follow until the memory ends."""
+
+    __slots__ = (
+        "line",
+        "category",
+        "persistence",
+        "status",
+        "title",
+        "episode",
+        "turns",
+        "score_change",
+        "reference",
+        "reference_line",
+        "text",
+    )
+
+    def __init__(
+        self,
+        line: int,
+        category: Category,
+        persistence: Persistence,
+        status: Status,
+        title: str,
+        episode: int,
+        turns: str,
+        score_change: int | None,
+    ) -> None:
+        self.line = line
+        self.category = category
+        self.persistence = persistence
+        self.status = status
+        self.title = title
+        self.episode = episode
+        self.turns = turns
+        self.score_change = score_change
+        self.reference: re.Match[str] | None = None
+        self.reference_line = 0
+        self.text: list[str] = []
+
+
+@dataclass(slots=True)
+class _PendingLocation:
+    line: int
+    id: int
+    name: str
+    visit_count: int = 0
+    episodes: tuple[int, ...] = ()
+    visits_seen: bool = False
+    memories: list[MemoryRow] = field(default_factory=list)
+
+
+class _Parser:
+    def __init__(self) -> None:
+        self.locations: list[LocationRows] = []
+        self.problems: list[Problem] = []
+        self.seen_ids: set[int] = set()
+        self.location: _PendingLocation | None = None
+        self.memory: _PendingMemory | None = None
+        # True while the lines belong to a memory or location that is being skipped.
+        self.skipping_memory = False
+        self.skipping_location = False
+        self.in_stray_text = False
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(line, message))
+
+    def finish_memory(self) -> None:
+        pending = self.memory
+        self.memory = None
+        self.skipping_memory = False
+        if pending is None:
+            return
+        location = self.location
+        assert location is not None
+        memory = build_memory(
+            pending.category,
+            pending.persistence,
+            pending.status,
+            pending.title,
+            pending.episode,
+            pending.turns,
+            pending.score_change,
+            pending.reference,
+            "\n".join(pending.text),
+        )
+        if isinstance(memory, Skipped):
+            line = pending.reference_line if memory.at_reference else pending.line
+            self.problem(line, memory.message)
+            return
+        location.memories.append(memory)
+
+    def finish_location(self) -> None:
+        self.finish_memory()
+        pending = self.location
+        self.location = None
+        self.skipping_location = False
+        if pending is None:
+            return
+        info = LocationRow(
+            pending.id, pending.name, pending.visit_count, tuple(sorted(set(pending.episodes)))
+        )
+        if location_row_problem(info) is not None:
+            try:
+                LocationInfo(**info._asdict())
+            except ValidationError as error:
+                self.problem(
+                    pending.line,
+                    f"location {pending.id} is invalid ({first_error(error)}): location skipped",
+                )
+                return
+        self.locations.append(LocationRows(info, tuple(pending.memories)))
+
+    # -- line kinds ------------------------------------------------------------------
+
+    def heading(self, number: int, line: str) -> None:
+        self.in_stray_text = False
+        if line.startswith("##") and not line.startswith("###"):
+            self.location_header(number, line)
+            return
+        self.finish_memory()
+        if line.startswith("### "):
+            if _MEMORIES_HEADING.fullmatch(line) is None:
+                self.problem(number, f"unexpected heading {clip(line)!r} ignored")
+            return
+        if line.startswith("# ") and _TITLE_HEADING.fullmatch(line) is not None:
+            return
+        self.problem(number, f"unexpected heading {clip(line)!r} ignored")
+
+    def location_header(self, number: int, line: str) -> None:
+        self.finish_location()
+        match = _LOCATION.fullmatch(line)
+        if match is None:
+            self.skipping_location = True
+            self.problem(
+                number,
+                f"malformed location header {clip(line)!r} (expected '## Location <id>: <name>'): "
+                f"section skipped up to the next location header",
+            )
+            return
+        location_id = int(match.group(1))
+        numbers = location_numbers_problem(location_id, 0, ())
+        if numbers is not None:
+            self.skipping_location = True
+            self.problem(number, f"{numbers}: section skipped up to the next location header")
+            return
+        if location_id in self.seen_ids:
+            self.skipping_location = True
+            self.problem(
+                number,
+                f"duplicate location id {location_id}: this section is skipped, "
+                f"the first one is kept",
+            )
+            return
+        self.seen_ids.add(location_id)
+        self.location = _PendingLocation(number, location_id, unescape(match.group(2)))
+
+    def visits(self, number: int, line: str) -> None:
+        self.in_stray_text = False
+        self.finish_memory()
+        if self.skipping_location:
+            return
+        location = self.location
+        if location is None:
+            self.problem(number, "visits line outside any location ignored")
+            return
+        if location.visits_seen or location.memories:
+            self.problem(number, f"unexpected visits line in location {location.id} ignored")
+            return
+        match = _VISITS.fullmatch(line)
+        if match is None:
+            self.problem(
+                number,
+                f"malformed visits line {clip(line)!r} (expected '**Visits:** N | **Episodes:** "
+                f"1, 2'): location {location.id} kept with 0 visits and no episodes",
+            )
+            return
+        visit_count = int(match.group(1))
+        numbers = location_numbers_problem(location.id, visit_count, ())
+        if numbers is None:
+            raw_episodes = match.group(2)
+            try:
+                episodes = (
+                    ()
+                    if raw_episodes.lower() in _NO_EPISODES
+                    else tuple(int(part.strip(" \t")) for part in raw_episodes.split(","))
+                )
+            except ValueError:
+                self.problem(
+                    number,
+                    f"malformed episode list {clip(raw_episodes)!r}: location {location.id} "
+                    f"kept with {visit_count} visits and no episodes",
+                )
+                episodes = ()
+            numbers = location_numbers_problem(location.id, visit_count, episodes)
+        if numbers is not None:
+            self.location = None
+            self.skipping_location = True
+            self.problem(number, f"{numbers}: location {location.id} skipped")
+            return
+        location.visits_seen = True
+        location.visit_count = visit_count
+        location.episodes = episodes
+
+    def memory_header(self, number: int, line: str) -> None:
+        self.in_stray_text = False
+        self.finish_memory()
+        if self.skipping_location:
+            self.skipping_memory = True
+            return
+        if self.location is None:
+            self.skipping_memory = True
+            self.problem(number, "memory outside any location (no '## Location' above) skipped")
+            return
+        fast = FAST_HEADER.fullmatch(line)
+        if fast is not None:
+            self.memory = _PendingMemory(number, *header_fields(fast))
+            return
+        self.skipping_memory = True  # until the header proves valid
+        match = _HEADER.fullmatch(line)
+        if match is None:
+            self.problem(
+                number,
+                "malformed memory header (expected '**[CATEGORY - PERSISTENCE] Title** "
+                "*(EpN, Tn, +s)*'): memory skipped",
+            )
+            return
+        marker, raw_title, raw_metadata = match.groups()
+        title = unescape(raw_title)
+        parts = _MARKER_SPLIT.split(marker.strip())
+        category = CATEGORIES.get(parts[0].upper())
+        if category is None:
+            self.problem(
+                number,
+                f"unknown category {clip(parts[0])!r} (expected one of "
+                f"{', '.join(CATEGORIES)}): memory {clip(title)!r} skipped",
+            )
+            return
+        persistence: Persistence | None = None
+        status: Status | None = None
+        for part in parts[1:]:
+            word = part.upper()
+            if word in PERSISTENCES and persistence is None:
+                persistence = PERSISTENCES[word]
+            elif word in STATUSES and status is None:
+                status = STATUSES[word]
+            else:
+                self.problem(
+                    number,
+                    f"unknown or repeated marker {clip(part)!r} in [{clip(marker)}] "
+                    f"(expected CORE or PERMANENT, then TENTATIVE or SUPERSEDED): "
+                    f"memory {clip(title)!r} skipped",
+                )
+                return
+        if persistence is Persistence.EPHEMERAL:
+            self.problem(
+                number,
+                f"EPHEMERAL memory {clip(title)!r} skipped: ephemeral memories are never "
+                f"written to Memories.md",
+            )
+            return
+        metadata = _METADATA.fullmatch(raw_metadata)
+        if metadata is None:
+            self.problem(
+                number,
+                f"malformed metadata {clip(raw_metadata)!r} "
+                f"(expected 'EpN, Tn' or 'EpN, Tn-m, +s'): memory {clip(title)!r} skipped",
+            )
+            return
+        episode, turns, score = metadata.groups()
+        self.skipping_memory = False
+        self.memory = _PendingMemory(
+            number,
+            category,
+            persistence or Persistence.PERMANENT,
+            status or Status.ACTIVE,
+            title,
+            int(episode) if episode is not None else 1,
+            turns,
+            int(score) if score is not None else None,
+        )
+
+    def reference(self, number: int, line: str) -> None:
+        memory = self.memory
+        assert memory is not None
+        match = REFERENCE.fullmatch(line)
+        if match is None:
+            self.memory = None
+            self.skipping_memory = True
+            self.problem(
+                number,
+                f"malformed reference line {clip(line)!r} "
+                f"(expected '[Superseded at Tn by \"title\"]' or "
+                f"'[Invalidated at Tn: \"reason\"]'): memory {clip(memory.title)!r} skipped",
+            )
+            return
+        memory.reference = match
+        memory.reference_line = number
+
+    def text_line(self, number: int, line: str) -> None:
+        memory = self.memory
+        if memory is not None:
+            if not memory.text and memory.reference is None and line.startswith(REFERENCE_STARTS):
+                self.reference(number, line)
+                return
+            memory.text.append(line)
+            return
+        if self.skipping_memory or self.skipping_location:
+            return
+        if not self.in_stray_text:
+            self.in_stray_text = True
+            self.problem(number, "text outside any memory ignored")
+
+    def run(self, text: str) -> tuple[list[LocationRows], list[Problem]]:
+        lines = text.split("\n")
+        for number, line in enumerate(lines, 1):
+            first = line[:1]
+            if first and first not in _STRUCTURE_STARTS:
+                # The common case, kept inline: a line of text under a memory.
+                pending = self.memory
+                if pending is not None and (pending.text or first != "["):
+                    pending.text.append(line)
+                else:
+                    self.text_line(number, line)
+            elif not line.strip(" \t"):
+                self.in_stray_text = False
+                if self.memory is not None or self.skipping_memory:
+                    self.finish_memory()
+            elif first == "#" and _HEADING.match(line) is not None:
+                self.heading(number, line)
+            elif first == "*" and line.startswith("**["):
+                self.memory_header(number, line)
+            elif first == "*" and line.startswith("**Visits:**"):
+                self.visits(number, line)
+            elif first == "-" and line.startswith("---") and not line.strip(" \t-"):
+                self.in_stray_text = False
+                self.finish_memory()
+            else:
+                self.text_line(number, line)
+        self.finish_location()
+        self.locations.sort(key=lambda entry: entry.location.id)
+        return self.locations, self.problems
+
+
+def read_line_by_line(text: str) -> tuple[list[LocationRows], list[Problem]]:
+    """The locations (sorted by id) and problems of a Memories.md body (``\\n`` line
+    endings, no byte-order mark, no base line), read line by line. Never raises."""
+    return _Parser().run(text)
