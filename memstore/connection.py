@@ -1,5 +1,10 @@
 """Opening a memstore database: checks before touching a file, and the one connection.
 
+SQLite (a file path or ``sqlite://`` URL) is the embedded default; a ``postgresql://`` URL
+is a server shared by many agents (memstore.pg_connection holds what differs there: the
+ephemeral tier in the connection's temporary schema, writers serialised by an advisory
+lock as SQLite's ``BEGIN IMMEDIATE`` serialises them).
+
 The ephemeral tier is an in-memory database ATTACHed to a connection. With a pool, every
 pooled connection would get its own, different in-memory database, so the engine uses a
 StaticPool: exactly one DBAPI connection for the life of the store. Correct by construction.
@@ -17,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
@@ -46,20 +51,40 @@ class Target:
     path: Path | None  # None for an in-memory main database
 
     @property
+    def is_server(self) -> bool:
+        """True for a PostgreSQL server database (shared by many processes and machines)."""
+        return self.url.get_backend_name() == "postgresql"
+
+    @property
     def display(self) -> str:
+        if self.is_server:
+            return self.url.render_as_string(hide_password=True)
         return str(self.path) if self.path is not None else "in-memory database"
 
 
 def resolve_target(path_or_url: str | Path) -> Target:
-    """Accept a file path or a SQLAlchemy URL; only SQLite can hold the ephemeral tier."""
+    """Accept a file path, a SQLite URL or a PostgreSQL URL (driven by psycopg 3)."""
     if isinstance(path_or_url, Path) or "://" not in str(path_or_url):
         path = Path(path_or_url).expanduser().resolve()
         return Target(URL.create("sqlite", database=str(path)), path)
-    url = make_url(str(path_or_url))
-    if url.get_backend_name() != "sqlite":
+    try:
+        url = make_url(str(path_or_url))
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy's ArgumentError and ValueError alike
+        raise UnsupportedDatabase(f"not a database URL: {path_or_url!r} ({exc})") from None
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        if url.get_driver_name() not in ("psycopg", "postgresql"):
+            raise UnsupportedDatabase(
+                f"memstore talks to PostgreSQL through psycopg 3: use a "
+                f"postgresql+psycopg:// URL, not {url.drivername}://"
+            )
+        if not url.database:
+            raise UnsupportedDatabase("a PostgreSQL URL must name its database (.../DBNAME)")
+        return Target(url.set(drivername="postgresql+psycopg"), None)
+    if backend != "sqlite":
         raise UnsupportedDatabase(
-            f"memstore needs SQLite (its ephemeral tier is an attached in-memory SQLite "
-            f"database); got a {url.get_backend_name()!r} URL"
+            f"memstore runs on SQLite (a path or sqlite:// URL) or PostgreSQL "
+            f"(postgresql+psycopg://...); got a {backend!r} URL"
         )
     if url.database in (None, "", ":memory:"):
         return Target(url.set(drivername="sqlite", database=":memory:"), None)
@@ -75,6 +100,11 @@ def check_existing(target: Target) -> bool:
     and SchemaOutOfDate ("at base") for a memstore database downgraded below its first
     revision (alembic's version table, empty, and nothing else).
     """
+    if target.is_server:
+        from memstore.pg_connection import server_tables
+
+        tables, version = server_tables(target)
+        return judge_schema(target.display, tables, version, kind="PostgreSQL")
     path = target.path
     if path is None or not path.exists():
         return True
@@ -102,6 +132,13 @@ def check_existing(target: Target) -> bool:
         raise NotAMemstoreDatabase(
             f"{path} cannot be read as SQLite ({exc}); left untouched"
         ) from exc
+    return judge_schema(str(path), tables, version)
+
+
+def judge_schema(path: str, tables: set[str], version: str | None, kind: str = "SQLite") -> bool:
+    """What the tables of a database and its alembic revision make it: True when it is new
+    (no tables), False at the head revision; otherwise the one-line error that says why
+    memstore will not open it."""
     if not tables:
         return True
     if version is None and {n for n in tables if not n.startswith("sqlite_")} == {
@@ -114,7 +151,7 @@ def check_existing(target: Target) -> bool:
         )
     if "alembic_version" not in tables or "memories" not in tables:
         raise NotAMemstoreDatabase(
-            f"{path} is a SQLite database but not a memstore database "
+            f"{path} is a {kind} database but not a memstore database "
             f"(tables: {', '.join(sorted(tables))}); left untouched"
         )
     if version == HEAD_REVISION:
@@ -149,6 +186,8 @@ def read_only_uri(path: Path) -> str:
 
 def check_writable(target: Target) -> None:
     """Refuse, in one line, to open for writing a database the process cannot write."""
+    if target.is_server:
+        return  # the server says so at the first write (ReadOnlyDatabase then)
     path = target.path
     if path is None:
         return
@@ -169,6 +208,10 @@ def create_store_engine(
     ``read_only`` opens the file for reading only (``read_only_uri``): no schema is created,
     the journal mode is left as it is, and any write fails (ReadOnlyDatabase).
     """
+    if target.is_server:
+        from memstore.pg_connection import create_server_engine
+
+        return create_server_engine(target, busy_timeout_s, read_only=read_only)
     if read_only and target.path is not None:
         uri = read_only_uri(target.path)
         engine = create_engine(
@@ -209,3 +252,31 @@ def create_store_engine(
         connection.connection.driver_connection.execute(begin)
 
     return engine
+
+
+def change_token(conn: Connection) -> object:
+    """A value that changes whenever another connection commits to the database: SQLite's
+    ``PRAGMA data_version``; on PostgreSQL, the server's current snapshot."""
+    driver = conn.connection.driver_connection
+    if conn.dialect.name == "postgresql":
+        from memstore.pg_connection import change_token as server_change_token
+
+        return server_change_token(driver)
+    return driver.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """ "busy" for a lock not granted within the busy timeout, "read-only" for a write the
+    database refused as read-only, else None (SQLite's and PostgreSQL's errors alike)."""
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlstate", None)
+    if code is not None:  # PostgreSQL: lock_not_available, read_only_sql_transaction
+        return {"55P03": "busy", "25006": "read-only"}.get(code)
+    if not isinstance(orig, sqlite3.OperationalError):
+        return None
+    message = str(orig)
+    if "readonly" in message or "read-only" in message:
+        return "read-only"
+    if "locked" in message or "busy" in message:
+        return "busy"
+    return None

@@ -13,20 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Boolean, Connection, String, Table
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.functions import GenericFunction
+from sqlalchemy.sql.functions import FunctionElement, GenericFunction
 
-__all__ = ["OnConflict", "greatest", "resolve"]
+__all__ = ["OnConflict", "greatest", "holds_integer", "json_text", "resolve"]
 
 _INSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 class OnConflict:
     """``INSERT INTO table ... ON CONFLICT (index_elements) DO NOTHING`` (``update`` is None)
-    or ``DO UPDATE SET update(excluded)``, built for whichever dialect runs it."""
+    or ``DO UPDATE SET update(excluded) [WHERE where(excluded)]``, with ``RETURNING``
+    columns if given, built for whichever dialect runs it."""
 
     def __init__(
         self,
@@ -35,11 +36,15 @@ class OnConflict:
         *,
         values: dict[str, Any] | None = None,
         update: Callable[[Any], dict[str, Any]] | None = None,
+        where: Callable[[Any], Any] | None = None,
+        returning: Sequence[Any] = (),
     ) -> None:
         self._table = table
         self._index_elements = list(index_elements) if index_elements is not None else None
         self._values = values
         self._update = update
+        self._where = where
+        self._returning = tuple(returning)
         self._built: dict[str, Any] = {}
 
     def for_dialect(self, name: str) -> Any:
@@ -51,9 +56,14 @@ class OnConflict:
             if self._update is None:
                 statement = statement.on_conflict_do_nothing(index_elements=self._index_elements)
             else:
+                excluded = statement.excluded
                 statement = statement.on_conflict_do_update(
-                    index_elements=self._index_elements, set_=self._update(statement.excluded)
+                    index_elements=self._index_elements,
+                    set_=self._update(excluded),
+                    where=self._where(excluded) if self._where is not None else None,
                 )
+            if self._returning:
+                statement = statement.returning(*self._returning)
             self._built[name] = statement
         return statement
 
@@ -75,3 +85,45 @@ class greatest(GenericFunction[Any]):  # noqa: N801 - reads like the SQL functio
 @compiles(greatest, "sqlite")
 def _greatest_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
     return f"max({compiler.process(element.clauses, **kw)})"
+
+
+class json_text(FunctionElement[str]):  # noqa: N801 - reads like an SQL function
+    """The text at ``path`` (keys) inside a JSON document held in a text column: SQLite's
+    ``json_extract(col, '$.a.b')``, PostgreSQL's ``CAST(col AS json) #>> '{a,b}'``."""
+
+    type = String()
+    inherit_cache = False
+
+    def __init__(self, column: Any, *path: str) -> None:
+        self.path = path
+        super().__init__(column)
+
+
+@compiles(json_text, "sqlite")
+def _json_text_sqlite(element: json_text, compiler: Any, **kw: Any) -> str:
+    document = compiler.process(element.clauses, **kw)
+    return f"json_extract({document}, '$.{'.'.join(element.path)}')"
+
+
+@compiles(json_text, "postgresql")
+def _json_text_postgresql(element: json_text, compiler: Any, **kw: Any) -> str:
+    document = compiler.process(element.clauses, **kw)
+    return f"(CAST({document} AS json) #>> '{{{','.join(element.path)}}}')"
+
+
+class holds_integer(FunctionElement[bool]):  # noqa: N801 - reads like an SQL function
+    """True where an INTEGER column really holds an integer: SQLite stores any type in any
+    column (``typeof(col) = 'integer'``); PostgreSQL's typed columns always do."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
+@compiles(holds_integer, "sqlite")
+def _holds_integer_sqlite(element: holds_integer, compiler: Any, **kw: Any) -> str:
+    return f"typeof({compiler.process(element.clauses, **kw)}) = 'integer'"
+
+
+@compiles(holds_integer, "postgresql")
+def _holds_integer_postgresql(element: holds_integer, compiler: Any, **kw: Any) -> str:
+    return f"({compiler.process(element.clauses, **kw)} IS NOT NULL)"

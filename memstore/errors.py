@@ -26,7 +26,12 @@ class StoreBusy(MemstoreError):
 
 
 class UnsupportedDatabase(MemstoreError):
-    """Only SQLite URLs can hold the attached in-memory ephemeral tier."""
+    """Not a database memstore runs on: a SQLite path or URL, or a PostgreSQL URL."""
+
+
+class DatabaseUnavailable(MemstoreError):
+    """The database server refused the connection (down, wrong credentials, no such
+    database); the message is the server's reason, on one line."""
 
 
 class MemoryNotFound(MemstoreError):

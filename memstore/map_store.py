@@ -46,8 +46,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import Connection as SQLConnection
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.connection import change_token
+from memstore.dialect import OnConflict
 from memstore.executor import run, run_many
 from memstore.map_graph import (
     BLOCKED,
@@ -78,45 +79,52 @@ __all__ = ["MapStore", "MapView", "read_graph", "read_room", "write_map_events"]
 # --- statements, built once ---------------------------------------------------------------------
 
 _EMPTY: ColumnElement[str] = literal_column("''")
-_room = sqlite_insert(map_rooms).values(id=bindparam("id"), name=bindparam("name"))
 #: a room, named when the game gave a name ("" until then); a new name replaces the old
-_UPSERT_ROOM = _room.on_conflict_do_update(
-    index_elements=["id"],
-    set_={"name": _room.excluded.name},
-    where=and_(_room.excluded.name != _EMPTY, map_rooms.c.name != _room.excluded.name),
+_UPSERT_ROOM = OnConflict(
+    map_rooms,
+    ["id"],
+    values={"id": bindparam("id"), "name": bindparam("name")},
+    update=lambda excluded: {"name": excluded.name},
+    where=lambda excluded: and_(excluded.name != _EMPTY, map_rooms.c.name != excluded.name),
 )
 
-_moved = sqlite_insert(map_connections).values(
-    from_id=bindparam("from_id"),
-    action=bindparam("action"),
-    action_key=bindparam("action_key"),
-    direction=bindparam("direction"),
-    to_id=bindparam("to_id"),
-    verifications=literal_column("1"),
-    failures=literal_column("0"),
-    first_episode=bindparam("episode"),
-    first_turn=bindparam("turn"),
-    last_episode=bindparam("episode"),
-    last_turn=bindparam("turn"),
-)
-_same_destination = map_connections.c.to_id == _moved.excluded.to_id
-#: a move: one more verification, or a new destination (verifications restart at 1 and the
-#: old destination's miss is one more failure); the action keeps its first typed form
-_MOVED = _moved.on_conflict_do_update(
-    index_elements=["from_id", "action_key"],
-    set_={
+
+def _moved_again(excluded: Any) -> dict[str, Any]:
+    """A move: one more verification, or a new destination (verifications restart at 1 and
+    the old destination's miss is one more failure); the action keeps its first typed form."""
+    same_destination = map_connections.c.to_id == excluded.to_id
+    return {
         "verifications": case(
-            (_same_destination, map_connections.c.verifications + literal_column("1")),
+            (same_destination, map_connections.c.verifications + literal_column("1")),
             else_=literal_column("1"),
         ),
         "failures": case(
-            (_same_destination, map_connections.c.failures),
+            (same_destination, map_connections.c.failures),
             else_=map_connections.c.failures + literal_column("1"),
         ),
-        "to_id": _moved.excluded.to_id,
-        "last_episode": _moved.excluded.last_episode,
-        "last_turn": _moved.excluded.last_turn,
+        "to_id": excluded.to_id,
+        "last_episode": excluded.last_episode,
+        "last_turn": excluded.last_turn,
+    }
+
+
+_MOVED = OnConflict(
+    map_connections,
+    ["from_id", "action_key"],
+    values={
+        "from_id": bindparam("from_id"),
+        "action": bindparam("action"),
+        "action_key": bindparam("action_key"),
+        "direction": bindparam("direction"),
+        "to_id": bindparam("to_id"),
+        "verifications": literal_column("1"),
+        "failures": literal_column("0"),
+        "first_episode": bindparam("episode"),
+        "first_turn": bindparam("turn"),
+        "last_episode": bindparam("episode"),
+        "last_turn": bindparam("turn"),
     },
+    update=_moved_again,
 )
 _to_room = map_rooms.alias("to_room")
 
@@ -155,22 +163,24 @@ _UNPRUNE = delete(map_pruned_exits).where(
     map_pruned_exits.c.from_id == bindparam("room"),
     map_pruned_exits.c.direction == bindparam("key"),
 )
-_blocked = sqlite_insert(map_exit_failures).values(
-    from_id=bindparam("from_id"),
-    direction=bindparam("direction"),
-    count=literal_column("1"),
-    last_episode=bindparam("last_episode"),
-    last_turn=bindparam("last_turn"),
-)
 #: a direction that did not move: one more failure there; returns the count
-_BLOCKED = _blocked.on_conflict_do_update(
-    index_elements=["from_id", "direction"],
-    set_={
-        "count": map_exit_failures.c.count + literal_column("1"),
-        "last_episode": _blocked.excluded.last_episode,
-        "last_turn": _blocked.excluded.last_turn,
+_BLOCKED = OnConflict(
+    map_exit_failures,
+    ["from_id", "direction"],
+    values={
+        "from_id": bindparam("from_id"),
+        "direction": bindparam("direction"),
+        "count": literal_column("1"),
+        "last_episode": bindparam("last_episode"),
+        "last_turn": bindparam("last_turn"),
     },
-).returning(map_exit_failures.c.count)
+    update=lambda excluded: {
+        "count": map_exit_failures.c.count + literal_column("1"),
+        "last_episode": excluded.last_episode,
+        "last_turn": excluded.last_turn,
+    },
+    returning=[map_exit_failures.c.count],
+)
 #: an action that did not move: a failure of its connection from here, if there is one
 _FAIL_CONNECTION = (
     update(map_connections)
@@ -180,7 +190,7 @@ _FAIL_CONNECTION = (
     )
     .values(failures=map_connections.c.failures + literal_column("1"))
 )
-_PRUNE = sqlite_insert(map_pruned_exits).on_conflict_do_nothing()
+_PRUNE = OnConflict(map_pruned_exits)
 
 _CONNECTION_COLUMNS = (
     map_connections.c.from_id,
@@ -433,10 +443,9 @@ def _graph_problems(graph: MapGraph) -> list[str]:
 # --- the repository ------------------------------------------------------------------------------
 
 
-def _data_version(conn: SQLConnection) -> int:
-    """SQLite's counter of commits by other connections (PRAGMA data_version)."""
-    driver = conn.connection.driver_connection
-    return int(driver.execute("PRAGMA data_version").fetchone()[0])  # type: ignore[union-attr]
+def _data_version(conn: SQLConnection) -> object:
+    """Changes whenever another connection committed (connection.change_token)."""
+    return change_token(conn)
 
 
 class MapStore:

@@ -23,8 +23,8 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.dialect import OnConflict
 from memstore.models import Status
 from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT
 from memstore.schema import (
@@ -56,7 +56,7 @@ FIND_LIVE = {
     )
     for tier, table in TIERS
 }
-INSERT_MEMORY = {tier: insert(table) for tier, table in TIERS}
+INSERT_MEMORY = {tier: insert(table).returning(table.c.id) for tier, table in TIERS}
 TIER_NAMES = ("persistent", "ephemeral")
 #: (tier number, id) of the live memories titled exactly so here, in both tiers at once
 LIVE_TITLE_ANYWHERE = union_all(
@@ -78,13 +78,14 @@ MARK_SUPERSEDED = {
     .values(status=Status.SUPERSEDED.value),
 }
 INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
-ENSURE_LOCATION = sqlite_insert(locations).on_conflict_do_nothing(index_elements=["id"])
-_upsert = sqlite_insert(locations).values(id=bindparam("id"), name=bindparam("name"), visit_count=1)
-VISIT_LOCATION = _upsert.on_conflict_do_update(
-    index_elements=["id"],
-    set_={"name": _upsert.excluded.name, "visit_count": locations.c.visit_count + 1},
+ENSURE_LOCATION = OnConflict(locations, ["id"])
+VISIT_LOCATION = OnConflict(
+    locations,
+    ["id"],
+    values={"id": bindparam("id"), "name": bindparam("name"), "visit_count": 1},
+    update=lambda excluded: {"name": excluded.name, "visit_count": locations.c.visit_count + 1},
 )
-VISIT_EPISODE = sqlite_insert(location_episodes).on_conflict_do_nothing()
+VISIT_EPISODE = OnConflict(location_episodes)
 INSERT_DECISION = insert(synthesis_decisions)
 INSERT_TURNS = insert(turn_records)
 

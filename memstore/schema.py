@@ -24,6 +24,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memstore.map_graph import DIRECTIONS
@@ -128,6 +129,7 @@ Index(
     memories.c.title,
     unique=True,
     sqlite_where=text("status != 'SUPERSEDED'"),
+    postgresql_where=text("status != 'SUPERSEDED'"),
 )
 
 memory_links = Table(
@@ -394,22 +396,33 @@ ephemeral_memory_links = Table(
     Column("reason", Text, nullable=True),
     Column("created_at", Text, nullable=False),
     CheckConstraint(
-        "(superseded_by_id IS NULL) + (superseded_by_persistent_id IS NULL) "
-        "+ (reason IS NULL) >= 2",
+        "CAST(superseded_by_id IS NULL AS INTEGER) "
+        "+ CAST(superseded_by_persistent_id IS NULL AS INTEGER) "
+        "+ CAST(reason IS NULL AS INTEGER) >= 2",
         name="one_cause",
     ),
 )
 
 
-def ephemeral_ddl() -> list[str]:
-    """CREATE statements for the ephemeral tier, run on every new connection."""
-    dialect = sqlite.dialect()
+#: where the ephemeral tier lives on PostgreSQL: the connection's own temporary schema
+#: (tables there are visible to that connection only and dropped when it closes)
+EPHEMERAL_SCHEMA_POSTGRESQL = "pg_temp"
+
+
+def ephemeral_ddl(dialect: Dialect | None = None) -> list[str]:
+    """CREATE statements for the ephemeral tier, run on every new connection: in SQLite's
+    attached in-memory database, or in PostgreSQL's per-connection temporary schema."""
+    dialect = dialect or sqlite.dialect()
+    schema = EPHEMERAL_SCHEMA_POSTGRESQL if dialect.name == "postgresql" else EPHEMERAL_SCHEMA
+    translate = {EPHEMERAL_SCHEMA: schema}
     statements = [
-        str(CreateTable(table).compile(dialect=dialect))
+        str(CreateTable(table).compile(dialect=dialect, schema_translate_map=translate))
         for table in ephemeral_metadata.sorted_tables
     ]
     for table in ephemeral_metadata.sorted_tables:
         statements.extend(
-            str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes
+            str(CreateIndex(index).compile(dialect=dialect, schema_translate_map=translate))
+            for index in table.indexes
         )
-    return statements
+    placeholder = f"__[SCHEMA_{EPHEMERAL_SCHEMA}]"
+    return [statement.replace(placeholder, schema) for statement in statements]

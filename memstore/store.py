@@ -12,7 +12,6 @@ per-execute overhead would otherwise be most of its time budget.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -23,18 +22,20 @@ from sqlalchemy import (
     Connection,
     delete,
     insert,
+    inspect,
     select,
 )
-from sqlalchemy.exc import OperationalError
 
 from memstore.config import MemstoreConfig, load_config
 from memstore.connection import (
     BEGIN_KEY,
     DEFAULT_BUSY_TIMEOUT_S,
     Target,
+    change_token,
     check_existing,
     check_writable,
     create_store_engine,
+    failure_kind,
     resolve_target,
 )
 from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
@@ -140,7 +141,7 @@ class MemoryStore(StoreReads):
         # Per-location caches of what changes only when the database does: dropped after
         # every write through this store, and when PRAGMA data_version says another
         # connection committed.
-        self._data_version: int | None = None
+        self._data_version: object = None
         self._views = LocationViews(self.config.token_budget)
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
         is_new = check_existing(target)
@@ -154,7 +155,6 @@ class MemoryStore(StoreReads):
         self._conn: Connection = self._engine.connect()
         if is_new:
             self._create_schema()
-        self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
         #: the clock used for links when a caller gives no turn; the manager keeps it current
         self.current_episode = self._max_episode()
         self.current_turn = 0
@@ -210,15 +210,13 @@ class MemoryStore(StoreReads):
         check and the creation are one write transaction, so of several processes opening
         a new file at once exactly one creates it and the others find it."""
         with self._write() as conn:
-            made = conn.exec_driver_sql(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
-            ).first()
-            if made is None:
-                metadata.create_all(conn)
+            made = inspect(conn).has_table("alembic_version")
+            if not made:
+                metadata.create_all(conn, checkfirst=False)
                 create_identity(conn)
-                alembic_version.create(conn)
+                alembic_version.create(conn, checkfirst=False)
                 conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
-        if made is not None:
+        if made:
             check_existing(self.target)  # the other process's schema: the same revision?
 
     # --- transactions --------------------------------------------------------------------
@@ -242,23 +240,37 @@ class MemoryStore(StoreReads):
             try:
                 with self._conn.begin():
                     yield self._conn
-            except (OperationalError, sqlite3.OperationalError) as exc:
+            except Exception as exc:
+                kind = failure_kind(exc)
+                if kind is None:
+                    raise
                 self._forget()
-                message = str(getattr(exc, "orig", exc))
-                if "readonly" in message or "read-only" in message:
+                if kind == "read-only":
                     raise ReadOnlyDatabase(
                         f"read-only database: {self.target.display}; nothing was written"
                     ) from exc
-                if "locked" in message or "busy" in message:
-                    raise StoreBusy(
-                        f"{self.target.display} stayed locked by another process for longer "
-                        f"than the busy timeout; nothing was written"
-                    ) from exc
+                raise StoreBusy(
+                    f"{self.target.display} stayed locked by another process for longer "
+                    f"than the busy timeout; nothing was written"
+                ) from exc
                 raise
             finally:
                 self._depth = 0
                 if begin != "BEGIN":
                     self._forget(forget)
+
+    @contextmanager
+    def trace_sql(self, callback: Any) -> Iterator[None]:
+        """Call ``callback(sql)`` with every statement the store's connection runs (SQLite:
+        with its parameters expanded) while the block runs; for tests and debugging."""
+        driver = self._conn.connection.driver_connection
+        if self._conn.dialect.name != "sqlite":
+            raise NotImplementedError("trace_sql traces SQLite connections only")
+        driver.set_trace_callback(callback)  # type: ignore[union-attr]
+        try:
+            yield
+        finally:
+            driver.set_trace_callback(None)  # type: ignore[union-attr]
 
     def _forget(self, location_id: object = ALL) -> None:
         if location_id is ALL:
@@ -270,7 +282,7 @@ class MemoryStore(StoreReads):
 
     def _check_cache(self) -> None:
         """Drop the caches if another connection committed since they were filled."""
-        version = self._raw.execute("PRAGMA data_version").fetchone()[0]
+        version = change_token(self._conn)
         if version != self._data_version:
             self._forget()
             self._data_version = version
@@ -374,7 +386,7 @@ class MemoryStore(StoreReads):
                 self._ensure_location(conn, location_id, name)
             row["created_version"] = row["changed_version"] = version.get()
         cursor = _run(conn, INSERT_MEMORY[tier], row)
-        return tier, int(cursor.lastrowid or 0)
+        return tier, int(cursor.fetchone()[0])
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """Store a memory, routed by its persistence: CORE/PERMANENT on disk, EPHEMERAL in memory.
@@ -504,9 +516,9 @@ class MemoryStore(StoreReads):
         link's episode is never before the memory's own. False if no live memory has exactly
         that title here.
         """
-        return self.invalidate_memories(
-            location_id, [memory_title], reason, turn, episode=episode
-        )[memory_title]
+        return self.invalidate_memories(location_id, [memory_title], reason, turn, episode=episode)[
+            memory_title
+        ]
 
     def invalidate_memories(
         self,

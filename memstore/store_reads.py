@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, union_all
 
 from exporters.base_line import ExportBase
+from memstore.dialect import holds_integer, json_text
 from memstore.executor import run as _run
 from memstore.history import oldest_first
 from memstore.merge import StoredMemory
@@ -127,7 +128,7 @@ class StoreReads:
             for table in (location_episodes, memories):
                 episode = table.c.episode
                 latest = conn.execute(
-                    select(func.max(episode)).where(func.typeof(episode) == "integer")
+                    select(func.max(episode)).where(holds_integer(episode))
                 ).scalar()
                 if latest is not None:
                     found.append(int(latest))
@@ -166,7 +167,7 @@ class StoreReads:
         )
         ephemeral = select(synthesis_decisions.c.location_id).where(
             synthesis_decisions.c.episode == episode,
-            func.json_extract(synthesis_decisions.c.applied, "$.new_memory.persistence")
+            json_text(synthesis_decisions.c.applied, "new_memory", "persistence")
             == Persistence.EPHEMERAL.value,
         )
         with self._read() as conn:

@@ -88,7 +88,8 @@ def run_migrations_online() -> None:
     refuse_foreign(target)
     engine = create_engine(target.url.render_as_string(hide_password=False))
     with engine.connect() as connection:
-        connection.exec_driver_sql("PRAGMA foreign_keys = OFF")  # batch table rebuilds
+        if connection.dialect.name == "sqlite":
+            connection.exec_driver_sql("PRAGMA foreign_keys = OFF")  # batch table rebuilds
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True

@@ -353,11 +353,8 @@ def test_the_database_enforces_the_importance_range(db_path: Path) -> None:
 def traced_statements(store: MemoryStore, action: Callable[[], object]) -> list[str]:
     """Every SQL statement ``action`` ran on the store's connection, parameters expanded."""
     statements: list[str] = []
-    store._raw.set_trace_callback(statements.append)  # noqa: SLF001 - the test watches SQL
-    try:
+    with store.trace_sql(statements.append):
         action()
-    finally:
-        store._raw.set_trace_callback(None)  # noqa: SLF001
     return statements
 
 

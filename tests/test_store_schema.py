@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -12,7 +13,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from memstore.errors import NotAMemstoreDatabase, SchemaTooNew, UnsupportedDatabase
+from memstore.errors import (
+    DatabaseUnavailable,
+    NotAMemstoreDatabase,
+    SchemaTooNew,
+    UnsupportedDatabase,
+)
 from memstore.migrations_dir import known_revisions
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
@@ -141,9 +147,21 @@ def test_sqlalchemy_urls_are_accepted(tmp_path: Path) -> None:
         assert store.get_persistent_count() == 0
 
 
-def test_non_sqlite_url_is_refused() -> None:
-    with pytest.raises(UnsupportedDatabase, match="postgresql"):
-        MemoryStore.open("postgresql://localhost/memories")
+def test_a_url_of_another_database_is_refused() -> None:
+    with pytest.raises(UnsupportedDatabase, match="'mysql'"):
+        MemoryStore.open("mysql://localhost/memories")
+    with pytest.raises(UnsupportedDatabase, match="psycopg"):
+        MemoryStore.open("postgresql+asyncpg://localhost/memories")
+
+
+def test_a_server_that_is_not_there_is_one_line() -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DatabaseUnavailable, match="cannot connect to postgresql") as caught:
+        MemoryStore.open(f"postgresql://memstore:secret@127.0.0.1:{port}/memories")
+    assert "\n" not in str(caught.value)
+    assert "secret" not in str(caught.value)  # the password is never printed
 
 
 def test_missing_parent_folder_is_created(tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ def upgrade() -> None:
         ["location_id", "title"],
         unique=True,
         sqlite_where=sa.text("status != 'SUPERSEDED'"),
+        postgresql_where=sa.text("status != 'SUPERSEDED'"),
     )
     op.create_table(
         "memory_links",

@@ -1,0 +1,112 @@
+"""A memstore database on a PostgreSQL server: what differs from SQLite, in one place.
+
+* **One pinned connection per store** (a StaticPool, as on SQLite). The ephemeral tier is
+  that connection's own temporary tables (``pg_temp.memories``, ``pg_temp.memory_links``),
+  created when it connects, never visible to another agent, dropped when it closes. The
+  statements name the tier's schema ``ephemeral``; the engine translates it to ``pg_temp``,
+  and the search path puts ``pg_temp`` last so unqualified names are the shared tables.
+* **Writers one at a time, as on SQLite.** Every write transaction starts by taking one
+  transaction-scoped advisory lock (``pg_advisory_xact_lock``), the equivalent of SQLite's
+  ``BEGIN IMMEDIATE``: the store's checks (exact-title dedup, "is it still live", the
+  change counter the 3-way import relies on) are made and acted on with no other writer in
+  between. A lock not granted within the busy timeout (``lock_timeout``) is StoreBusy.
+  Reads run in REPEATABLE READ transactions: one snapshot for all their statements.
+* **Whether another process wrote:** ``pg_current_snapshot()`` changes whenever any
+  transaction commits or starts writing; the store's caches key on it as SQLite's on
+  ``PRAGMA data_version``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool, StaticPool
+
+from memstore.connection import BEGIN_KEY, Target
+from memstore.errors import DatabaseUnavailable
+from memstore.schema import (
+    EPHEMERAL_SCHEMA,
+    EPHEMERAL_SCHEMA_POSTGRESQL,
+    ephemeral_ddl,
+)
+
+#: the advisory lock every memstore writer takes (any constant: "memstore" in ASCII)
+WRITE_LOCK_KEY = 0x6D656D73746F7265
+CONNECT_TIMEOUT_S = 10
+TRANSLATE = {EPHEMERAL_SCHEMA: EPHEMERAL_SCHEMA_POSTGRESQL}
+
+
+def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
+    """A one-line error for a server that refused us (down, wrong password, no database)."""
+    orig = getattr(exc, "orig", exc)
+    detail = " ".join(str(orig).split()) or type(orig).__name__
+    return DatabaseUnavailable(f"cannot connect to {target.display}: {detail}")
+
+
+def server_tables(target: Target) -> tuple[set[str], str | None]:
+    """The tables of the database's schema and its alembic revision, read without writing."""
+    engine = create_engine(
+        target.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
+    )
+    try:
+        with engine.connect() as conn:
+            tables = set(
+                conn.execute(
+                    text(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_schema = current_schema()"
+                    )
+                ).scalars()
+            )
+            version = None
+            if "alembic_version" in tables:
+                version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            return tables, version
+    except DBAPIError as exc:
+        raise unavailable(target, exc) from None
+    finally:
+        engine.dispose()
+
+
+def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bool) -> Engine:
+    """An engine with exactly one connection to the server, holding the ephemeral tier."""
+    engine = create_engine(
+        target.url,
+        poolclass=StaticPool,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        execution_options={"schema_translate_map": TRANSLATE},
+    )
+    ddl = ephemeral_ddl(engine.dialect)
+    busy_ms = max(1, int(busy_timeout_s * 1000))
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        cursor = dbapi_connection.cursor()
+        schema = cursor.execute("SELECT current_schema()").fetchone()[0]
+        cursor.execute(f'SET search_path TO "{schema}", pg_temp')
+        cursor.execute(f"SET lock_timeout = {busy_ms}")
+        if read_only:
+            cursor.execute("SET default_transaction_read_only = on")
+        for statement in ddl:
+            cursor.execute(statement)
+        cursor.close()
+        dbapi_connection.commit()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        driver = connection.connection.driver_connection
+        begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
+        if begin == "BEGIN IMMEDIATE":
+            driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        elif begin == "BEGIN":
+            driver.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        # "BEGIN DEFERRED" (the ephemeral tier only): READ COMMITTED, no lock
+
+    return engine
+
+
+def change_token(driver_connection: Any) -> str:
+    """Changes whenever another transaction committed (or started writing) on the server."""
+    return str(driver_connection.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
