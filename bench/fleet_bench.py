@@ -13,12 +13,12 @@ cluster (tests/pg_cluster.py) with fsync, synchronous_commit and full_page_write
 
 Reported per backend and agent count, medians over the rounds: aggregate operations and
 writes per second (all agents' operations over the time from the first agent's start to
-the last one's end), each process's p95 latency (the median process and the worst), the agents' CPU use (in
-cores: their CPU seconds over the run's wall time), the whole machine's busy share (every
-process, the database server's and other users' too, from /proc/stat; near 100% means the
-fleet is bound by this machine's CPUs), and the aggregate
-throughput at N agents as a ratio to 1 agent. The backends and agent counts are
-interleaved in every round, since this machine's speed drifts from minute to minute.
+the last one's end), each process's p95 latency (the median process and the worst), the
+agents' CPU (their CPU seconds over the run's wall time, in cores), the whole machine's
+busy share (every process, the database server's and other users' too, from /proc/stat;
+near 100% means the fleet is bound by this machine's CPUs), and the aggregate throughput
+at N agents as a ratio to 1 agent. The backends and agent counts are interleaved in every
+round, since this machine's speed drifts from minute to minute.
 
 The raw floor, for context: the same number of processes doing durable single-row inserts
 with no memstore (sqlite3 in WAL with synchronous=FULL; psycopg with one commit each).
