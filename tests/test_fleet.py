@@ -110,11 +110,14 @@ def _run_fleet(db: str, folder: Path) -> list[dict[str, Any]]:
                 worker.wait()
         for err in errs:
             err.close()
-    failed = {agent: _tail(folder, agent) for agent, code in enumerate(codes) if code != 0}
-    assert not failed, f"agents failed: {failed}"
     entries = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
     errors = [entry for entry in entries if "error" in entry]
-    assert not errors, f"agents saw {len(errors)} unexpected answers, first: {errors[:5]}"
+    failed = {agent: _tail(folder, agent) for agent, code in enumerate(codes) if code != 0}
+    assert not failed and not errors, (
+        f"agents {sorted(failed)} exited with an error; {len(errors)} unexpected answers: "
+        + "; ".join(sorted({e["error"].strip().splitlines()[-1] for e in errors}))
+        + f"\nthe first: {errors[:1]}\nstderr: {failed}"
+    )
     return entries
 
 
