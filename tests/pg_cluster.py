@@ -177,6 +177,7 @@ class PgCluster:
         self.port = port
         self.durable = durable
         self.stopped = False
+        self.owner = os.getpid()  # a forked child inherits the atexit hook, not the cluster
 
     # --- starting and stopping --------------------------------------------------------
 
@@ -201,7 +202,7 @@ class PgCluster:
             folder = Path(tempfile.mkdtemp(prefix="memstore-pg-"))
             os.chmod(folder, 0o755)
         cluster = cls(binaries, folder, _free_port(), durable=durable)
-        atexit.register(cluster.stop)  # a failed test, or a forgotten stop, leaves nothing
+        atexit.register(cluster._stop_at_exit)  # a failed test or a forgotten stop leaves nothing
         try:
             cluster._initdb()
             cluster._start_on_a_free_port()
@@ -296,6 +297,10 @@ class PgCluster:
             while (self.data / "postmaster.pid").exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _stop_at_exit(self) -> None:
+        if os.getpid() == self.owner:
+            self.stop()
 
     def __enter__(self) -> PgCluster:
         return self
