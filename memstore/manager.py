@@ -14,31 +14,24 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
-from memstore.errors import RebuildFailed
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
-from memstore.models import Memory, check_location_id
+from memstore.models import check_location_id
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
-from memstore.prompt import build_synthesis_messages
-from memstore.recorder import record_offline
-from memstore.store import AppliedSynthesis, Bookkeeping, MemoryStore, decision_row
-from memstore.synthesis import (
-    LLMCallable,
-    SynthesisDecision,
-    SynthesisError,
-    loggable_text,
-    number_memories,
-    resolve_decision,
-    synthesize,
-)
+from memstore.rebuild import rebuild_from_log
+from memstore.store import AppliedSynthesis, MemoryStore
+from memstore.synthesis import LLMCallable
+from memstore.synthesis_runner import SynthesisRunner
 from memstore.tokens import count_tokens
-from memstore.triggers import Trigger, ZMachineContext, significance
+from memstore.triggers import ZMachineContext, significance
+from memstore.turn_log import PendingWrites, TurnRecord, joined_triggers, now
+
+__all__ = ["MAP_RECHECK_S", "OFFLINE_MODEL", "SimpleMemoryManager", "rebuild_from_log"]
 
 log = logging.getLogger("memstore.manager")
 
@@ -75,9 +68,8 @@ class SimpleMemoryManager:
         self.mode = "llm" if self._llm is not None else "offline"
         self.model = self._model_name()
         self.run_id = run_id or uuid.uuid4().hex[:12]
+        #: the episode being played; passed to every write, never set on the store
         self._episode = episode
-        if episode is not None:
-            self.store.current_episode = episode
         self.turn = 0
         self._visited: set[int] = set()
         self._last_location: int | None = None
@@ -90,17 +82,39 @@ class SimpleMemoryManager:
         #: the outcome of the last recorded turn (None before any)
         self.last_outcome: Outcome | None = None
         #: visits, no-op decisions and turn records wait for the next memory write
-        self._pending = Bookkeeping()
+        self._pending = PendingWrites()
         self.counters: Counter[str] = Counter()
-        self.failures: Counter[str] = Counter()
-        #: the last failed synthesis, "kind: message" (None before any)
-        self.last_failure: str | None = None
-        self.tokens = {"prompt": 0, "completion": 0}
-        self.cost_usd = 0.0
+        self._synthesis = SynthesisRunner(
+            store,
+            self._llm,
+            mode=self.mode,
+            model=self.model,
+            counters=self.counters,
+            pending=self._pending,
+        )
         #: tokens of the last get_location_memory answer, until the turn is recorded
         self.last_context_tokens = 0
         #: time spent in get_location_memory since the last recorded turn
         self._context_seconds = 0.0
+
+    @property
+    def failures(self) -> Counter[str]:
+        """Failed synthesis calls, by kind."""
+        return self._synthesis.failures
+
+    @property
+    def last_failure(self) -> str | None:
+        """The last failed synthesis, "kind: message" (None before any)."""
+        return self._synthesis.last_failure
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        """The LLM's prompt and completion tokens, summed over the calls."""
+        return self._synthesis.tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self._synthesis.cost_usd
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -138,7 +152,7 @@ class SimpleMemoryManager:
         themselves are never buffered.
         """
         if not self._pending.empty:
-            self.store.write_bookkeeping(self._pending)
+            self.store.write_bookkeeping(self._pending.bookkeeping())
             self._pending.clear()
             self._map_view.settle(self._pending.map_events)
 
@@ -224,7 +238,6 @@ class SimpleMemoryManager:
         check_location_id(location_id)
         ctx = _as_context(z_machine_context, response)
         self.turn += 1
-        self.store.current_turn = self.turn
         self.counters["turns"] += 1
         first_visit = (
             ctx.first_visit if ctx.first_visit is not None else (location_id not in self._visited)
@@ -255,181 +268,47 @@ class SimpleMemoryManager:
         applied = None
         if triggers:
             self.counters["triggers_fired"] += 1
-            applied = self._synthesize(
-                location_id, location_name, action, response, ctx, triggers, first_visit
+            applied = self._synthesis.run(
+                location_id,
+                location_name,
+                action,
+                response,
+                ctx,
+                triggers,
+                first_visit=first_visit,
+                episode=self.episode,
+                turn=self.turn,
+                recent_actions=self._actions,
+                recent_reasoning=self._reasoning,
             )
             self._map_view.settle(self._pending.map_events)
         self._visited.add(location_id)
         self._last_location = location_id
         self._actions.append((self.turn, action, response))
         self._pending.turns.append(
-            {
-                "run_id": self.run_id,
-                "episode": self.episode,
-                "turn": self.turn,
-                "location_id": location_id,
-                "action": action,
-                "score_before": ctx.score_before,
-                "score_after": ctx.score_after,
-                "location_after": ctx.location_after,
-                "state_changed": int(not failed_by_state(ctx)),
-                "outcome": outcome.value,
-                "died": int(ctx.died),
-                "triggers": ",".join(triggers),
-                "memory_tokens": (
+            TurnRecord(
+                run_id=self.run_id,
+                episode=self.episode,
+                turn=self.turn,
+                location_id=location_id,
+                action=action,
+                score_before=ctx.score_before,
+                score_after=ctx.score_after,
+                location_after=ctx.location_after,
+                state_changed=not failed_by_state(ctx),
+                outcome=outcome.value,
+                died=ctx.died,
+                triggers=joined_triggers(triggers),
+                memory_tokens=(
                     memory_tokens if memory_tokens is not None else self.last_context_tokens
                 ),
-                "overhead_us": (time.perf_counter() - started + self._context_seconds) * 1e6,
-                "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
-            }
+                overhead_us=(time.perf_counter() - started + self._context_seconds) * 1e6,
+                created_at=now(),
+            )
         )
         self.last_context_tokens = 0
         self._context_seconds = 0.0
         return applied
-
-    # --- synthesis ---------------------------------------------------------------------------
-
-    def _synthesize(
-        self,
-        location_id: int,
-        location_name: str,
-        action: str,
-        response: str,
-        ctx: ZMachineContext,
-        triggers: list[Trigger],
-        first_visit: bool,
-    ) -> AppliedSynthesis | None:
-        existing = number_memories(self.store.memories(location_id))
-        started = time.perf_counter()
-        entry: dict[str, Any] = {
-            "triggers": ",".join(triggers),
-            "mode": self.mode,
-            "model": self.model,
-        }
-        if self._llm is None:
-            answer = record_offline(
-                location_id=location_id,
-                location_name=location_name,
-                action=action,
-                response=response,
-                ctx=ctx,
-                existing=existing,
-            )
-            raw = answer.model_dump_json()
-        else:
-            self.counters["llm_calls"] += 1
-            messages = build_synthesis_messages(
-                location_id=location_id,
-                location_name=location_name,
-                action=action,
-                response=response,
-                ctx=ctx,
-                existing=existing,
-                recent_actions=list(self._actions),
-                recent_reasoning=list(self._reasoning),
-                first_visit=first_visit,
-                turn=self.turn,
-            )
-            try:
-                raw, answer = synthesize(self._llm, messages)
-            except SynthesisError as exc:
-                self._record_failure(exc, entry, started, location_id, location_name)
-                return None
-            finally:
-                self._count_usage(entry)
-        entry["latency_ms"] = (time.perf_counter() - started) * 1000
-        decision = resolve_decision(answer, existing, first_visit)
-        self._count_guards(decision)
-        validated = raw if self._llm is None else answer.model_dump_json()
-        entry.update(raw_answer=raw, decision=validated)
-        if not decision.has_effect:
-            self._log_later(entry, location_id, location_name)
-            return None
-        new_memory = self._new_memory(decision, ctx)
-        applied = self.store.apply_synthesis(
-            location_id,
-            location_name,
-            new_memory=new_memory,
-            supersede_titles=decision.supersede_titles,
-            invalidate_titles=decision.invalidate_titles,
-            invalidation_reason=decision.invalidation_reason,
-            episode=self.episode,
-            turn=self.turn,
-            log=entry,
-            bookkeeping=self._pending,
-        )
-        self._pending.clear()
-        self.counters["memories_written"] += int(applied.new_memory is not None)
-        self.counters["supersessions"] += len(applied.superseded)
-        self.counters["invalidations"] += len(applied.invalidated)
-        return applied if applied.changed_anything else None
-
-    def _new_memory(self, decision: SynthesisDecision, ctx: ZMachineContext) -> Memory | None:
-        if decision.new_memory is None:
-            return None
-        return decision.new_memory.to_memory(
-            episode=self.episode, turns=self.turn, score_change=ctx.score_delta
-        )
-
-    def _count_guards(self, decision: SynthesisDecision) -> None:
-        self.counters["core_downgrades"] += int(decision.core_downgraded)
-        self.counters["hallucinated_references"] += decision.hallucinated_count
-        self.counters["forbidden_transitions"] += decision.forbidden_count
-        self.counters["duplicates_dropped"] += int(decision.duplicate_title)
-        if decision.hallucinated_count:
-            log.warning(
-                "ignored references to memories that do not exist here: %s",
-                decision.hallucinated_references,
-            )
-
-    def _count_usage(self, entry: dict[str, Any]) -> None:
-        usage = getattr(self._llm, "last_usage", None)
-        if usage is None:
-            return
-        entry.update(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-        )
-        self.tokens["prompt"] += usage.prompt_tokens or 0
-        self.tokens["completion"] += usage.completion_tokens or 0
-        self.cost_usd += usage.cost_usd or 0.0
-
-    def _record_failure(
-        self,
-        exc: SynthesisError,
-        entry: dict[str, Any],
-        started: float,
-        location_id: int,
-        location_name: str,
-    ) -> None:
-        kind = str(exc.kind)
-        self.failures[kind] += 1
-        self.last_failure = loggable_text(f"{kind}: {exc.message}", 500)
-        log.warning(
-            "memory synthesis failed (%s): %s; turn %d skipped", kind, exc.message, self.turn
-        )
-        entry.update(
-            error_kind=kind,
-            error=loggable_text(exc.message, 2000),
-            latency_ms=(time.perf_counter() - started) * 1000,
-        )
-        raw = getattr(exc, "raw", None) or getattr(exc.__cause__, "raw", None)
-        if isinstance(raw, str):
-            entry["raw_answer"] = loggable_text(raw)
-        self._log_later(entry, location_id, location_name)
-
-    def _log_later(self, entry: dict[str, Any], location_id: int, location_name: str) -> None:
-        """Queue the decision-log row of a call that changed no memory (see ``flush``)."""
-        self._pending.decisions.append(
-            decision_row(
-                entry,
-                location_id=location_id,
-                location_name=location_name,
-                episode=self.episode,
-                turn=self.turn,
-            )
-        )
 
     # --- monitoring --------------------------------------------------------------------------
 
@@ -475,47 +354,3 @@ def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZM
     if ctx.response_length == 0 and response:
         ctx = ctx.model_copy(update={"response_length": len(response)})
     return ctx
-
-
-def rebuild_from_log(source: MemoryStore, target: MemoryStore) -> int:
-    """Re-apply every recorded decision of ``source`` onto ``target``, without any LLM.
-
-    Returns how many decisions were replayed. Persistent memories come out the same as in
-    ``source`` (ephemeral ones too, while in the same episode). All or nothing: one
-    transaction on ``target``; a row that cannot be applied raises RebuildFailed naming it,
-    and nothing is written.
-    """
-    replayed = 0
-    episode = None
-    with target.transaction():
-        for row in source.decision_log():
-            if not row["applied"]:
-                continue
-            try:
-                applied = AppliedSynthesis.model_validate_json(row["applied"])
-                if episode is not None and applied.episode != episode:
-                    target.reset_episode()  # ephemeral memories never outlive their episode
-                episode = applied.episode
-                target.apply_synthesis(
-                    applied.location_id,
-                    applied.location_name,
-                    new_memory=applied.new_memory,
-                    supersede_titles=applied.superseded,
-                    invalidate_titles=applied.invalidated,
-                    invalidation_reason=applied.invalidation_reason,
-                    episode=applied.episode,
-                    turn=applied.turn,
-                )
-            except (ValueError, TypeError) as exc:  # a pydantic ValidationError too
-                raise RebuildFailed(
-                    f"decision-log row {row['id']} (episode {row['episode']}, turn "
-                    f"{row['turn']}, location {row['location_id']}) could not be applied "
-                    f"({_first_line(exc)}); nothing was written to the target"
-                ) from exc
-            replayed += 1
-    return replayed
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().split("\n")
-    return (text[0] if text else type(exc).__name__)[:200]

@@ -405,3 +405,60 @@ def test_turn_records_count_the_memory_tokens_the_agent_was_given(
     tokens = [record["memory_tokens"] for record in store.turn_records("tokens")]
     assert count_tokens(given) > 20
     assert tokens == [count_tokens(given), 0, 7]
+
+
+def test_a_manager_leaves_the_store_clock_alone_and_passes_turn_and_episode(
+    store: MemoryStore, manager_for: Any
+) -> None:
+    # The manager used to set store.current_turn/current_episode, which silently changed
+    # what store.invalidate_memory does by default for every other caller of the store.
+    store.current_episode, store.current_turn = 1, 0
+    llm = ScriptedLLM(
+        remember("Troll is friendly", status="TENTATIVE"),
+        {
+            "should_remember": False,
+            "invalidates": [1],
+            "invalidation_reason": "Proven false by death",
+            "reasoning": "death proves it wrong",
+        },
+    )
+    manager = manager_for(llm, episode=4, run_id="clock")
+    quiet = ctx(TROLL_ROOM, first_visit=False)  # no trigger: no LLM call, a turn record
+    manager.record_action_outcome(TROLL_ROOM, "Troll Room", "wait", "Time passes.", quiet)
+    manager.record_action_outcome(TROLL_ROOM, "Troll Room", "wave", LONG, ctx(TROLL_ROOM))
+    applied = manager.record_action_outcome(
+        TROLL_ROOM, "Troll Room", "north", "You died.", ctx(TROLL_ROOM, died=True)
+    )
+    manager.flush()
+    assert (store.current_episode, store.current_turn) == (1, 0)  # untouched
+    assert applied is not None and (applied.episode, applied.turn) == (4, 3)
+    (memory,) = store.memories(TROLL_ROOM, include_superseded=True)
+    assert (memory.episode, memory.turns) == (4, "2")
+    assert memory.invalidation_reason == "Proven false by death"
+    assert (memory.superseded_at_episode, memory.superseded_at_turn) == (4, 3)
+    logged = [(row["episode"], row["turn"]) for row in store.decision_log()]
+    assert logged == [(4, 2), (4, 3)]
+    records = [(r["episode"], r["turn"]) for r in store.turn_records("clock")]
+    assert records == [(4, 1), (4, 2), (4, 3)]
+
+
+def test_turn_records_and_decision_rows_fill_every_column_of_their_tables() -> None:
+    from memstore.schema import synthesis_decisions, turn_records
+    from memstore.turn_log import DecisionLog, DecisionRow, PendingWrites, TurnRecord
+
+    record = TurnRecord(
+        run_id="r", episode=2, turn=5, location_id=KITCHEN, action="open sack",
+        score_before=0, score_after=5, location_after=KITCHEN, state_changed=True,
+        outcome="ok", died=False, triggers="score_changed", memory_tokens=12,
+        overhead_us=3.5, created_at="2026-11-23T00:00:00+00:00",
+    )  # fmt: skip
+    entry = DecisionLog(triggers="death", mode="llm", model="m", error_kind="timeout")
+    decision = DecisionRow(KITCHEN, "Kitchen", 2, 5, entry, "2026-11-23T00:00:00+00:00")
+    assert set(record.row()) == {c.name for c in turn_records.columns} - {"id"}
+    assert set(decision.row()) == {c.name for c in synthesis_decisions.columns} - {"id"}
+    assert (record.row()["state_changed"], record.row()["died"]) == (1, 0)
+    assert decision.row()["applied"] is None and decision.row()["error_kind"] == "timeout"
+    pending = PendingWrites(decisions=[decision], turns=[record])
+    handed = pending.bookkeeping()
+    pending.clear()
+    assert handed.turns == [record.row()] and handed.decisions == [decision.row()]
