@@ -34,7 +34,9 @@ class LLMUsage:
     seconds: float
 
 
-def _import_litellm() -> Any:
+def import_litellm() -> Any:
+    """litellm, imported on first use (it takes seconds), with its local cost map and no
+    banners."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -158,7 +160,7 @@ class LiteLLMCompletion:
         """One call (with the deadline and retries of ``__call__``), returning litellm's
         whole response, for callers that need more than the text (tool calls); ``extra``
         goes to ``litellm.completion`` (``tools=...``). Usage is counted the same way."""
-        litellm = _import_litellm()  # before the clock starts: the import takes seconds
+        litellm = import_litellm()  # before the clock starts: the import takes seconds
         self.last_usage = None
         started = time.perf_counter()
         response = self._complete(

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_openai_server import FakeOpenAIServer, FakeReply  # noqa: E402
 
 from memstore.config import MemstoreConfig  # noqa: E402
-from memstore.llm import LiteLLMCompletion, _import_litellm  # noqa: E402
+from memstore.llm import LiteLLMCompletion, import_litellm  # noqa: E402
 from memstore.manager import SimpleMemoryManager  # noqa: E402
 from memstore.store import MemoryStore  # noqa: E402
 from memstore.synthesis import SynthesisError, SynthesisErrorKind, synthesize  # noqa: E402
@@ -40,7 +40,7 @@ VALID = json.dumps({"should_remember": False, "reasoning": "nothing new"})
 @pytest.fixture(scope="module", autouse=True)
 def _litellm_imported() -> None:
     """Import litellm once, before any clock starts (the import takes seconds)."""
-    _import_litellm()
+    import_litellm()
 
 
 @pytest.fixture
