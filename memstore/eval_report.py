@@ -1,0 +1,206 @@
+"""The evaluation's report, presented: JSON-ready data, a plain-text table, Markdown, and a
+plot (matplotlib, the optional ``[plot]`` extra). Pure functions of an :class:`EvalReport`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from memstore.eval_results import (
+    ARM_LABELS,
+    ARMS,
+    MEMORY,
+    NO_MEMORY,
+    REPEAT_KINDS,
+    REPEAT_LABELS,
+    EpisodeResult,
+    EvalReport,
+    fmt,
+)
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed (``pip install 'memstore[plot]'``)."""
+
+
+def report_json(report: EvalReport, *, timing: bool = True) -> dict[str, Any]:
+    """The report as JSON-ready data. Everything but ``timing`` (wall time, the memory
+    system's overhead per turn) is the same every time for the same arguments."""
+    data: dict[str, Any] = {
+        "agent": report.agent,
+        "model": report.model,
+        "tools": report.tools,
+        "memories_written_by": report.synthesis,
+        "episodes": report.episodes,
+        "moves": report.moves,
+        "seeds": report.seeds,
+        "arms": {arm: summary.as_dict() for arm, summary in report.arms.items()},
+        "targets": [
+            {"target": t.name, "met": t.met, "measured": t.measured} for t in report.targets()
+        ],
+    }
+    if timing:
+        data["timing"] = {
+            "seconds": round(report.seconds, 1),
+            "overhead_us_per_turn": {arm: summary.overhead for arm, summary in report.arms.items()},
+        }
+    return data
+
+
+def _table_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+    header = ["episode", "arm", "rooms", "score", "1st point", "repeats across", "within",
+              "old across", "coverage"]  # fmt: skip
+    rows = []
+    for number in range(1, report.episodes + 1):
+        for arm in ARMS:
+            summary = report.arms[arm]
+            rows.append(
+                [
+                    str(number),
+                    ARM_LABELS[arm],
+                    fmt(summary.mean(number, lambda e: e.rooms)),
+                    fmt(summary.mean(number, lambda e: e.score)),
+                    fmt(summary.mean(number, lambda e: e.first_point_turn), 0),
+                    _pct(summary.mean(number, lambda e: e.share(e.repeated_across))),
+                    _pct(summary.mean(number, lambda e: e.share(e.repeated_within))),
+                    _pct(summary.mean(number, lambda e: e.share(e.repeated_across_old))),
+                    _pct(summary.mean(number, lambda e: e.coverage), 0),
+                ]
+            )
+    return header, rows
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}%}"
+
+
+def _arm_lines(report: EvalReport, *, timing: bool) -> list[str]:
+    lines = []
+    for arm in ARMS:
+        summary = report.arms[arm]
+        tokens = summary.tokens
+        llm = summary.llm
+        line = (
+            f"{ARM_LABELS[arm]}: repeated failed actions across episodes "
+            f"{summary.rate('repeated_across'):.1%} (older definition "
+            f"{summary.rate('repeated_across_old'):.1%}), within an episode "
+            f"{summary.rate('repeated_within'):.1%} ({summary.rate('repeated_within_old'):.1%}); "
+            f"memory tokens per turn median {tokens['median']:.0f}, p95 {tokens['p95']:.0f}; "
+            f"LLM calls: agent {llm['agent_calls']} ({_failures(llm['agent_failures'])}), "
+            f"synthesis {llm['synthesis_calls']} ({_failures(llm['synthesis_failures'])})"
+        )
+        if timing:
+            overhead = summary.overhead
+            line += (
+                f"; memory overhead per turn median {overhead['median']:.0f} us, "
+                f"p95 {overhead['p95']:.0f} us"
+            )
+        lines.append(line)
+    return lines
+
+
+def _failures(found: Mapping[str, int]) -> str:
+    total = sum(found.values())
+    if not total:
+        return "no failures"
+    return f"{total} failed: " + ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
+
+
+def _target_lines(report: EvalReport) -> list[str]:
+    return [
+        f"{'met' if t.met else 'NOT MET'}: {t.name} (measured: {t.measured})"
+        for t in report.targets()
+    ] + [_why_line(report)]
+
+
+def _why_line(report: EvalReport) -> str:
+    """What the repeated failures with memory were, as shares of all its turns."""
+    memory = report.arms[MEMORY]
+    parts = [
+        f"{memory.kind_rate(kind):.1%} {REPEAT_LABELS[kind]}"
+        for kind in REPEAT_KINDS
+        if memory.kind_rate(kind) > 0
+    ]
+    return "repeated failed actions with memory, across episodes, were: " + (
+        "; ".join(parts) or "none"
+    )
+
+
+def _title(report: EvalReport) -> str:
+    seeds = ", ".join(map(str, report.seeds))
+    agent = report.agent if report.agent == "explorer" else f"{report.agent} ({report.model})"
+    return (
+        f"agent {agent}, memories by the {report.synthesis}, {report.episodes} episodes of "
+        f"at most {report.moves} moves, seeds {seeds}; figures are means over the seeds"
+    )
+
+
+def render_table(report: EvalReport, *, timing: bool = True) -> str:
+    """The report as a fixed-width table for the terminal."""
+    header, rows = _table_rows(report)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    out = [_title(report), line(header), *map(line, rows)]
+    out += _arm_lines(report, timing=timing)
+    out += _target_lines(report)
+    if timing:
+        out.append(f"played in {report.seconds:.1f} s")
+    return "\n".join(out)
+
+
+def render_markdown(report: EvalReport, *, timing: bool = False) -> str:
+    """The report as a markdown table (no timing by default: the same every run)."""
+    header, rows = _table_rows(report)
+    out = [f"**{_title(report)}**", ""]
+    out.append("| " + " | ".join(header) + " |")
+    out.append("|" + "|".join(" ---: " if i != 1 else " --- " for i in range(len(header))) + "|")
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    out.append("")
+    out += [f"- {line}" for line in _arm_lines(report, timing=timing)]
+    out += [f"- {line}" for line in _target_lines(report)]
+    return "\n".join(out) + "\n"
+
+
+def plot_report(report: EvalReport, path: str | Path) -> Path:
+    """Rooms, score, repeated failed actions and coverage by episode, both arms, as a
+    PNG. Raises PlotUnavailable when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise PlotUnavailable("the plot needs matplotlib: pip install 'memstore[plot]'") from exc
+    numbers = list(range(1, report.episodes + 1))
+    panels: list[tuple[str, Callable[[EpisodeResult], float | None], bool]] = [
+        ("distinct rooms", lambda e: e.rooms, False),
+        ("score", lambda e: e.score, False),
+        ("repeated failed actions (across episodes)", lambda e: e.share(e.repeated_across), True),
+        ("location coverage", lambda e: e.coverage, True),
+    ]
+    figure, axes = plt.subplots(1, len(panels), figsize=(12, 3), dpi=72)
+    for axis, (title, value, percent) in zip(axes, panels, strict=True):
+        for arm, style in ((MEMORY, "o-"), (NO_MEMORY, "s--")):
+            summary = report.arms[arm]
+            values = [summary.mean(n, value) for n in numbers]
+            axis.plot(numbers, [v if v is not None else float("nan") for v in values], style,
+                      label=ARM_LABELS[arm])  # fmt: skip
+        axis.set_title(title, fontsize=9)
+        axis.set_xlabel("episode", fontsize=8)
+        axis.set_xticks(numbers)
+        axis.tick_params(labelsize=8)
+        if percent:
+            axis.set_ylim(0, 1.05)
+            axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    axes[0].legend(fontsize=8)
+    figure.suptitle(_title(report), fontsize=9)
+    figure.tight_layout()
+    out = Path(path)
+    figure.savefig(out, format="png", metadata={"Software": None})
+    plt.close(figure)
+    return out
