@@ -35,7 +35,15 @@ from collections.abc import Iterable
 from exporters.base_line import ExportBase, render_base_line
 from exporters.escaping import escape_inline, escape_text_lines
 from exporters.memory_block import HEADER_STARTS
-from memstore.models import LocationInfo, LocationMemories, Memory, Status
+from memstore.models import (
+    LocationInfo,
+    LocationMemories,
+    LocationRow,
+    LocationRows,
+    Memory,
+    MemoryRow,
+    Status,
+)
 
 __all__ = ["render_memories_md", "render_memory_lines", "FILE_TITLE", "NO_EPISODES"]
 
@@ -44,7 +52,7 @@ FILE_TITLE = "# Location Memories"
 NO_EPISODES = "none"
 
 
-def _reference_line(memory: Memory) -> str | None:
+def _reference_line(memory: Memory | MemoryRow) -> str | None:
     """The ``[Superseded ...]`` / ``[Invalidated ...]`` line of a SUPERSEDED memory, if any."""
     at_parts = []
     episode = memory.superseded_at_episode
@@ -62,7 +70,7 @@ def _reference_line(memory: Memory) -> str | None:
     return None
 
 
-def render_memory_lines(memory: Memory) -> list[str]:
+def render_memory_lines(memory: Memory | MemoryRow) -> list[str]:
     """The lines of one memory (header, reference line, text), without a trailing blank.
 
     Promises: an EPHEMERAL memory gives no line at all (it never goes to disk); the
@@ -98,7 +106,7 @@ def render_memory_lines(memory: Memory) -> list[str]:
     return lines
 
 
-def _location_header(location: LocationInfo) -> list[str]:
+def _location_header(location: LocationInfo | LocationRow) -> list[str]:
     episodes = ", ".join(map(str, location.episodes)) if location.episodes else NO_EPISODES
     return [
         f"## Location {location.id}: {escape_inline(location.name)}",
@@ -110,9 +118,9 @@ def _location_header(location: LocationInfo) -> list[str]:
 
 
 def render_memories_md(
-    locations: Iterable[LocationMemories], base: ExportBase | None = None
+    locations: Iterable[LocationMemories | LocationRows], base: ExportBase | None = None
 ) -> str:
-    """Render locations as the text of Memories.md.
+    """Render locations as the text of Memories.md (the public models or plain rows alike).
 
     With ``base`` (the database and change counter exported from), a hidden comment line
     under the title records it, for the 3-way import (``exporters.base_line``).

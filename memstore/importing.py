@@ -26,16 +26,36 @@ missing successor, which is imported with no successor (its link keeps turn and 
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from memstore.models import LocationInfo, LocationMemories, Memory, Persistence, Status
+from memstore.import_lines import LineFinder
+from memstore.import_plan import (
+    CONTENT_FIELDS,
+    MAX_EPISODE,
+    STATUS_FIELDS,
+    ChangeKind,
+    ImportPlan,
+    ImportProblem,
+    LocationChange,
+    LocationLike,
+    MemoryChange,
+    MemoryKey,
+    MemoryLike,
+    memory_key,
+)
+from memstore.models import (
+    LocationMemories,
+    LocationRow,
+    LocationRows,
+    Persistence,
+    Status,
+)
 
 __all__ = [
+    "CONTENT_FIELDS",
+    "STATUS_FIELDS",
     "LineFinder",
     "ChangeKind",
     "ImportPlan",
@@ -47,281 +67,14 @@ __all__ = [
     "plan_import",
 ]
 
-#: The largest episode a file may give a memory or a location: the database hands out the
-#: episode after the largest it holds, which must still fit SQLite's 64-bit integer.
-MAX_EPISODE = 2**63 - 2
-
-#: The fields whose change makes a memory "changed".
-CONTENT_FIELDS = ("text", "category", "score_change", "persistence")
-#: The fields whose change makes a memory "status changed".
-STATUS_FIELDS = (
-    "status",
-    "superseded_by",
-    "superseded_at_turn",
-    "superseded_at_episode",
-    "invalidation_reason",
-)
+#: The file's or the database's locations with their memories: plain rows (the import's
+#: data path) or the public models.
+Entry = LocationRows | LocationMemories
 
 
-class ChangeKind(StrEnum):
-    ADDED = "added"
-    CHANGED = "changed"
-    STATUS_CHANGED = "status changed"
-    UNCHANGED = "unchanged"
-    MISSING = "missing"
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryKey:
-    """The identity of a memory: where it is, its title, and when it was learned."""
-
-    location_id: int
-    title: str
-    episode: int
-    turns: str
-
-
-def memory_key(location_id: int, memory: Memory) -> MemoryKey:
-    return MemoryKey(location_id, memory.title, memory.episode, memory.turns)
-
-
-@dataclass(frozen=True, slots=True)
-class ImportProblem:
-    """Something that makes the file unsafe to import: its 1-based line (0 if unknown)."""
-
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}" if self.line else self.message
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryChange:
-    """One memory of the plan.
-
-    ``old`` is the database's version (None when added), ``new`` the file's (None when
-    missing). ``occurrence`` says which of the database memories with the same key this is
-    (0 for the first stored), so the store can find its row. ``fields`` names what differs.
-    """
-
-    kind: ChangeKind
-    location_id: int
-    location_name: str
-    old: Memory | None
-    new: Memory | None
-    occurrence: int = 0
-    fields: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> MemoryKey:
-        memory = self.new if self.new is not None else self.old
-        assert memory is not None
-        return memory_key(self.location_id, memory)
-
-    @property
-    def memory(self) -> Memory:
-        memory = self.new if self.new is not None else self.old
-        assert memory is not None
-        return memory
-
-    @property
-    def status_changed(self) -> bool:
-        return any(name in STATUS_FIELDS for name in self.fields)
-
-    @property
-    def content_changed(self) -> bool:
-        return any(name in CONTENT_FIELDS for name in self.fields)
-
-
-@dataclass(frozen=True, slots=True)
-class LocationChange:
-    """A location the import creates or updates: the values it will have afterwards.
-
-    Visits become max(file, database) and episodes the union of both; the name is the
-    file's. ``old`` is None for a location new to the database.
-    """
-
-    location_id: int
-    old: LocationInfo | None
-    name: str
-    visit_count: int
-    episodes: tuple[int, ...]
-
-    @property
-    def is_new(self) -> bool:
-        return self.old is None
-
-    @property
-    def new_episodes(self) -> tuple[int, ...]:
-        before = set(self.old.episodes) if self.old is not None else set()
-        return tuple(e for e in self.episodes if e not in before)
-
-    def describe(self) -> str:
-        if self.old is None:
-            return f"location {self.location_id} ({self.name}) is new"
-        parts = []
-        if self.name != self.old.name:
-            parts.append(f"name {self.old.name!r} -> {self.name!r}")
-        if self.visit_count != self.old.visit_count:
-            parts.append(f"visits {self.old.visit_count} -> {self.visit_count}")
-        if self.new_episodes:
-            parts.append(f"episodes + {', '.join(map(str, self.new_episodes))}")
-        return f"location {self.location_id}: {'; '.join(parts)}"
-
-
-@dataclass(frozen=True)
-class ImportPlan:
-    """Everything an import would do; ``summary()`` says it in a few lines."""
-
-    memories: tuple[MemoryChange, ...]
-    missing: tuple[MemoryChange, ...]
-    locations: tuple[LocationChange, ...]
-    problems: tuple[ImportProblem, ...]
-    #: the id of every location in the file (with or without changes)
-    file_location_ids: frozenset[int] = field(default_factory=frozenset)
-    #: memories that the file and the database both changed since the export, differently
-    #: (memstore.merge); what the plan does with each depends on the resolution chosen
-    conflicts: tuple[Any, ...] = ()
-    #: things the user should know that do not stop the import (no export base, ...)
-    warnings: tuple[str, ...] = ()
-
-    def _of(self, kind: ChangeKind) -> tuple[MemoryChange, ...]:
-        return tuple(change for change in self.memories if change.kind is kind)
-
-    @property
-    def added(self) -> tuple[MemoryChange, ...]:
-        return self._of(ChangeKind.ADDED)
-
-    @property
-    def changed(self) -> tuple[MemoryChange, ...]:
-        return self._of(ChangeKind.CHANGED)
-
-    @property
-    def status_changed(self) -> tuple[MemoryChange, ...]:
-        return self._of(ChangeKind.STATUS_CHANGED)
-
-    @property
-    def unchanged(self) -> tuple[MemoryChange, ...]:
-        return self._of(ChangeKind.UNCHANGED)
-
-    @property
-    def ok(self) -> bool:
-        """True when the file had no problem at all."""
-        return not self.problems
-
-    @property
-    def has_changes(self) -> bool:
-        return bool(self.locations) or any(
-            change.kind is not ChangeKind.UNCHANGED for change in self.memories
-        )
-
-    def summary(self, *, prune: bool = False) -> str:
-        """A few lines: counts per kind, then each problem as ``line L: message`` and each
-        conflict, in line order (those with no known line last)."""
-
-        def by_line(item: Any) -> tuple[bool, int]:
-            return (not item.line, item.line)
-
-        delete_note = "deleted with --prune" if prune else "only with --prune"
-        if prune and self.problems:
-            delete_note = "not deleted: the file has problems"
-        new_locations = sum(1 for change in self.locations if change.is_new)
-        lines = [
-            f"added {len(self.added)}",
-            f"changed {len(self.changed)}",
-            f"status changed {len(self.status_changed)}",
-            f"unchanged {len(self.unchanged)}",
-            f"would delete {len(self.missing)} ({delete_note})",
-            f"locations: {new_locations} new, {len(self.locations) - new_locations} updated",
-            f"problems {len(self.problems)}",
-        ]
-        lines.extend(f"  {problem}" for problem in sorted(self.problems, key=by_line))
-        if self.conflicts:
-            lines.append(f"conflicts {len(self.conflicts)}")
-            lines.extend(f"  {conflict}" for conflict in sorted(self.conflicts, key=by_line))
-        lines.extend(f"warning: {warning}" for warning in self.warnings)
-        return "\n".join(lines)
-
-    def details(self) -> str:
-        """One line per memory or location that would change (for ``--verbose`` output)."""
-        lines = [f"  {change.describe()}" for change in self.locations]
-        for change in self.memories:
-            if change.kind is ChangeKind.UNCHANGED:
-                continue
-            what = f" ({', '.join(change.fields)})" if change.fields else ""
-            lines.append(
-                f"  {change.kind.value}: location {change.location_id} "
-                f"{change.memory.title!r}{what}"
-            )
-        lines.extend(
-            f"  missing from the file: location {change.location_id} {change.memory.title!r}"
-            for change in self.missing
-        )
-        return "\n".join(lines)
-
-
-# --- line numbers -------------------------------------------------------------------------
-
-_LOCATION_LINE = re.compile(r"##[ \t]+Location[ \t]+([0-9]+)[ \t]*:")
-
-
-class LineFinder:
-    """Best-effort line numbers for the plan's own problems (0 when not found)."""
-
-    def __init__(self, source: str | None) -> None:
-        self.sections: dict[int, list[tuple[int, str]]] = {}
-        self.location_lines: dict[int, int] = {}
-        if not source:
-            return
-        current: list[tuple[int, str]] | None = None
-        for number, line in enumerate(source.replace("\r\n", "\n").split("\n"), 1):
-            match = _LOCATION_LINE.match(line)
-            if match is not None:
-                location_id = int(match.group(1))
-                if location_id in self.sections:  # a duplicate section: the parser skips it
-                    current = None
-                    continue
-                current = self.sections.setdefault(location_id, [])
-                self.location_lines[location_id] = number
-            elif current is not None and line.startswith("**["):
-                current.append((number, line))
-
-    def memory_lines(self, location_id: int, title: str) -> list[int]:
-        escaped = _escape_inline(title)
-        needles = {f"] {escaped}** *(", f"] {title}** *("}
-        return [
-            number
-            for number, line in self.sections.get(location_id, ())
-            if any(needle in line for needle in needles)
-        ]
-
-    def memory_line(self, location_id: int, title: str, nth: int = 0) -> int:
-        found = self.memory_lines(location_id, title)
-        if nth < len(found):
-            return found[nth]
-        return self.location_lines.get(location_id, 0)
-
-    def reference_line(self, location_id: int, title: str, nth: int = 0) -> int:
-        """The line after the ``nth`` header titled ``title``: its reference line, if any."""
-        found = self.memory_lines(location_id, title)
-        if nth < len(found):
-            return found[nth] + 1
-        return self.location_lines.get(location_id, 0)
-
-
-def _escape_inline(value: str) -> str:
-    try:  # the exporters' escaping, when available; the raw title is tried as well
-        from exporters.escaping import escape_inline
-    except ImportError:  # pragma: no cover - exporters is part of this distribution
-        return value
-    return escape_inline(value)
-
-
-# --- planning -----------------------------------------------------------------------------
-
-
-def _differences(old: Memory, new: Memory) -> tuple[str, ...]:
+def _differences(old: MemoryLike, new: MemoryLike) -> tuple[str, ...]:
+    if old == new and type(old) is type(new):
+        return ()  # the common case: the same row (every field, the key's too)
     return tuple(
         name
         for name in (*CONTENT_FIELDS, *STATUS_FIELDS)
@@ -337,7 +90,7 @@ def _kind(fields: Sequence[str]) -> ChangeKind:
     return ChangeKind.UNCHANGED
 
 
-def _location_change(old: LocationInfo | None, new: LocationInfo) -> LocationChange | None:
+def _location_change(old: LocationLike | None, new: LocationLike) -> LocationChange | None:
     if old is None:
         return LocationChange(new.id, None, new.name, new.visit_count, new.episodes)
     visits = max(old.visit_count, new.visit_count)
@@ -348,14 +101,15 @@ def _location_change(old: LocationInfo | None, new: LocationInfo) -> LocationCha
 
 
 def plan_import(
-    current: Iterable[LocationMemories],
-    incoming: Iterable[LocationMemories],
+    current: Iterable[Entry],
+    incoming: Iterable[Entry],
     problems: Iterable[object] = (),
     *,
     source: str | None = None,
     prune: bool = False,
     conflicts: Sequence[Any] = (),
     warnings: Sequence[str] = (),
+    lines: LineFinder | None = None,
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
 
@@ -363,17 +117,20 @@ def plan_import(
     the file's text, used only to give the plan's own problems line numbers. With
     ``prune`` the memories missing from the file will be deleted, so a new live memory
     may take the title of a missing one (without it that is a problem), and they cannot be
-    the successor of a memory in the file.
+    the successor of a memory in the file. ``lines`` may stand for ``source`` (the caller's
+    LineFinder of it, so the text is indexed once). The memories of the plan are those
+    given: plain rows (``memstore.models.MemoryRow``) or the public models.
     """
     all_problems = [
         ImportProblem(int(getattr(p, "line", 0) or 0), str(getattr(p, "message", p)))
         for p in problems
     ]
-    lines = LineFinder(source)
+    if lines is None:
+        lines = LineFinder(source)
 
-    db_locations: dict[int, LocationInfo] = {}
+    db_locations: dict[int, LocationLike] = {}
     # key -> the database memories with that key, in stored order
-    db_memories: dict[MemoryKey, list[Memory]] = {}
+    db_memories: dict[MemoryKey, list[MemoryLike]] = {}
     db_order: list[tuple[int, str, MemoryKey]] = []  # (location id, name, key) in stored order
     for entry in current:
         db_locations[entry.location.id] = entry.location
@@ -501,8 +258,8 @@ def plan_import(
 
 
 def _episodes_in_range(
-    location: LocationInfo, lines: LineFinder, problems: list[ImportProblem]
-) -> LocationInfo:
+    location: LocationLike, lines: LineFinder, problems: list[ImportProblem]
+) -> LocationLike:
     """``location`` without the episodes past MAX_EPISODE, each one a problem."""
     too_large = [episode for episode in location.episodes if episode > MAX_EPISODE]
     if not too_large:
@@ -515,6 +272,8 @@ def _episodes_in_range(
         )
     )
     kept = tuple(episode for episode in location.episodes if episode <= MAX_EPISODE)
+    if isinstance(location, LocationRow):
+        return location._replace(episodes=kept)
     return location.model_copy(update={"episodes": kept})
 
 

@@ -15,7 +15,7 @@ score change, persistence, and the status with its supersession link) is merged:
 A memory the database created after the export is kept as it is (never pruned); one the
 file dropped is left to ``--prune`` only when the database did not change it since. The
 result is the file as it should be read against the database now; ``plan_import`` then
-plans it 2-way as before.
+plans it 2-way as before. Memories are plain rows (``memstore.models.MemoryRow``) here.
 
 A file with no base (hand-written, or exported before revision 0004) is compared 2-way,
 with a warning, and a status moved backwards (SUPERSEDED in the database, live in the
@@ -28,8 +28,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memstore.importing import CONTENT_FIELDS, STATUS_FIELDS, LineFinder, MemoryKey, memory_key
-from memstore.models import LocationInfo, LocationMemories, Memory, Status
+from memstore.import_lines import LineFinder
+from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
+from memstore.models import LocationRow, LocationRows, Memory, MemoryRow, Status
 
 __all__ = ["MergeConflict", "MergeResult", "Resolution", "StoredMemory", "merge_import"]
 
@@ -47,12 +48,15 @@ class Resolution(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StoredMemory:
-    """A persistent memory as stored: its row id, location, the version that created it."""
+    """A persistent memory as stored: its row id, location, the version that created it.
+
+    ``memory`` is a plain row on the import's path (``memstore.md_store``), the public model
+    where the store reads one for its API."""
 
     id: int
     location_id: int
     created_version: int
-    memory: Memory
+    memory: MemoryRow | Memory
 
 
 def _clip(value: object, limit: int = 60) -> str:
@@ -60,7 +64,7 @@ def _clip(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _status_text(memory: Memory) -> str:
+def _status_text(memory: MemoryRow) -> str:
     if memory.status is not Status.SUPERSEDED:
         return memory.status.value
     if memory.invalidation_reason is not None:
@@ -70,7 +74,7 @@ def _status_text(memory: Memory) -> str:
     return "superseded"
 
 
-def _group_text(memory: Memory, group: tuple[str, ...]) -> str:
+def _group_text(memory: MemoryRow, group: tuple[str, ...]) -> str:
     if group == STATUS_FIELDS:
         return _status_text(memory)
     return _clip(getattr(memory, group[0]))
@@ -84,8 +88,8 @@ class MergeConflict:
     location_id: int
     title: str
     fields: tuple[str, ...]
-    file: Memory | None  # None: the file dropped it
-    database: Memory | None  # None: the database deleted it
+    file: MemoryRow | None  # None: the file dropped it
+    database: MemoryRow | None  # None: the database deleted it
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
@@ -109,18 +113,18 @@ class MergeConflict:
 class MergeResult:
     """The file as it should be read against the database now, and what conflicted."""
 
-    locations: tuple[LocationMemories, ...]
+    locations: tuple[LocationRows, ...]
     conflicts: tuple[MergeConflict, ...]
     warnings: tuple[str, ...]
 
 
-def _values(memory: Memory, group: tuple[str, ...]) -> tuple[object, ...]:
+def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:
     return tuple(getattr(memory, name) for name in group)
 
 
 def _merge_fields(
-    base: Memory | None, file: Memory, database: Memory, resolution: Resolution | None
-) -> tuple[Memory, tuple[str, ...]]:
+    base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
+) -> tuple[MemoryRow, tuple[str, ...]]:
     """(the merged memory, the fields in conflict). Without a base every difference is one."""
     update: dict[str, object] = {}
     conflicted: list[str] = []
@@ -140,10 +144,10 @@ def _merge_fields(
         return database, tuple(conflicted)
     if len(update) == len(CONTENT_FIELDS) + len(STATUS_FIELDS):
         return file, tuple(conflicted)
-    return database.model_copy(update=update), tuple(conflicted)
+    return database._replace(**update), tuple(conflicted)
 
 
-def _numbered(entry: LocationMemories) -> Iterator[tuple[Memory, MemoryKey, int, int]]:
+def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, int]]:
     """Each memory of a file's section with its key, and how many before it in the section
     had the same key (which database memory it matches) and the same title (its line)."""
     seen: dict[MemoryKey, int] = {}
@@ -157,14 +161,14 @@ def _numbered(entry: LocationMemories) -> Iterator[tuple[Memory, MemoryKey, int,
         yield memory, key, nth, title_nth
 
 
-def _backwards(file: Memory, database: Memory) -> bool:
+def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
     return database.status is Status.SUPERSEDED and file.status is not Status.SUPERSEDED
 
 
 def merge_import(
-    incoming: Sequence[LocationMemories],
+    incoming: Sequence[LocationRows],
     current: Sequence[StoredMemory],
-    current_locations: dict[int, LocationInfo],
+    current_locations: dict[int, LocationRow],
     base: dict[int, StoredMemory] | None,
     *,
     resolution: Resolution | None,
@@ -190,12 +194,12 @@ def merge_import(
             )
 
     conflicts: list[MergeConflict] = []
-    kept: dict[int, list[tuple[int, Memory]]] = {}  # location -> (row id, memory)
-    added: dict[int, list[Memory]] = {}  # location -> memories new in the file
+    kept: dict[int, list[tuple[int, MemoryRow]]] = {}  # location -> (row id, memory)
+    added: dict[int, list[MemoryRow]] = {}  # location -> memories new in the file
     claimed: set[int] = set()  # row ids the file speaks for
-    names: dict[int, LocationInfo] = {}
+    names: dict[int, LocationRow] = {}
 
-    def keep(location_id: int, row_id: int, memory: Memory) -> None:
+    def keep(location_id: int, row_id: int, memory: MemoryRow) -> None:
         kept.setdefault(location_id, []).append((row_id, memory))
         claimed.add(row_id)
 
@@ -263,12 +267,12 @@ def merge_import(
         info = names.get(location_id) or current_locations[location_id]
         ordered = [memory for _id, memory in sorted(kept.get(location_id, ()))]
         ordered.extend(added.get(location_id, ()))
-        locations.append(LocationMemories(location=info, memories=tuple(ordered)))
+        locations.append(LocationRows(info, tuple(ordered)))
     return MergeResult(tuple(locations), tuple(conflicts), tuple(warnings))
 
 
 def _two_way(
-    incoming: Sequence[LocationMemories],
+    incoming: Sequence[LocationRows],
     current: Sequence[StoredMemory],
     resolution: Resolution | None,
     lines: LineFinder,
@@ -276,10 +280,12 @@ def _two_way(
 ) -> MergeResult:
     """No base: the file against the database, but a status never moves backwards unless
     the user takes the file's side (``theirs``)."""
-    by_key: dict[MemoryKey, list[Memory]] = {}
+    by_key: dict[MemoryKey, list[MemoryRow]] = {}
     for stored in current:
         by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored.memory)
     conflicts: list[MergeConflict] = []
+    if not by_key:  # a database with no persistent memory: the file as it is
+        return MergeResult(tuple(incoming), (), warnings)
     locations = []
     for entry in incoming:
         location_id = entry.location.id
@@ -295,7 +301,7 @@ def _two_way(
                 if resolution is Resolution.SKIP:
                     memory = old
                 elif resolution is not Resolution.THEIRS:
-                    memory = memory.model_copy(update={n: getattr(old, n) for n in STATUS_FIELDS})
+                    memory = memory._replace(**{n: getattr(old, n) for n in STATUS_FIELDS})
             memories.append(memory)
-        locations.append(LocationMemories(location=entry.location, memories=tuple(memories)))
+        locations.append(LocationRows(entry.location, tuple(memories)))
     return MergeResult(tuple(locations), tuple(conflicts), warnings)

@@ -254,6 +254,8 @@ class MemoryRow(NamedTuple):
 _TITLE_MAX = MEMORY_RULES["title"].maximum or 0
 _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 _EPISODE_MIN = MEMORY_RULES["episode"].minimum or 0
+_TURN_MIN = MEMORY_RULES["superseded_at_turn"].minimum or 0
+_AT_EPISODE_MIN = MEMORY_RULES["superseded_at_episode"].minimum or 0
 
 
 def memory_row_problem(row: MemoryRow) -> str | None:
@@ -263,10 +265,11 @@ def memory_row_problem(row: MemoryRow) -> str | None:
     value of its field's exact type (enum members, not their names), within the limits of
     ``MEMORY_RULES``, and its status and supersession fields consistent.
     """
-    (category, title, text, episode, turns, score, persistence, status, *links) = row
+    (category, title, text, episode, turns, score, persistence, status, by, turn, at, reason) = row
     if (
-        # The common case, decided at once from MEMORY_RULES' limits: ASCII texts, no
-        # link, a single turn. Everything else goes through the table rule by rule.
+        # The common case, decided at once from MEMORY_RULES' limits and checks: ASCII
+        # texts and a well-formed link or none. Everything else goes through the table
+        # rule by rule.
         type(category) is Category
         and type(persistence) is Persistence
         and type(status) is Status
@@ -281,17 +284,26 @@ def memory_row_problem(row: MemoryRow) -> str | None:
         and type(episode) is int
         and episode >= _EPISODE_MIN
         and type(turns) is str
-        and turns.isdigit()
         and turns.isascii()
+        and (turns.isdigit() or turns_problem(turns) is None)
         and (score is None or type(score) is int)
-        and links == [None, None, None, None]
+        and (
+            (by is None and turn is None and at is None and reason is None)
+            or (
+                (turn is None or (type(turn) is int and turn >= _TURN_MIN))
+                and (at is None or (type(at) is int and at >= _AT_EPISODE_MIN))
+                and (by is None or type(by) is str)
+                and (reason is None or (type(reason) is str and reason_problem(reason) is None))
+                and supersession_problem(status, by, reason) is None
+            )
+        )
     ):
         return None
     for (name, rule), value in zip(_MEMORY_RULES, row, strict=True):
         problem = _value_problem(name, value, rule)
         if problem is not None:
             return problem
-    return supersession_problem(status, row.superseded_by, row.invalidation_reason)
+    return supersession_problem(status, by, reason)
 
 
 def memory_row_of(memory: Memory) -> MemoryRow:

@@ -1,34 +1,27 @@
-"""Applying an import plan to the database: the SQL half of ``memstore import --apply``.
+"""``memstore import``: parse, merge, plan and apply a Memories.md in one transaction.
 
-Part of the store layer (it writes the store's tables inside ``MemoryStore.transaction()``);
-``memstore.importing`` makes the plan without touching the database.
+Part of the store layer: it runs inside ``MemoryStore.transaction()`` and nothing else of
+the store's. The memories flow as plain rows (``memstore.models.MemoryRow``) from the file
+(``exporters.parse.parse_memories_md_rows``) and the database (``memstore.md_store``)
+through the 3-way merge (``memstore.merge``) and the plan (``memstore.importing``) to the
+writes (``memstore.import_apply``), with no pydantic object built per memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-from sqlalchemy import Connection, delete, func, insert, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from typing import Any
 
 from exporters.base_line import ExportBase
+from exporters.parse import ParsedRows, ParseResult, parse_memories_md_rows
 from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa: F401 - importable from here too
-from memstore.importing import (
-    ChangeKind,
-    ImportPlan,
-    LineFinder,
-    MemoryChange,
-    MemoryKey,
-    plan_import,
-)
+from memstore.import_apply import apply_plan
+from memstore.importing import ImportPlan, LineFinder, plan_import
 from memstore.invariants import check_invariants
+from memstore.md_store import location_rows, stored_rows, stored_rows_at
 from memstore.merge import Resolution, StoredMemory, merge_import
-from memstore.models import LocationInfo, LocationMemories, Memory, Status, parse_turns
-from memstore.rows import now
-from memstore.schema import location_episodes, locations, memories, memory_links
-from memstore.versions import next_version, record_history
+from memstore.models import LocationRow, LocationRows, MemoryRow, location_rows_of
+from memstore.versions import identity
 
 __all__ = [
     "ImportConflict",
@@ -40,329 +33,12 @@ __all__ = [
 ]
 
 
-
-
 def apply_import(store: Any, plan: ImportPlan, *, prune: bool) -> None:
-    """Write ``plan`` to ``store`` in one transaction (any exception rolls everything back).
-
-    Order: locations (name from the file, visits = max(file, database), episodes = union);
-    field and status updates (memories becoming SUPERSEDED first, so a title is free before
-    another memory takes it); with ``prune`` (and only when the plan has no problems), the
-    deletion of the memories missing from the file - never a location; the inserts, in
-    file order; then the supersession links of every added or status-changed SUPERSEDED
-    memory, re-created from the successor's exact title at the same location (the memory
-    with that title that ``_successor_order`` ranks first and that does not close a cycle).
-    When no memory has that title the link keeps its turn and episode but no successor.
-    """
+    """Write ``plan`` to ``store`` in one transaction (any exception rolls everything back);
+    ``prune`` deletes the memories missing from the file only when the plan has no
+    problems. See ``memstore.import_apply.apply_plan`` for the order of the writes."""
     with store.transaction() as conn:
         apply_plan(conn, plan, prune=prune and plan.ok)
-
-
-def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
-    """Write ``plan`` inside the caller's write transaction; the locations whose memories
-    it changed. Every row it changes, deletes or adds is stamped with one new version of
-    the change counter, and the state it replaced is kept (memstore.versions)."""
-    _write_locations(conn, plan)
-    touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
-    if prune:
-        touched.update(c.location_id for c in plan.missing)
-    if not touched:
-        return touched
-    version = next_version(conn)
-    ids: dict[MemoryKey, list[int]] | None = None
-
-    def row_id(change: MemoryChange) -> int:
-        nonlocal ids
-        if ids is None:  # only plans that update or delete need the existing rows' ids
-            ids = _ids_by_key(conn, touched)
-        found = ids.get(change.key, [])
-        if change.occurrence >= len(found):
-            raise ImportConflict(
-                f"memory {change.memory.title!r} at location {change.location_id} is no longer "
-                f"in the database (it changed since the import was planned); nothing was "
-                f"written: run the import again"
-            )
-        return found[change.occurrence]
-
-    updating = (ChangeKind.CHANGED, ChangeKind.STATUS_CHANGED)
-    updates = [c for c in plan.memories if c.kind in updating]
-    # Memories leaving the live set first: the partial unique index allows one live title.
-    updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
-    relink: list[tuple[int, int, Memory]] = []  # (row id, location id, memory)
-    record_history(conn, [row_id(change) for change in updates], version)
-    for change in updates:
-        memory_id = row_id(change)
-        new = change.new
-        assert new is not None
-        conn.execute(
-            update(memories)
-            .where(memories.c.id == memory_id)
-            .values(
-                category=new.category.value,
-                text=new.text,
-                score_change=new.score_change,
-                persistence=new.persistence.value,
-                status=new.status.value,
-                changed_version=version,
-            )
-        )
-        if change.status_changed:
-            conn.execute(delete(memory_links).where(memory_links.c.memory_id == memory_id))
-            relink.append((memory_id, change.location_id, new))
-
-    if prune and plan.missing:
-        doomed = [row_id(change) for change in plan.missing]
-        record_history(conn, doomed, version, deleted=True)
-        conn.execute(delete(memories).where(memories.c.id.in_(doomed)))
-
-    added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
-    if added:
-        before = conn.execute(select(func.coalesce(func.max(memories.c.id), 0))).scalar_one()
-        stamp = now()
-        # plain executemany: SQLAlchemy's per-row parameter processing would double the time
-        conn.exec_driver_sql(
-            _INSERT_MEMORY, [_row(c.location_id, c.new, stamp, version) for c in added]
-        )
-        new_ids = (
-            conn.execute(
-                select(memories.c.id).where(memories.c.id > before).order_by(memories.c.id)
-            )
-            .scalars()
-            .all()
-        )
-        if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
-            raise ImportConflict("the database changed while the import was writing")
-        relink.extend(
-            (memory_id, change.location_id, change.new)  # type: ignore[misc]
-            for memory_id, change in zip(new_ids, added, strict=True)
-        )
-    _write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED])
-    return touched
-
-
-def _write_locations(conn: Connection, plan: ImportPlan) -> None:
-    if not plan.locations:
-        return
-    stmt = sqlite_insert(locations)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["id"],
-        set_={
-            "name": stmt.excluded.name,
-            "visit_count": func.max(locations.c.visit_count, stmt.excluded.visit_count),
-        },
-    )
-    conn.execute(
-        stmt,
-        [
-            {"id": change.location_id, "name": change.name, "visit_count": change.visit_count}
-            for change in plan.locations
-        ],
-    )
-    episodes = [
-        {"location_id": change.location_id, "episode": episode}
-        for change in plan.locations
-        for episode in change.episodes
-    ]
-    if episodes:
-        conn.execute(sqlite_insert(location_episodes).on_conflict_do_nothing(), episodes)
-
-
-def _ids_by_key(conn: Connection, location_ids: Iterable[int]) -> dict[MemoryKey, list[int]]:
-    found: dict[MemoryKey, list[int]] = {}
-    rows = conn.execute(
-        select(
-            memories.c.id,
-            memories.c.location_id,
-            memories.c.title,
-            memories.c.episode,
-            memories.c.turn_start,
-            memories.c.turn_end,
-        )
-        .where(memories.c.location_id.in_(sorted(location_ids)))
-        .order_by(memories.c.id)
-    )
-    for memory_id, location_id, title, episode, start, end in rows:
-        turns = str(start) if end is None else f"{start}-{end}"
-        found.setdefault(MemoryKey(location_id, title, episode, turns), []).append(memory_id)
-    return found
-
-
-_MEMORY_COLUMNS = (
-    "location_id",
-    "category",
-    "title",
-    "text",
-    "episode",
-    "turn_start",
-    "turn_end",
-    "score_change",
-    "persistence",
-    "status",
-    "created_at",
-    "created_version",
-    "changed_version",
-)
-_INSERT_MEMORY = (
-    f"INSERT INTO {memories.name} ({', '.join(_MEMORY_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_MEMORY_COLUMNS))})"
-)
-
-
-def _row(location_id: int, memory: Memory | None, now: str, version: int) -> tuple[Any, ...]:
-    """The values of ``_MEMORY_COLUMNS`` for one memory."""
-    assert memory is not None
-    start, end = parse_turns(memory.turns)
-    return (
-        location_id,
-        memory.category.value,
-        memory.title,
-        memory.text,
-        memory.episode,
-        start,
-        end,
-        memory.score_change,
-        memory.persistence.value,
-        memory.status.value,
-        now,
-        version,
-        version,
-    )
-
-
-def _has_link(memory: Memory) -> bool:
-    return any(
-        value is not None
-        for value in (
-            memory.superseded_by,
-            memory.invalidation_reason,
-            memory.superseded_at_turn,
-            memory.superseded_at_episode,
-        )
-    )
-
-
-class _Candidate(NamedTuple):
-    """A memory that may be a successor: its row id, whether it is live, and when learned."""
-
-    id: int
-    live: bool
-    episode: int
-    start: int
-    last: int
-
-
-def _successor_order(
-    candidates: Iterable[_Candidate], memory_id: int, at: tuple[int, int] | None
-) -> list[_Candidate]:
-    """The possible successors of memory ``memory_id``, the most likely first.
-
-    ``at`` is the link's (episode, turn). The store links a memory to its successor at the
-    successor's own episode and last turn (``supersede_memory``; ``apply_synthesis`` at the
-    current turn, which is the new memory's), so a candidate learned exactly then comes
-    first - the first stored after the memory among several, as the store inserts the
-    successor after it. Then, for a hand-edited link, the latest learned before it, then
-    the earliest learned after it. Without a link turn: the live one, then the latest
-    stored after the memory, then the latest stored before it.
-    """
-    if at is None:
-        return sorted(candidates, key=lambda c: (not c.live, c.id < memory_id, -c.id))
-
-    def rank(c: _Candidate) -> tuple[int, ...]:
-        if (c.episode, c.last) == at:
-            return (0, c.id < memory_id, c.id)
-        if (c.episode, c.start) <= at:
-            return (1, -c.episode, -c.start, -c.id)
-        return (2, c.episode, c.start, c.id)
-
-    return sorted(candidates, key=rank)
-
-
-def _write_links(conn: Connection, entries: list[tuple[int, int, Memory]]) -> None:
-    entries = [entry for entry in entries if _has_link(entry[2])]
-    if not entries:
-        return
-    location_ids = sorted({entry[1] for entry in entries})
-    # every memory of the locations concerned, by title, in stored order
-    by_title: dict[tuple[int, str], list[_Candidate]] = {}
-    rows = conn.execute(
-        select(
-            memories.c.id,
-            memories.c.location_id,
-            memories.c.title,
-            memories.c.status,
-            memories.c.episode,
-            memories.c.turn_start,
-            memories.c.turn_end,
-        )
-        .where(memories.c.location_id.in_(location_ids))
-        .order_by(memories.c.id)
-    )
-    for memory_id, location_id, title, status, episode, start, end in rows:
-        by_title.setdefault((location_id, title), []).append(
-            _Candidate(
-                memory_id,
-                status != Status.SUPERSEDED.value,
-                episode,
-                start,
-                end if end is not None else start,
-            )
-        )
-    # the links already there (memory -> successor), so a new link never closes a cycle
-    next_of: dict[int, int] = dict(
-        conn.execute(
-            select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
-            .join(memories, memories.c.id == memory_links.c.memory_id)
-            .where(
-                memories.c.location_id.in_(location_ids),
-                memory_links.c.superseded_by_id.is_not(None),
-            )
-        ).all()
-    )
-
-    def leads_back(start: int, memory_id: int) -> bool:
-        seen = set()
-        current: int | None = start
-        while current is not None and current not in seen:
-            if current == memory_id:
-                return True
-            seen.add(current)
-            current = next_of.get(current)
-        return False
-
-    links = []
-    stamp = now()
-    for memory_id, location_id, memory in entries:
-        episode = memory.superseded_at_episode or memory.episode
-        successor: _Candidate | None = None
-        if memory.superseded_by is not None:
-            candidates = [
-                c
-                for c in by_title.get((location_id, memory.superseded_by), [])
-                if c.id != memory_id
-            ]
-            at = None if memory.superseded_at_turn is None else (episode, memory.superseded_at_turn)
-            ordered = _successor_order(candidates, memory_id, at)
-            successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
-            if successor is not None:
-                next_of[memory_id] = successor.id
-        turn = memory.superseded_at_turn
-        if turn is None:
-            turn = (
-                successor.last
-                if successor is not None
-                else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
-            )
-        links.append(
-            {
-                "memory_id": memory_id,
-                "superseded_by_id": successor.id if successor is not None else None,
-                "episode": episode,
-                "turn": turn,
-                "reason": memory.invalidation_reason,
-                "created_at": stamp,
-            }
-        )
-    conn.execute(insert(memory_links), links)
 
 
 # --- the whole import in one transaction --------------------------------------------------
@@ -393,7 +69,7 @@ def import_memories(
     resolution: Resolution | None = None,
     skip_invalid: bool = False,
     force: bool = False,
-    parsed: Any = None,
+    parsed: ParseResult | ParsedRows | None = None,
 ) -> ImportOutcome:
     """Import the text of a Memories.md into ``store``: parse, merge, plan and (``apply``)
     write, all inside ONE transaction, so what the plan saw is what it changes.
@@ -407,19 +83,23 @@ def import_memories(
     database's rules (``memstore.invariants``) before the commit: a breach rolls it all
     back (ImportRefused). A dry run computes the same plan, read-only.
     """
-    from exporters import parse_memories_md
-
-    if parsed is None:  # the caller may hand in the parse of ``text`` it already has
-        parsed = parse_memories_md(text)
+    if parsed is None:
+        parsed = parse_memories_md_rows(text)
+    elif isinstance(parsed, ParseResult):  # the caller's parse of ``text``, as models
+        parsed = ParsedRows(
+            tuple([location_rows_of(entry) for entry in parsed.locations]),
+            parsed.problems,
+            parsed.base,
+        )
     if skip_invalid and resolution is None:
         resolution = Resolution.SKIP
     lines = LineFinder(text)
     with store.transaction(write=apply) as conn:
-        current = store.stored_memories(conn)
-        current_locations = {info.id: info for info in store.locations_in(conn)}
-        here = store.database_identity(conn)
+        current = stored_rows(conn)
+        current_locations = {row.id: row for row in location_rows(conn)}
+        here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
-        base_state = store.memories_at(conn, base.version, current) if base else None
+        base_state = stored_rows_at(conn, base.version, current) if base else None
         merged = merge_import(
             parsed.locations,
             current,
@@ -434,7 +114,7 @@ def import_memories(
             _grouped(current, current_locations),
             merged.locations,
             parsed.problems,
-            source=text,
+            lines=lines,
             prune=prune,
             conflicts=merged.conflicts,
             warnings=merged.warnings,
@@ -481,21 +161,19 @@ def _usable_base(
     return base, ()
 
 
-def _grouped(
-    current: list[StoredMemory], locations: dict[int, LocationInfo]
-) -> list[LocationMemories]:
-    by_location: dict[int, list[Memory]] = {}
+def _grouped(current: list[StoredMemory], locations: dict[int, LocationRow]) -> list[LocationRows]:
+    by_location: dict[int, list[MemoryRow]] = {}
     for stored in current:
-        by_location.setdefault(stored.location_id, []).append(stored.memory)
+        by_location.setdefault(stored.location_id, []).append(stored.memory)  # type: ignore[arg-type]
     return [
-        LocationMemories(location=info, memories=tuple(by_location.get(location_id, ())))
+        LocationRows(info, tuple(by_location.get(location_id, ())))
         for location_id, info in sorted(locations.items())
     ]
 
 
 def _refusal(
     plan: ImportPlan,
-    parsed: Any,
+    parsed: ParsedRows,
     current: list[StoredMemory],
     prune: bool,
     resolution: Resolution | None,

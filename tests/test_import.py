@@ -369,7 +369,7 @@ def test_prune_deletes_nothing_when_the_file_has_problems(
 def test_apply_is_one_transaction(
     store: MemoryStore, mem: MakeMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memstore.store_import as store_import
+    import memstore.import_apply as import_apply
 
     populate(store, mem)
     before = export_text(store)
@@ -383,7 +383,7 @@ def test_apply_is_one_transaction(
     def explode(*_args: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(store_import, "_write_links", explode)
+    monkeypatch.setattr(import_apply, "_write_links", explode)
     with pytest.raises(RuntimeError, match="disk on fire"):
         apply_import(store, plan, prune=False)
     assert export_text(store) == before

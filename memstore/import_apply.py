@@ -1,0 +1,320 @@
+"""Applying an import plan to the database: the SQL half of ``memstore import --apply``.
+
+Part of the store layer: ``apply_plan`` writes inside the caller's write transaction
+(``MemoryStore.transaction()``), with statements built once here and run through
+``memstore.executor`` (one ``executemany`` per kind of write), in SQL that SQLite and
+PostgreSQL both speak (``memstore.dialect``). ``memstore.importing`` makes the plan without
+touching the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+
+from memstore.dialect import OnConflict, greatest, resolve
+from memstore.errors import ImportConflict
+from memstore.executor import run, run_many
+from memstore.import_plan import ChangeKind, ImportPlan, MemoryChange, MemoryKey, MemoryLike
+from memstore.models import Status, parse_turns
+from memstore.rows import now
+from memstore.schema import location_episodes, locations, memories, memory_links
+from memstore.versions import next_version, record_history
+
+__all__ = ["apply_plan"]
+
+UPSERT_LOCATION = OnConflict(
+    locations,
+    ["id"],
+    update=lambda excluded: {
+        "name": excluded.name,
+        "visit_count": greatest(locations.c.visit_count, excluded.visit_count),
+    },
+)
+ADD_EPISODE = OnConflict(location_episodes)
+UPDATE_MEMORY = (
+    update(memories)
+    .where(memories.c.id == bindparam("memory_id"))
+    .values(
+        category=bindparam("new_category"),
+        text=bindparam("new_text"),
+        score_change=bindparam("new_score_change"),
+        persistence=bindparam("new_persistence"),
+        status=bindparam("new_status"),
+        changed_version=bindparam("version"),
+    )
+)
+DELETE_LINK = delete(memory_links).where(memory_links.c.memory_id == bindparam("memory_id"))
+DELETE_MEMORY = delete(memories).where(memories.c.id == bindparam("memory_id"))
+INSERT_MEMORY = insert(memories)
+INSERT_LINK = insert(memory_links)
+LAST_ID = select(func.coalesce(func.max(memories.c.id), 0))
+IDS_AFTER = select(memories.c.id).where(memories.c.id > bindparam("after")).order_by(memories.c.id)
+#: what identifies each persistent memory and ranks it as a successor, in stored order
+MEMORY_KEYS = select(
+    memories.c.id,
+    memories.c.location_id,
+    memories.c.title,
+    memories.c.episode,
+    memories.c.turn_start,
+    memories.c.turn_end,
+    memories.c.status,
+).order_by(memories.c.id)
+SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
+    memory_links.c.superseded_by_id.is_not(None)
+)
+
+
+def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
+    """Write ``plan`` inside the caller's write transaction; the locations whose memories
+    it changed. Every row it changes, deletes or adds is stamped with one new version of
+    the change counter, and the state it replaced is kept (memstore.versions).
+
+    Order: locations (name from the file, visits = max(file, database), episodes = union);
+    field and status updates (memories becoming SUPERSEDED first, so a title is free before
+    another memory takes it); with ``prune``, the deletion of the memories missing from the
+    file - never a location; the inserts, in file order; then the supersession links of
+    every added or status-changed SUPERSEDED memory, re-created from the successor's exact
+    title at the same location (the memory with that title that ``_successor_order`` ranks
+    first and that does not close a cycle). When no memory has that title the link keeps
+    its turn and episode but no successor.
+    """
+    _write_locations(conn, plan)
+    touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
+    if prune:
+        touched.update(c.location_id for c in plan.missing)
+    if not touched:
+        return touched
+    version = next_version(conn)
+    ids: dict[MemoryKey, list[int]] | None = None
+
+    def row_id(change: MemoryChange) -> int:
+        nonlocal ids
+        if ids is None:  # only plans that update or delete need the existing rows' ids
+            ids = _ids_by_key(conn, touched)
+        found = ids.get(change.key, [])
+        if change.occurrence >= len(found):
+            raise ImportConflict(
+                f"memory {change.memory.title!r} at location {change.location_id} is no longer "
+                f"in the database (it changed since the import was planned); nothing was "
+                f"written: run the import again"
+            )
+        return found[change.occurrence]
+
+    updating = (ChangeKind.CHANGED, ChangeKind.STATUS_CHANGED)
+    updates = [c for c in plan.memories if c.kind in updating]
+    # Memories leaving the live set first: the partial unique index allows one live title.
+    updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
+    relink: list[tuple[int, int, MemoryLike]] = []  # (row id, location id, memory)
+    if updates:
+        update_ids = [row_id(change) for change in updates]
+        record_history(conn, update_ids, version)
+        for memory_id, change in zip(update_ids, updates, strict=True):
+            new = change.new
+            assert new is not None
+            run(
+                conn,
+                UPDATE_MEMORY,
+                {
+                    "memory_id": memory_id,
+                    "new_category": new.category.value,
+                    "new_text": new.text,
+                    "new_score_change": new.score_change,
+                    "new_persistence": new.persistence.value,
+                    "new_status": new.status.value,
+                    "version": version,
+                },
+            )
+            if change.status_changed:
+                run(conn, DELETE_LINK, {"memory_id": memory_id})
+                relink.append((memory_id, change.location_id, new))
+
+    if prune and plan.missing:
+        doomed = [row_id(change) for change in plan.missing]
+        record_history(conn, doomed, version, deleted=True)
+        run_many(conn, DELETE_MEMORY, [{"memory_id": memory_id} for memory_id in doomed])
+
+    added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
+    if added:
+        before = run(conn, LAST_ID, {}).fetchone()[0]
+        stamp = now()
+        run_many(conn, INSERT_MEMORY, [_row(c, stamp, version) for c in added])
+        new_ids = [memory_id for (memory_id,) in run(conn, IDS_AFTER, {"after": before})]
+        if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
+            raise ImportConflict("the database changed while the import was writing")
+        relink.extend(
+            (memory_id, change.location_id, change.new)  # type: ignore[misc]
+            for memory_id, change in zip(new_ids, added, strict=True)
+        )
+    _write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED])
+    return touched
+
+
+def _write_locations(conn: Connection, plan: ImportPlan) -> None:
+    if not plan.locations:
+        return
+    run_many(
+        conn,
+        resolve(conn, UPSERT_LOCATION),
+        [
+            {"id": change.location_id, "name": change.name, "visit_count": change.visit_count}
+            for change in plan.locations
+        ],
+    )
+    episodes = [
+        {"location_id": change.location_id, "episode": episode}
+        for change in plan.locations
+        for episode in change.episodes
+    ]
+    run_many(conn, resolve(conn, ADD_EPISODE), episodes)
+
+
+def _ids_by_key(conn: Connection, location_ids: Iterable[int]) -> dict[MemoryKey, list[int]]:
+    wanted = set(location_ids)
+    found: dict[MemoryKey, list[int]] = {}
+    for memory_id, location_id, title, episode, start, end, _status in run(conn, MEMORY_KEYS, {}):
+        if location_id in wanted:
+            turns = str(start) if end is None else f"{start}-{end}"
+            found.setdefault(MemoryKey(location_id, title, episode, turns), []).append(memory_id)
+    return found
+
+
+def _row(change: MemoryChange, stamp: str, version: int) -> dict[str, Any]:
+    """The values of a new memory's row."""
+    memory = change.new
+    assert memory is not None
+    turns = memory.turns
+    start, end = (int(turns), None) if turns.isdigit() else parse_turns(turns)
+    return {
+        "location_id": change.location_id,
+        "category": memory.category.value,
+        "title": memory.title,
+        "text": memory.text,
+        "episode": memory.episode,
+        "turn_start": start,
+        "turn_end": end,
+        "score_change": memory.score_change,
+        "persistence": memory.persistence.value,
+        "status": memory.status.value,
+        "created_at": stamp,
+        "created_version": version,
+        "changed_version": version,
+    }
+
+
+def _has_link(memory: MemoryLike) -> bool:
+    return any(
+        value is not None
+        for value in (
+            memory.superseded_by,
+            memory.invalidation_reason,
+            memory.superseded_at_turn,
+            memory.superseded_at_episode,
+        )
+    )
+
+
+class _Candidate(NamedTuple):
+    """A memory that may be a successor: its row id, whether it is live, and when learned."""
+
+    id: int
+    live: bool
+    episode: int
+    start: int
+    last: int
+
+
+def _successor_order(
+    candidates: Iterable[_Candidate], memory_id: int, at: tuple[int, int] | None
+) -> list[_Candidate]:
+    """The possible successors of memory ``memory_id``, the most likely first.
+
+    ``at`` is the link's (episode, turn). The store links a memory to its successor at the
+    successor's own episode and last turn (``supersede_memory``; ``apply_synthesis`` at the
+    current turn, which is the new memory's), so a candidate learned exactly then comes
+    first - the first stored after the memory among several, as the store inserts the
+    successor after it. Then, for a hand-edited link, the latest learned before it, then
+    the earliest learned after it. Without a link turn: the live one, then the latest
+    stored after the memory, then the latest stored before it.
+    """
+    if at is None:
+        return sorted(candidates, key=lambda c: (not c.live, c.id < memory_id, -c.id))
+
+    def rank(c: _Candidate) -> tuple[int, ...]:
+        if (c.episode, c.last) == at:
+            return (0, c.id < memory_id, c.id)
+        if (c.episode, c.start) <= at:
+            return (1, -c.episode, -c.start, -c.id)
+        return (2, c.episode, c.start, c.id)
+
+    return sorted(candidates, key=rank)
+
+
+def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -> None:
+    entries = [entry for entry in entries if _has_link(entry[2])]
+    if not entries:
+        return
+    location_ids = {entry[1] for entry in entries}
+    # every memory of the locations concerned, by title, in stored order
+    by_title: dict[tuple[int, str], list[_Candidate]] = {}
+    superseded = Status.SUPERSEDED.value
+    for memory_id, location_id, title, episode, start, end, status in run(conn, MEMORY_KEYS, {}):
+        if location_id in location_ids:
+            by_title.setdefault((location_id, title), []).append(
+                _Candidate(
+                    memory_id,
+                    status != superseded,
+                    episode,
+                    start,
+                    end if end is not None else start,
+                )
+            )
+    # the links already there (memory -> successor), so a new link never closes a cycle
+    next_of: dict[int, int] = dict(run(conn, SUCCESSOR_LINKS, {}).fetchall())
+
+    def leads_back(start: int, memory_id: int) -> bool:
+        seen = set()
+        current: int | None = start
+        while current is not None and current not in seen:
+            if current == memory_id:
+                return True
+            seen.add(current)
+            current = next_of.get(current)
+        return False
+
+    links = []
+    stamp = now()
+    for memory_id, location_id, memory in entries:
+        episode = memory.superseded_at_episode or memory.episode
+        successor: _Candidate | None = None
+        if memory.superseded_by is not None:
+            candidates = [
+                c
+                for c in by_title.get((location_id, memory.superseded_by), [])
+                if c.id != memory_id
+            ]
+            at = None if memory.superseded_at_turn is None else (episode, memory.superseded_at_turn)
+            ordered = _successor_order(candidates, memory_id, at)
+            successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
+            if successor is not None:
+                next_of[memory_id] = successor.id
+        turn = memory.superseded_at_turn
+        if turn is None:
+            turn = (
+                successor.last
+                if successor is not None
+                else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
+            )
+        links.append(
+            {
+                "memory_id": memory_id,
+                "superseded_by_id": successor.id if successor is not None else None,
+                "episode": episode,
+                "turn": turn,
+                "reason": memory.invalidation_reason,
+                "created_at": stamp,
+            }
+        )
+    run_many(conn, INSERT_LINK, links)
