@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import json
 import keyword
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -35,247 +34,56 @@ from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
 from memstore.synthesis import LLMCallable, classify_llm_exception
 
-MAX_TOP_LIMIT = 20
-DEFAULT_TOP_LIMIT = 10
-#: at most this many memories (the most important) are shown to the query LLM
-DEFAULT_MAX_QUERY_MEMORIES = 200
-#: the longest tool-call arguments read (characters of JSON)
-MAX_ARGUMENT_CHARS = 100_000
-#: SQLite's largest integer: no location number is larger
-MAX_LOCATION_ID = 2**63 - 1
-
-NO_MEMORIES = (
-    "No memories recorded yet. As you play, important discoveries will be remembered here."
-)
-NO_MEMORIES_TO_SEARCH = "No memories to search. Nothing important has been flagged yet."
-EMPTY_QUESTION = "Error: Please provide a specific question."
-EMPTY_LOCATION = "Error: Please provide a location name."
-NO_QUERY_MODEL = (
-    "Error: query_memories needs a language model, and none is configured "
-    "(set MemstoreConfig.query_model or model). Use get_top_memories or "
-    "get_location_memories instead; they work without one."
-)
-NO_RELEVANT = "No relevant memories found."
-NO_MAP = "No map yet: no exit has been taken. Routes are known once you have moved between rooms."
-
-QUERY_SYSTEM_PROMPT = """You are helping someone play Zork by searching their memory notes.
-
-You will be given:
-1. A list of memories (things they flagged as important)
-2. A question they're asking
-
-Your job:
-- Find the most relevant memories that answer the question
-- Return ONLY the relevant memory numbers and a brief answer
-- If no memories are relevant, say "No relevant memories found."
-
-Format:
-Relevant memories: #3, #7, #12
-Answer: [1-2 sentence answer based on those memories]"""
-
-QUERY_USER_PROMPT = """Memories:
-{memories}
-
-Question: {query}
-
-Which memories are relevant and what's the answer?"""
-
-SUMMARY_SYSTEM_PROMPT = (
-    "You are summarizing memories about a specific location in Zork. Be concise."
+# what the tools say and read (memstore.tool_text), importable from here too
+from memstore.tool_text import (
+    DEFAULT_MAX_QUERY_MEMORIES,
+    DEFAULT_TOP_LIMIT,
+    EMPTY_LOCATION,
+    EMPTY_QUESTION,
+    LOCATION_NUMBER,
+    MAX_ARGUMENT_CHARS,
+    MAX_LOCATION_ID,
+    MAX_TOP_LIMIT,
+    NO_MAP,
+    NO_MEMORIES,
+    NO_MEMORIES_TO_SEARCH,
+    NO_QUERY_MODEL,
+    NO_RELEVANT,
+    TOOL_NAMES,
+    TOOL_SCHEMAS,
+    build_query_messages,
+    build_summary_messages,
+    format_query_answer,
+    format_top_memories,
+    memory_place,
+    one_line,
+    parse_query_answer,
+    room_name,
+    unknown_location,
 )
 
-SUMMARY_USER_PROMPT = """Location: {location}
-
-Memories from this location:
-{memories}
-
-Provide a 2-3 sentence summary of what we learned here."""
-
-TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_top_memories",
-            "description": (
-                "Get the most important memories flagged so far in the game, most important "
-                "first. Use this to recall critical discoveries."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "limit": {
-                        "type": "integer",
-                        "description": "How many memories to return (default 10, 1 to 20).",
-                        "minimum": 1,
-                        "maximum": MAX_TOP_LIMIT,
-                        "default": DEFAULT_TOP_LIMIT,
-                    }
-                },
-                "required": [],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "query_memories",
-            "description": (
-                "Search your memories for information relevant to a specific question, e.g. "
-                "'Where did I see a rusty key?' or 'Which doors are still locked?'. Returns "
-                "the relevant memories and a short answer."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "question": {
-                        "type": "string",
-                        "description": "A natural-language question about what you remember.",
-                    }
-                },
-                "required": ["question"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_location_memories",
-            "description": (
-                "Get what you remembered at a specific location, by its name (e.g. 'West of "
-                "House', case-insensitive) or its location number (e.g. '180'). Several rooms "
-                "can share a name; the answer then shows each of them with its number."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "location": {
-                        "type": "string",
-                        "description": "The location name, or its location number.",
-                    }
-                },
-                "required": ["location"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_route",
-            "description": (
-                "Get the shortest known route between two rooms, as the moves to type in "
-                "order (e.g. north, east, enter window). Rooms by name (e.g. 'Kitchen', "
-                "case-insensitive) or location number (e.g. '27'); a name several rooms "
-                "share needs the number. Only exits that moved you before are used."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "from": {
-                        "type": "string",
-                        "description": "Where the route starts: a room name or its number.",
-                    },
-                    "to": {
-                        "type": "string",
-                        "description": "Where the route ends: a room name or its number.",
-                    },
-                },
-                "required": ["from", "to"],
-                "additionalProperties": False,
-            },
-        },
-    },
+__all__ = [
+    "EMPTY_LOCATION",
+    "EMPTY_QUESTION",
+    "NO_MAP",
+    "NO_MEMORIES",
+    "NO_MEMORIES_TO_SEARCH",
+    "NO_QUERY_MODEL",
+    "NO_RELEVANT",
+    "TOOL_NAMES",
+    "TOOL_SCHEMAS",
+    "MemoryToolkit",
+    "build_query_messages",
+    "build_summary_messages",
+    "default_query_llm",
+    "format_top_memories",
+    "parse_query_answer",
 ]
-
-TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
-
-_RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
-_ANSWER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
-_NUMBER = re.compile(r"#?\s*(\d+)")
-_LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
-
-
-def _one_line(text: str) -> str:
-    """Content on one line, so a memory cannot break the numbered layout of a tool answer."""
-    return " ".join(text.split())
-
-
-def _where(memory: FlaggedMemory) -> str:
-    return _one_line(memory.location_label) or "unknown location"
-
-
-def format_top_memories(memories: Sequence[FlaggedMemory]) -> str:
-    """The spec's ``get_top_insights`` layout."""
-    if not memories:
-        return NO_MEMORIES
-    lines = [f"Top {len(memories)} Most Important Memories:", ""]
-    for number, memory in enumerate(memories, start=1):
-        where = _where(memory)
-        lines.append(f"{number}. [Turn {memory.turn} @ {where}] {_one_line(memory.content)}")
-        lines.append(f"   Importance: {memory.importance}/1000")
-        lines.append("")
-    return "\n".join(lines).strip()
-
-
-def build_query_messages(question: str, memories: Sequence[FlaggedMemory]) -> list[dict[str, str]]:
-    """The spec's query prompt: memories numbered from 1, in the order given."""
-    listing = "\n".join(
-        f"{number}. [Turn {m.turn} @ {_where(m)}, importance={m.importance}] {_one_line(m.content)}"
-        for number, m in enumerate(memories, start=1)
-    )
-    return [
-        {"role": "system", "content": QUERY_SYSTEM_PROMPT},
-        {"role": "user", "content": QUERY_USER_PROMPT.format(memories=listing, query=question)},
-    ]
-
-
-def build_summary_messages(
-    location: str, memories: Sequence[FlaggedMemory]
-) -> list[dict[str, str]]:
-    """The spec's location summary prompt."""
-    listing = "\n".join(
-        f"- Turn {m.turn}: {_one_line(m.content)} (importance: {m.importance})" for m in memories
-    )
-    return [
-        {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": SUMMARY_USER_PROMPT.format(location=location, memories=listing),
-        },
-    ]
-
-
-def parse_query_answer(raw: str) -> tuple[list[int], str]:
-    """Split the model's answer into (cited numbers in order, without repeats; answer text).
-
-    Numbers come from the "Relevant memories:" line only; the answer is what follows
-    "Answer:" (or, without that marker, every other line).
-    """
-    cited: list[int] = []
-    answer_lines: list[str] = []
-    in_answer = False
-    for line in raw.strip().splitlines():
-        relevant = _RELEVANT_LINE.match(line)
-        if relevant and not in_answer:
-            for match in _NUMBER.finditer(relevant.group(1)):
-                number = int(match.group(1))
-                if number not in cited:
-                    cited.append(number)
-            continue
-        marker = _ANSWER.match(line)
-        if marker and not in_answer:
-            in_answer = True
-            answer_lines = [line[marker.end() :]]
-            continue
-        answer_lines.append(line)
-    return cited, "\n".join(answer_lines).strip()
 
 
 def _llm_error(tool: str, exc: BaseException) -> str:
     kind = classify_llm_exception(exc).value
-    detail = _one_line(str(exc))[:200]
+    detail = one_line(str(exc))[:200]
     return (
         f"Error: {tool} could not get an answer from the memory model ({kind}: "
         f"{type(exc).__name__}: {detail}). Try again later, or use get_top_memories."
@@ -415,38 +223,7 @@ class MemoryToolkit:
             return _llm_error("query_memories", exc)
         if not isinstance(raw, str) or not raw.strip():
             return "Error: query_memories got an empty answer from the memory model."
-        return self._format_query_answer(question, raw, memories)
-
-    @staticmethod
-    def _format_query_answer(question: str, raw: str, memories: Sequence[FlaggedMemory]) -> str:
-        cited, answer = parse_query_answer(raw)
-        valid = [n for n in cited if 1 <= n <= len(memories)]
-        dropped = [n for n in cited if n not in valid]
-        dropped_note = (
-            "Dropped citations of memories that do not exist: "
-            + ", ".join(f"#{n}" for n in dropped)
-            + "."
-        )
-        if not valid:
-            lines = [f"{NO_RELEVANT} (question: {question})"]
-            if dropped:
-                lines.append(f"{dropped_note} The model's answer was discarded.")
-            return "\n".join(lines)
-        lines = [
-            f"Question: {question}",
-            f"Answer: {answer or '(no answer given)'}",
-            "",
-            "Relevant memories:",
-        ]
-        for number in valid:
-            memory = memories[number - 1]
-            lines.append(
-                f"#{number} [Turn {memory.turn} @ {_where(memory)}] "
-                f"{_one_line(memory.content)} (importance: {memory.importance}/1000)"
-            )
-        if dropped:
-            lines += ["", dropped_note]
-        return "\n".join(lines)
+        return format_query_answer(question, raw, memories)
 
     @_never_raises
     def get_location_memories(self, location: str | int) -> str:
@@ -466,11 +243,11 @@ class MemoryToolkit:
             return EMPTY_LOCATION
         asked = location.strip()
         groups = self.memories.by_location_name(asked)
-        number = _LOCATION_NUMBER.match(asked)
+        number = LOCATION_NUMBER.match(asked)
         if not groups and number and len(number.group(1)) <= len(str(MAX_LOCATION_ID)):
             return self._location_by_id(int(number.group(1)), asked)
         if not groups:
-            return _unknown_location(asked)
+            return unknown_location(asked)
         if len(groups) == 1:
             return self._describe_group(next(iter(groups.values())))
         listing = ", ".join(
@@ -488,18 +265,18 @@ class MemoryToolkit:
 
     def _location_by_id(self, location_id: int, asked: str) -> str:
         if not 0 <= location_id <= MAX_LOCATION_ID:
-            return _unknown_location(asked)
+            return unknown_location(asked)
         memories = self.memories.by_location_id(location_id)
         if not memories:
-            return _unknown_location(asked)
+            return unknown_location(asked)
         return self._describe_group(memories)
 
     def _describe_group(self, memories: Sequence[FlaggedMemory]) -> str:
-        label = _where(memories[0])
+        label = memory_place(memories[0])
         count = len(memories)
         header = f"Memories from {label} ({count} {'memory' if count == 1 else 'memories'}):"
         listing = "\n".join(
-            f"- Turn {m.turn}: {_one_line(m.content)} (importance: {m.importance}/1000)"
+            f"- Turn {m.turn}: {one_line(m.content)} (importance: {m.importance}/1000)"
             for m in memories
         )
         if self.llm is None:
@@ -543,23 +320,23 @@ class MemoryToolkit:
                 return f"Error: Please provide where the route goes {side}: a room name or number."
             found = find_room(rooms, asked)
             if found.room is None:
-                return f"Error: {_one_line(found.problem or 'no such room')}."
+                return f"Error: {one_line(found.problem or 'no such room')}."
             ends.append(found.room)
         start, goal = ends
         route = graph.route(start.id, goal.id, the_map.threshold)
-        where = f"from {_room(start)} to {_room(goal)}"
+        where = f"from {room_name(start)} to {room_name(goal)}"
         if route.actions is None:
-            return f"No known route {where}: {_one_line(route.reason or 'none found')}."
+            return f"No known route {where}: {one_line(route.reason or 'none found')}."
         if not route.actions:
-            return f"You are already at {_room(goal)}: no moves needed."
+            return f"You are already at {room_name(goal)}: no moves needed."
         moves = len(route.actions)
         lines = [
             f"Route {where}, {moves} {'move' if moves == 1 else 'moves'}: "
-            + ", ".join(_one_line(action) for action in route.actions)
+            + ", ".join(one_line(action) for action in route.actions)
         ]
         for number, step in enumerate(route.steps, start=1):
-            to_room = _room(Room(step.to_id, step.to_name))
-            lines.append(f"{number}. {_one_line(step.command)} → {to_room}")
+            to_room = room_name(Room(step.to_id, step.to_name))
+            lines.append(f"{number}. {one_line(step.command)} → {to_room}")
         return "\n".join(lines)
 
     # --- for an agent loop ----------------------------------------------------------------
@@ -584,7 +361,7 @@ class MemoryToolkit:
         try:
             return self._call_tool(name, arguments)
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
-            detail = _one_line(str(exc))[:200]
+            detail = one_line(str(exc))[:200]
             return f"Error: call_tool failed ({type(exc).__name__}: {detail})."
 
     def _call_tool(self, name: str, arguments: dict[str, Any] | str | None) -> str:
@@ -622,17 +399,3 @@ class MemoryToolkit:
         tool: Callable[..., str] = getattr(self, name)
         # an argument named like a Python keyword ("from") is the method's "from_"
         return tool(**{f"{k}_" if keyword.iskeyword(k) else k: v for k, v in arguments.items()})
-
-
-def _room(room: Room) -> str:
-    """``West of House (#64)``: a room as the other tools name locations."""
-    return f"{_one_line(room.name) or 'room'} (#{room.id})"
-
-
-def _unknown_location(asked: str) -> str:
-    if len(asked) > 100:  # a name no room has: echo only its start
-        asked = asked[:100] + "..."
-    return (
-        f"No memories recorded for '{asked}'. Either you haven't been there or nothing "
-        "important was noted."
-    )

@@ -1,0 +1,300 @@
+"""What the memory tools say and read (memstore.memory_tools): their OpenAI-style schemas,
+the query and summary prompts, the messages they answer with, the layout of their answers,
+and the parsing of the query model's answer. Pure functions and constants, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from memstore.flagged import FlaggedMemory
+from memstore.map_graph import Room
+
+MAX_TOP_LIMIT = 20
+DEFAULT_TOP_LIMIT = 10
+#: at most this many memories (the most important) are shown to the query LLM
+DEFAULT_MAX_QUERY_MEMORIES = 200
+#: the longest tool-call arguments read (characters of JSON)
+MAX_ARGUMENT_CHARS = 100_000
+#: SQLite's largest integer: no location number is larger
+MAX_LOCATION_ID = 2**63 - 1
+
+NO_MEMORIES = (
+    "No memories recorded yet. As you play, important discoveries will be remembered here."
+)
+NO_MEMORIES_TO_SEARCH = "No memories to search. Nothing important has been flagged yet."
+EMPTY_QUESTION = "Error: Please provide a specific question."
+EMPTY_LOCATION = "Error: Please provide a location name."
+NO_QUERY_MODEL = (
+    "Error: query_memories needs a language model, and none is configured "
+    "(set MemstoreConfig.query_model or model). Use get_top_memories or "
+    "get_location_memories instead; they work without one."
+)
+NO_RELEVANT = "No relevant memories found."
+NO_MAP = "No map yet: no exit has been taken. Routes are known once you have moved between rooms."
+
+QUERY_SYSTEM_PROMPT = """You are helping someone play Zork by searching their memory notes.
+
+You will be given:
+1. A list of memories (things they flagged as important)
+2. A question they're asking
+
+Your job:
+- Find the most relevant memories that answer the question
+- Return ONLY the relevant memory numbers and a brief answer
+- If no memories are relevant, say "No relevant memories found."
+
+Format:
+Relevant memories: #3, #7, #12
+Answer: [1-2 sentence answer based on those memories]"""
+
+QUERY_USER_PROMPT = """Memories:
+{memories}
+
+Question: {query}
+
+Which memories are relevant and what's the answer?"""
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You are summarizing memories about a specific location in Zork. Be concise."
+)
+
+SUMMARY_USER_PROMPT = """Location: {location}
+
+Memories from this location:
+{memories}
+
+Provide a 2-3 sentence summary of what we learned here."""
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_top_memories",
+            "description": (
+                "Get the most important memories flagged so far in the game, most important "
+                "first. Use this to recall critical discoveries."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "limit": {
+                        "type": "integer",
+                        "description": "How many memories to return (default 10, 1 to 20).",
+                        "minimum": 1,
+                        "maximum": MAX_TOP_LIMIT,
+                        "default": DEFAULT_TOP_LIMIT,
+                    }
+                },
+                "required": [],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "query_memories",
+            "description": (
+                "Search your memories for information relevant to a specific question, e.g. "
+                "'Where did I see a rusty key?' or 'Which doors are still locked?'. Returns "
+                "the relevant memories and a short answer."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "question": {
+                        "type": "string",
+                        "description": "A natural-language question about what you remember.",
+                    }
+                },
+                "required": ["question"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_location_memories",
+            "description": (
+                "Get what you remembered at a specific location, by its name (e.g. 'West of "
+                "House', case-insensitive) or its location number (e.g. '180'). Several rooms "
+                "can share a name; the answer then shows each of them with its number."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {
+                        "type": "string",
+                        "description": "The location name, or its location number.",
+                    }
+                },
+                "required": ["location"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_route",
+            "description": (
+                "Get the shortest known route between two rooms, as the moves to type in "
+                "order (e.g. north, east, enter window). Rooms by name (e.g. 'Kitchen', "
+                "case-insensitive) or location number (e.g. '27'); a name several rooms "
+                "share needs the number. Only exits that moved you before are used."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "from": {
+                        "type": "string",
+                        "description": "Where the route starts: a room name or its number.",
+                    },
+                    "to": {
+                        "type": "string",
+                        "description": "Where the route ends: a room name or its number.",
+                    },
+                },
+                "required": ["from", "to"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+
+TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
+
+RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
+ANSWER_MARKER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
+CITED_NUMBER = re.compile(r"#?\s*(\d+)")
+LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
+
+
+def one_line(text: str) -> str:
+    """Content on one line, so a memory cannot break the numbered layout of a tool answer."""
+    return " ".join(text.split())
+
+
+def memory_place(memory: FlaggedMemory) -> str:
+    """Where a flagged memory was made, on one line."""
+    return one_line(memory.location_label) or "unknown location"
+
+
+def format_top_memories(memories: Sequence[FlaggedMemory]) -> str:
+    """The spec's ``get_top_insights`` layout."""
+    if not memories:
+        return NO_MEMORIES
+    lines = [f"Top {len(memories)} Most Important Memories:", ""]
+    for number, memory in enumerate(memories, start=1):
+        where = memory_place(memory)
+        lines.append(f"{number}. [Turn {memory.turn} @ {where}] {one_line(memory.content)}")
+        lines.append(f"   Importance: {memory.importance}/1000")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
+def build_query_messages(question: str, memories: Sequence[FlaggedMemory]) -> list[dict[str, str]]:
+    """The spec's query prompt: memories numbered from 1, in the order given."""
+    listing = "\n".join(
+        f"{number}. [Turn {m.turn} @ {memory_place(m)}, importance={m.importance}] "
+        f"{one_line(m.content)}"
+        for number, m in enumerate(memories, start=1)
+    )
+    return [
+        {"role": "system", "content": QUERY_SYSTEM_PROMPT},
+        {"role": "user", "content": QUERY_USER_PROMPT.format(memories=listing, query=question)},
+    ]
+
+
+def build_summary_messages(
+    location: str, memories: Sequence[FlaggedMemory]
+) -> list[dict[str, str]]:
+    """The spec's location summary prompt."""
+    listing = "\n".join(
+        f"- Turn {m.turn}: {one_line(m.content)} (importance: {m.importance})" for m in memories
+    )
+    return [
+        {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
+        {
+            "role": "user",
+            "content": SUMMARY_USER_PROMPT.format(location=location, memories=listing),
+        },
+    ]
+
+
+def parse_query_answer(raw: str) -> tuple[list[int], str]:
+    """Split the model's answer into (cited numbers in order, without repeats; answer text).
+
+    Numbers come from the "Relevant memories:" line only; the answer is what follows
+    "Answer:" (or, without that marker, every other line).
+    """
+    cited: list[int] = []
+    answer_lines: list[str] = []
+    in_answer = False
+    for line in raw.strip().splitlines():
+        relevant = RELEVANT_LINE.match(line)
+        if relevant and not in_answer:
+            for match in CITED_NUMBER.finditer(relevant.group(1)):
+                number = int(match.group(1))
+                if number not in cited:
+                    cited.append(number)
+            continue
+        marker = ANSWER_MARKER.match(line)
+        if marker and not in_answer:
+            in_answer = True
+            answer_lines = [line[marker.end() :]]
+            continue
+        answer_lines.append(line)
+    return cited, "\n".join(answer_lines).strip()
+
+
+def format_query_answer(question: str, raw: str, memories: Sequence[FlaggedMemory]) -> str:
+    """The query tool's answer: the model's answer and the memories it cited that exist
+    (citations of numbers that do not are dropped, and said so)."""
+    cited, answer = parse_query_answer(raw)
+    valid = [n for n in cited if 1 <= n <= len(memories)]
+    dropped = [n for n in cited if n not in valid]
+    dropped_note = (
+        "Dropped citations of memories that do not exist: "
+        + ", ".join(f"#{n}" for n in dropped)
+        + "."
+    )
+    if not valid:
+        lines = [f"{NO_RELEVANT} (question: {question})"]
+        if dropped:
+            lines.append(f"{dropped_note} The model's answer was discarded.")
+        return "\n".join(lines)
+    lines = [
+        f"Question: {question}",
+        f"Answer: {answer or '(no answer given)'}",
+        "",
+        "Relevant memories:",
+    ]
+    for number in valid:
+        memory = memories[number - 1]
+        lines.append(
+            f"#{number} [Turn {memory.turn} @ {memory_place(memory)}] "
+            f"{one_line(memory.content)} (importance: {memory.importance}/1000)"
+        )
+    if dropped:
+        lines += ["", dropped_note]
+    return "\n".join(lines)
+
+
+def room_name(room: Room) -> str:
+    """``West of House (#64)``: a room as the other tools name locations."""
+    return f"{one_line(room.name) or 'room'} (#{room.id})"
+
+
+def unknown_location(asked: str) -> str:
+    """The answer for a location no flagged memory names (a long name echoed cut)."""
+    if len(asked) > 100:  # a name no room has: echo only its start
+        asked = asked[:100] + "..."
+    return (
+        f"No memories recorded for '{asked}'. Either you haven't been there or nothing "
+        "important was noted."
+    )
