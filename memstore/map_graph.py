@@ -1,53 +1,43 @@
-"""The map's pure core: direction names, the confidence rule, map events and BFS (no I/O).
+"""The map's pure core: its rows, a loaded graph and the answers it gives (BFS; no I/O).
 
 The map (spec 003 "Map Management", "Cross-Episode Map Persistence") is a graph of rooms
 keyed by the Z-machine's integer location ids; names are for display only (several rooms
-share one). memstore.map_store keeps it in SQLite and speaks the SQL; this module says
-what a turn means for the map and answers questions about a loaded map.
+share one). memstore.map_store keeps it in SQLite and speaks the SQL; this module applies
+events to a loaded map and answers questions about it (exits, untried directions, routes).
 
-**What a turn records** (``event_for_turn``), from the Z-machine's ground truth only:
-
-* a **move** is ``location_before != location_after`` (never the text). The action that
-  moved the player becomes a connection from the room before to the room after: a
-  direction command under its canonical direction (``n``, ``go north`` -> ``north``), any
-  other action (``enter window``, ``climb tree``, ``pray``) under its own label;
-* a **death** records nothing (the death flag): being carried to the Forest after a grue
-  is not an exit, and the turn is not a failure either;
-* a direction command that did **not** move counts a failure for that exit; after
-  ``prune_after`` failures (default 3) an exit that never succeeded (no connection) is
-  **pruned**; a later success un-prunes it;
-* another action that did not move counts a failure for that action's connection from
-  that room, if there is one (``enter window`` while the window is shut).
-
-A teleport is told from an exit by what happens next: a non-direction move is kept as an
-action-labelled connection, but if taking the same action in the same room later does
-not move the player (a failure) or lands somewhere else, the connection loses
-confidence. A connection that leads somewhere new keeps the new destination, with its
-verifications restarted at 1 and one more failure, so an exit whose destination changes
-(the vampire bat's drop) is not routed through until it proves itself again.
-
-**Confidence** of a connection with ``v`` verifications (times it moved the player
-there) and ``f`` failures (times it did not)::
-
-    confidence = (v + 1) / (v + f + 2)
-
-Laplace's rule of succession: a prior of one success and one failure, so one traversal
-gives 2/3, never 1. ``route`` uses connections whose confidence is above a threshold
-(default 0.5: more verifications than failures) and never a pruned exit.
+What a turn records and the confidence rule are in memstore.map_events; the agent's exits
+line in memstore.map_exits. Both are importable from here too.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from memstore.triggers import ZMachineContext
+# the events and the exits line, importable from here as before the split
+from memstore.map_events import (
+    BLOCKED,
+    DEFAULT_PRUNE_AFTER,
+    DEFAULT_ROUTE_CONFIDENCE,
+    DIRECTION_ORDER,
+    DIRECTIONS,
+    MOVED,
+    STAYED,
+    MapEvent,
+    action_key,
+    canonical_direction,
+    confidence,
+    event_for_turn,
+    normalise_action,
+)
+from memstore.map_exits import exits_line, exits_line_variants, with_exits_line
 
 __all__ = [
+    "BLOCKED",
+    "MOVED",
+    "STAYED",
     "DEFAULT_PRUNE_AFTER",
     "DEFAULT_ROUTE_CONFIDENCE",
     "DIRECTIONS",
@@ -69,142 +59,8 @@ __all__ = [
     "exits_line",
     "exits_line_variants",
     "normalise_action",
+    "with_exits_line",
 ]
-
-#: the canonical directions, in the order exits and untried directions are listed
-DIRECTIONS = (
-    "north",
-    "south",
-    "east",
-    "west",
-    "northeast",
-    "northwest",
-    "southeast",
-    "southwest",
-    "up",
-    "down",
-    "in",
-    "out",
-)
-_ORDER = {direction: index for index, direction in enumerate(DIRECTIONS)}
-_ALIASES = {
-    **{direction: direction for direction in DIRECTIONS},
-    "n": "north",
-    "s": "south",
-    "e": "east",
-    "w": "west",
-    "ne": "northeast",
-    "nw": "northwest",
-    "se": "southeast",
-    "sw": "southwest",
-    "u": "up",
-    "d": "down",
-    "inside": "in",
-    "outside": "out",
-    # Zork's parser walks in / out for a bare ENTER / EXIT
-    "enter": "in",
-    "exit": "out",
-}
-#: "go north", "walk north", ...: a verb of motion and a direction is that direction
-_MOTION_VERBS = frozenset({"go", "walk", "run", "head"})
-
-#: failures after which an exit that never succeeded is pruned (MemstoreConfig.map_prune_after)
-DEFAULT_PRUNE_AFTER = 3
-#: route over connections whose confidence is above this (MemstoreConfig.map_route_confidence)
-DEFAULT_ROUTE_CONFIDENCE = 0.5
-
-#: MapEvent kinds
-MOVED = "moved"  # the action moved the player: a verification of its connection
-BLOCKED = "blocked"  # a direction command that did not move: a failure of that exit
-STAYED = "stayed"  # another action that did not move: a failure of its connection, if any
-
-
-def normalise_action(action: str) -> str:
-    """An action as a key: lower case, runs of whitespace one space, no trailing stop."""
-    return " ".join(action.lower().split()).rstrip(".!").rstrip()
-
-
-def _direction_of(normalised: str) -> str | None:
-    words = normalised.split(" ")
-    if len(words) == 2 and words[0] in _MOTION_VERBS:
-        words = words[1:]
-    return _ALIASES.get(words[0]) if len(words) == 1 else None
-
-
-def canonical_direction(action: str) -> str | None:
-    """The canonical direction an action walks (``n``, ``go north``, ``NORTH.`` ->
-    ``north``; a bare ``enter``/``exit`` -> ``in``/``out``), or None for any other action."""
-    return _direction_of(normalise_action(action))
-
-
-@lru_cache(maxsize=4096)  # agents type the same few commands turn after turn
-def action_key(action: str) -> str:
-    """What makes two actions the same connection: the canonical direction, else the
-    normalised action (``Enter  Window`` and ``enter window`` are one)."""
-    normalised = normalise_action(action)
-    return _direction_of(normalised) or normalised
-
-
-def confidence(verifications: int, failures: int) -> float:
-    """(v + 1) / (v + f + 2): the rule of succession (see the module docstring)."""
-    return (verifications + 1) / (verifications + failures + 2)
-
-
-# --- events: what one turn means for the map ---------------------------------------------------
-
-
-class MapEvent(NamedTuple):
-    """One turn's effect on the map, buffered with the manager's bookkeeping."""
-
-    kind: str  # MOVED, BLOCKED or STAYED
-    from_id: int
-    from_name: str
-    action: str  # as typed
-    action_key: str
-    direction: str | None
-    to_id: int  # where the player was after the action (from_id unless MOVED)
-    to_name: str
-    episode: int
-    turn: int
-    prune_after: int = DEFAULT_PRUNE_AFTER
-
-
-def event_for_turn(
-    ctx: ZMachineContext,
-    action: str,
-    *,
-    location_id: int,
-    location_name: str,
-    episode: int,
-    turn: int,
-    prune_after: int = DEFAULT_PRUNE_AFTER,
-) -> MapEvent | None:
-    """The map event of one action, from the context's location ids and death flag.
-
-    ``location_id``/``location_name`` are the room the action was taken in (the context's
-    ``location_before`` when it has one). None when the turn says nothing about exits: a
-    death, an unknown location after the action, or an empty action.
-    """
-    if ctx.died or ctx.location_after is None:
-        return None
-    key = action_key(action)
-    if not key:
-        return None
-    before = ctx.location_before if ctx.location_before is not None else location_id
-    name = location_name if before == location_id else ""
-    direction = key if key in _ORDER else None
-    after = ctx.location_after
-    if before != after:
-        kind = MOVED
-    elif direction is not None:
-        kind = BLOCKED
-    else:
-        kind = STAYED
-    to_name = (ctx.location_after_name or "") if kind == MOVED else name
-    return MapEvent(
-        kind, before, name, action, key, direction, after, to_name, episode, turn, prune_after
-    )
-
 
 # --- the map's rows ------------------------------------------------------------------------------
 
@@ -326,7 +182,7 @@ def _not_on_map(location_id: int) -> str:
 
 
 def _exit_order(connection: Connection) -> tuple[int, str]:
-    return (_ORDER.get(connection.direction or "", len(DIRECTIONS)), connection.action_key)
+    return (DIRECTION_ORDER.get(connection.direction or "", len(DIRECTIONS)), connection.action_key)
 
 
 @dataclass
@@ -561,55 +417,3 @@ class MapGraph:
     def _label(self, room: int) -> str:
         name = self.rooms.get(room)
         return f"{name} ({room})" if name else f"room {room}"
-
-
-# --- the agent's exits line -----------------------------------------------------------------------
-
-
-def _describe(exit_: Exit) -> str:
-    detail = str(exit_.to_id)
-    if exit_.failures:
-        detail += f", {exit_.verifications}/{exit_.verifications + exit_.failures} verified"
-    return f"{exit_.command} → {exit_.to_name or 'room'} ({detail})"
-
-
-def exits_line(room: RoomExits, *, untried: bool = True, limit: int | None = None) -> str:
-    """``Exits: north → North of House (137), east → Behind House (85, 2/3 verified);
-    untried: west, up``; "" for a room not on the map. ``limit`` keeps the first exits
-    and says how many more there are; ``untried=False`` leaves the untried list out."""
-    if room.name is None:
-        return ""
-    shown = room.exits if limit is None else room.exits[:limit]
-    parts = ", ".join(_describe(e) for e in shown) or "none known"
-    if len(shown) < len(room.exits):
-        parts += f" (+{len(room.exits) - len(shown)} more)"
-    line = f"Exits: {parts}"
-    if untried and room.untried:
-        line += f"; untried: {', '.join(room.untried)}"
-    return line
-
-
-def exits_line_variants(room: RoomExits) -> Iterator[str]:
-    """The exits line from the fullest to the shortest, for fitting a token budget."""
-    if room.name is None:
-        return
-    yield exits_line(room)
-    for limit in range(len(room.exits), 0, -1):
-        yield exits_line(room, untried=False, limit=limit)
-
-
-def with_exits_line(text: str, room: RoomExits, budget: int) -> str:
-    """``text`` and the room's exits line, the fullest variant that keeps the whole within
-    ``budget`` tokens (the memories are never cut for it); ``text`` alone if none fits or
-    the room is not on the map. The one rule for the manager and ``memstore show``."""
-    from memstore.tokens import count_tokens
-
-    for shorter, line in enumerate(exits_line_variants(room)):
-        # a shorter line is counted alone first (short, and cached): joining the two saves
-        # at most a token where they meet, so most lines are ruled out cheaply
-        if shorter and count_tokens(text) + count_tokens(line) > budget + 1:
-            continue
-        candidate = f"{text}\n{line}" if text else line
-        if count_tokens(candidate) <= budget:
-            return candidate
-    return text

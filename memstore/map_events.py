@@ -1,0 +1,176 @@
+"""The map's events: direction names, what one turn means for the map, and the confidence
+rule (pure, no I/O; memstore.map_graph applies events to a graph).
+
+**What a turn records** (``event_for_turn``), from the Z-machine's ground truth only:
+
+* a **move** is ``location_before != location_after`` (never the text). The action that
+  moved the player becomes a connection from the room before to the room after: a
+  direction command under its canonical direction (``n``, ``go north`` -> ``north``), any
+  other action (``enter window``, ``climb tree``, ``pray``) under its own label;
+* a **death** records nothing (the death flag): being carried to the Forest after a grue
+  is not an exit, and the turn is not a failure either;
+* a direction command that did **not** move counts a failure for that exit; after
+  ``prune_after`` failures (default 3) an exit that never succeeded (no connection) is
+  **pruned**; a later success un-prunes it;
+* another action that did not move counts a failure for that action's connection from
+  that room, if there is one (``enter window`` while the window is shut).
+
+A teleport is told from an exit by what happens next: a non-direction move is kept as an
+action-labelled connection, but if taking the same action in the same room later does
+not move the player (a failure) or lands somewhere else, the connection loses
+confidence. A connection that leads somewhere new keeps the new destination, with its
+verifications restarted at 1 and one more failure, so an exit whose destination changes
+(the vampire bat's drop) is not routed through until it proves itself again.
+
+**Confidence** of a connection with ``v`` verifications (times it moved the player
+there) and ``f`` failures (times it did not)::
+
+    confidence = (v + 1) / (v + f + 2)
+
+Laplace's rule of succession: a prior of one success and one failure, so one traversal
+gives 2/3, never 1. ``route`` uses connections whose confidence is above a threshold
+(default 0.5: more verifications than failures) and never a pruned exit.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from memstore.triggers import ZMachineContext
+
+#: the canonical directions, in the order exits and untried directions are listed
+DIRECTIONS = (
+    "north",
+    "south",
+    "east",
+    "west",
+    "northeast",
+    "northwest",
+    "southeast",
+    "southwest",
+    "up",
+    "down",
+    "in",
+    "out",
+)
+#: each direction's place in DIRECTIONS (exits are listed in this order)
+DIRECTION_ORDER = {direction: index for index, direction in enumerate(DIRECTIONS)}
+_ALIASES = {
+    **{direction: direction for direction in DIRECTIONS},
+    "n": "north",
+    "s": "south",
+    "e": "east",
+    "w": "west",
+    "ne": "northeast",
+    "nw": "northwest",
+    "se": "southeast",
+    "sw": "southwest",
+    "u": "up",
+    "d": "down",
+    "inside": "in",
+    "outside": "out",
+    # Zork's parser walks in / out for a bare ENTER / EXIT
+    "enter": "in",
+    "exit": "out",
+}
+#: "go north", "walk north", ...: a verb of motion and a direction is that direction
+_MOTION_VERBS = frozenset({"go", "walk", "run", "head"})
+
+#: failures after which an exit that never succeeded is pruned (MemstoreConfig.map_prune_after)
+DEFAULT_PRUNE_AFTER = 3
+#: route over connections whose confidence is above this (MemstoreConfig.map_route_confidence)
+DEFAULT_ROUTE_CONFIDENCE = 0.5
+
+#: MapEvent kinds
+MOVED = "moved"  # the action moved the player: a verification of its connection
+BLOCKED = "blocked"  # a direction command that did not move: a failure of that exit
+STAYED = "stayed"  # another action that did not move: a failure of its connection, if any
+
+
+def normalise_action(action: str) -> str:
+    """An action as a key: lower case, runs of whitespace one space, no trailing stop."""
+    return " ".join(action.lower().split()).rstrip(".!").rstrip()
+
+
+def _direction_of(normalised: str) -> str | None:
+    words = normalised.split(" ")
+    if len(words) == 2 and words[0] in _MOTION_VERBS:
+        words = words[1:]
+    return _ALIASES.get(words[0]) if len(words) == 1 else None
+
+
+def canonical_direction(action: str) -> str | None:
+    """The canonical direction an action walks (``n``, ``go north``, ``NORTH.`` ->
+    ``north``; a bare ``enter``/``exit`` -> ``in``/``out``), or None for any other action."""
+    return _direction_of(normalise_action(action))
+
+
+@lru_cache(maxsize=4096)  # agents type the same few commands turn after turn
+def action_key(action: str) -> str:
+    """What makes two actions the same connection: the canonical direction, else the
+    normalised action (``Enter  Window`` and ``enter window`` are one)."""
+    normalised = normalise_action(action)
+    return _direction_of(normalised) or normalised
+
+
+def confidence(verifications: int, failures: int) -> float:
+    """(v + 1) / (v + f + 2): the rule of succession (see the module docstring)."""
+    return (verifications + 1) / (verifications + failures + 2)
+
+
+# --- events: what one turn means for the map ---------------------------------------------------
+
+
+class MapEvent(NamedTuple):
+    """One turn's effect on the map, buffered with the manager's bookkeeping."""
+
+    kind: str  # MOVED, BLOCKED or STAYED
+    from_id: int
+    from_name: str
+    action: str  # as typed
+    action_key: str
+    direction: str | None
+    to_id: int  # where the player was after the action (from_id unless MOVED)
+    to_name: str
+    episode: int
+    turn: int
+    prune_after: int = DEFAULT_PRUNE_AFTER
+
+
+def event_for_turn(
+    ctx: ZMachineContext,
+    action: str,
+    *,
+    location_id: int,
+    location_name: str,
+    episode: int,
+    turn: int,
+    prune_after: int = DEFAULT_PRUNE_AFTER,
+) -> MapEvent | None:
+    """The map event of one action, from the context's location ids and death flag.
+
+    ``location_id``/``location_name`` are the room the action was taken in (the context's
+    ``location_before`` when it has one). None when the turn says nothing about exits: a
+    death, an unknown location after the action, or an empty action.
+    """
+    if ctx.died or ctx.location_after is None:
+        return None
+    key = action_key(action)
+    if not key:
+        return None
+    before = ctx.location_before if ctx.location_before is not None else location_id
+    name = location_name if before == location_id else ""
+    direction = key if key in DIRECTION_ORDER else None
+    after = ctx.location_after
+    if before != after:
+        kind = MOVED
+    elif direction is not None:
+        kind = BLOCKED
+    else:
+        kind = STAYED
+    to_name = (ctx.location_after_name or "") if kind == MOVED else name
+    return MapEvent(
+        kind, before, name, action, key, direction, after, to_name, episode, turn, prune_after
+    )
