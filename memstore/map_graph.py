@@ -181,7 +181,9 @@ def _not_on_map(location_id: int) -> str:
 # --- the graph -----------------------------------------------------------------------------------
 
 
-def _exit_order(connection: Connection) -> tuple[int, str]:
+def exit_order(connection: Connection) -> tuple[int, str]:
+    """The order a room's exits are listed in: directions first (DIRECTIONS' order), then
+    other actions by name."""
     return (DIRECTION_ORDER.get(connection.direction or "", len(DIRECTIONS)), connection.action_key)
 
 
@@ -285,7 +287,7 @@ class MapGraph:
 
     def _from(self, location_id: int) -> list[Connection]:
         found = [c for (room, _key), c in self.connections.items() if room == location_id]
-        return sorted(found, key=_exit_order)
+        return sorted(found, key=exit_order)
 
     def _routable(self, connection: Connection, threshold: float) -> bool:
         return connection.confidence > threshold and not (
@@ -337,7 +339,7 @@ class MapGraph:
 
     def _adjacency(self, threshold: float) -> dict[int, list[Connection]]:
         adjacency: dict[int, list[Connection]] = {}
-        for connection in sorted(self.connections.values(), key=_exit_order):
+        for connection in sorted(self.connections.values(), key=exit_order):
             if self._routable(connection, threshold):
                 adjacency.setdefault(connection.from_id, []).append(connection)
         return adjacency

@@ -1,0 +1,439 @@
+"""Reading ZorkGPT's ``map_state.json`` (memstore.map_json describes the shape): a parsed,
+checked map and what was left out, before anything is written.
+
+**Reading** (:func:`parse_map_state`) validates everything before anything is written.
+A bad value (a count that is not a whole number, a confidence outside 0..1, an id that is
+not a location number, an exit listed twice under two spellings, a duplicate key, NaN) is
+refused with one line naming its key (:class:`~memstore.errors.MapStateError`). What
+memstore has no place for is reported, one line each, and left out, never fatal: an
+unknown key (grouped: ``unknown key 'visited' in rooms (42 times)``), an exit a room lists
+that was never taken (memstore keeps exits that moved the player), a failure count or
+pruned exit that is not a direction, counts for a connection that is not in
+``connections``, and rooms that connections point at but ``rooms`` lacks (added, unnamed).
+A file without ``metadata.memstore`` (ZorkGPT's own) gets: verifications from
+``connection_verifications`` (1 when missing: the connection was taken), failures as the
+whole number that brings memstore's rule closest to the file's ``connection_confidence``
+(0 without one; at most 10,000), and episode 0, turn 0 for times (unknown; Map.md leaves
+them empty).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+from memstore.errors import MapStateError
+from memstore.map_graph import (
+    DIRECTION_ORDER,
+    Connection,
+    ExitFailure,
+    MapGraph,
+    PrunedExit,
+    action_key,
+    confidence,
+)
+
+#: metadata.version written (ZorkGPT's)
+FORMAT_VERSION = "1.0"
+TOP_LEVEL_KEYS = (
+    "rooms",
+    "connections",
+    "connection_confidence",
+    "connection_verifications",
+    "exit_failure_counts",
+    "pruned_exits",
+    "metadata",
+)
+CONFIDENCE_RULE = "(v + 1) / (v + f + 2)"
+#: SQLite's largest integer: no location number, count, episode or turn is larger
+MAX_INTEGER = 2**63 - 1
+#: the largest verification or failure count imported: the map adds one to a count on every
+#: traversal or failure, and SQLite turns an integer past MAX_INTEGER into a float (which
+#: export-json would then write and import-json refuse)
+MAX_COUNT = 2**31 - 1
+#: failures derived from a confidence of 0 (or nearly): the connection is never routed
+MAX_DERIVED_FAILURES = 10_000
+_ROOM_KEYS = ("id", "name", "exits")
+_EXTRA_KEYS = ("confidence", "connections", "exit_failures", "pruned_exits")
+_EXTRA_CONNECTION_KEYS = ("action", "failures", "first_seen", "last_seen")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+#: a file's confidence further than this from memstore's rule for the counts kept is reported
+_CONFIDENCE_TOLERANCE = 0.001
+#: at most this many keys are named in one reported line
+_LISTED = 5
+
+
+class ParsedMapState(NamedTuple):
+    """A file read and checked: the map it holds and what was left out (one line each)."""
+
+    graph: MapGraph
+    notes: tuple[str, ...]
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # pragma: no cover - values come from json.loads
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _path(*keys: str) -> str:
+    """``connections["15"]["north"]``: where a value sits, each key quoted."""
+    return keys[0] + "".join(f"[{_shown(key)}]" for key in keys[1:])
+
+
+def _refuse(where: str, problem: str) -> MapStateError:
+    return MapStateError(f"{where} {problem}; nothing was imported")
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _refuse(where, f"must be an object, got {_shown(value)}")
+    return value
+
+
+def _whole(value: Any, where: str, least: int = 0, most: int = MAX_INTEGER) -> int:
+    if type(value) is not int or not least <= value <= MAX_INTEGER:
+        raise _refuse(where, f"must be a whole number {least} or more, got {_shown(value)}")
+    if value > most:
+        raise _refuse(where, f"must be at most {most}, got {_shown(value)}")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    """A verification or failure count: 0 to MAX_COUNT."""
+    return _whole(value, where, most=MAX_COUNT)
+
+
+def _room_id(key: str, where: str) -> int:
+    if not _DECIMAL.fullmatch(key) or int(key) > MAX_INTEGER:
+        raise _refuse(where, "is not a location number (a whole number 0 or more, as digits)")
+    return int(key)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _refuse(where, f"must be a string, got {_shown(value)}")
+    return value
+
+
+def _exit_key(exit_: str, where: str) -> str:
+    key = action_key(exit_)
+    if not key:
+        raise _refuse(where, "is an empty exit")
+    return key
+
+
+def _split_key(key: str, table: str) -> tuple[int, str]:
+    """``"15_north"`` -> (15, ``north``); the exit as the map keys it."""
+    where = _path(table, key)
+    room, sep, exit_ = key.partition("_")
+    if not sep:
+        raise _refuse(where, 'is not "<room id>_<exit>"')
+    return _room_id(room, where), _exit_key(exit_, where)
+
+
+def _time(value: Any, where: str) -> tuple[int, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise _refuse(where, f"must be [episode, turn], got {_shown(value)}")
+    return _whole(value[0], where), _whole(value[1], where)
+
+
+def _listed(keys: Iterable[str]) -> str:
+    keys = list(keys)
+    shown = ", ".join(keys[:_LISTED])
+    return shown + (f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else "")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _refuse(f"key {_shown(key)}", "appears twice in one object")
+        found[key] = value
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise _refuse(f"the value {name}", "is not a number JSON allows")
+
+
+def _load(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise MapStateError(
+            f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); nothing was imported"
+        ) from None
+    except RecursionError:
+        raise MapStateError(
+            "nested too deeply to be a map_state.json; nothing was imported"
+        ) from None
+    except ValueError as exc:  # an integer longer than Python reads
+        raise MapStateError(f"not readable JSON ({exc}); nothing was imported") from None
+    if not isinstance(data, dict):
+        raise MapStateError("not a map_state.json: the top level must be an object")
+    if "rooms" not in data:
+        raise MapStateError('not a map_state.json: it has no "rooms"; nothing was imported')
+    return data
+
+
+class _Reader:
+    """One pass over a loaded file: the map it describes and the notes."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.graph = MapGraph()
+        self.notes: list[str] = []
+        self.unknown: Counter[str] = Counter()
+        self.listed_exits: dict[int, list[str]] = {}
+        self.missing_rooms: set[int] = set()
+        self.mismatched: list[str] = []
+
+    def table(self, name: str) -> dict[str, Any]:
+        return _object(self.data.get(name, {}), name)
+
+    def read(self) -> ParsedMapState:
+        for key in self.data:
+            if key not in TOP_LEVEL_KEYS:
+                self.unknown[_shown(key)] += 1
+        extras = self.extras()
+        self.rooms()
+        self.connections(extras.get("connections", {}))
+        self.exit_failures(extras.get("exit_failures", {}))
+        self.pruned(extras.get("pruned_exits", {}))
+        self.metadata()
+        return ParsedMapState(self.graph, tuple(self.report()))
+
+    def extras(self) -> dict[str, Any]:
+        metadata = self.table("metadata")
+        extras = _object(metadata.get("memstore", {}), _path("metadata", "memstore"))
+        for key in extras:
+            if key not in _EXTRA_KEYS:
+                self.unknown[f"{_shown(key)} in metadata.memstore"] += 1
+        for key in _EXTRA_KEYS[1:]:
+            _object(extras.get(key, {}), _path("metadata", "memstore", key))
+        return extras
+
+    def rooms(self) -> None:
+        for key, value in self.table("rooms").items():
+            where = _path("rooms", key)
+            room = _room_id(key, where)
+            fields = _object(value, where)
+            for name in fields:
+                if name not in _ROOM_KEYS:
+                    self.unknown[f"{_shown(name)} in rooms"] += 1
+            if "id" in fields and _whole(fields["id"], _path("rooms", key, "id")) != room:
+                raise _refuse(_path("rooms", key, "id"), f"is {fields['id']}, not {room}")
+            self.graph.rooms[room] = _text(fields.get("name", ""), _path("rooms", key, "name"))
+            exits = fields.get("exits", [])
+            if not isinstance(exits, list):
+                raise _refuse(_path("rooms", key, "exits"), "must be a list of exits")
+            self.listed_exits[room] = [
+                _exit_key(_text(e, _path("rooms", key, "exits")), _path("rooms", key, "exits"))
+                for e in exits
+            ]
+
+    def room(self, room: int) -> None:
+        if room not in self.graph.rooms:
+            self.graph.rooms[room] = ""
+            self.missing_rooms.add(room)
+
+    def index(self, table: dict[str, Any], name: str) -> dict[tuple[int, str], tuple[str, Any]]:
+        """``table``'s ``"<room>_<exit>"`` entries by (room, exit key); two spellings of
+        one exit (``15_n`` and ``15_north``) are refused."""
+        found: dict[tuple[int, str], tuple[str, Any]] = {}
+        for spelled, value in table.items():
+            key = _split_key(spelled, name)
+            if key in found:
+                raise _refuse(_path(name, spelled), f"is the same exit as {_shown(found[key][0])}")
+            found[key] = (spelled, value)
+        return found
+
+    def connections(self, extra: dict[str, Any]) -> None:
+        tables = {
+            "connection_verifications": self.index(
+                self.table("connection_verifications"), "connection_verifications"
+            ),
+            "connection_confidence": self.index(
+                self.table("connection_confidence"), "connection_confidence"
+            ),
+            "metadata.memstore.connections": self.index(extra, "metadata.memstore.connections"),
+        }
+        for room_key, exits in self.table("connections").items():
+            room = _room_id(room_key, _path("connections", room_key))
+            spelled: dict[str, str] = {}
+            for exit_, to in _object(exits, _path("connections", room_key)).items():
+                where = _path("connections", room_key, exit_)
+                key = _exit_key(exit_, where)
+                if key in spelled:
+                    raise _refuse(where, f"is the same exit as {_shown(spelled[key])} ({key})")
+                spelled[key] = exit_
+                to_id = _whole(to, where)
+                self.room(room)
+                self.room(to_id)
+                self.graph.connections[(room, key)] = self.connection(
+                    room, exit_, key, to_id, *tables.values()
+                )
+        if self.mismatched:
+            self.notes.append(
+                f"connection_confidence: {len(self.mismatched)} value(s) that memstore's rule "
+                f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
+                f"and works confidence out from them: {_listed(self.mismatched)}"
+            )
+        for name, table in tables.items():
+            orphans = [
+                spelled for k, (spelled, _) in table.items() if k not in self.graph.connections
+            ]
+            if orphans:
+                self.notes.append(
+                    f"{name}: {len(orphans)} key(s) name no connection in connections, "
+                    f"left out: {_listed(orphans)}"
+                )
+
+    def connection(
+        self,
+        room: int,
+        exit_: str,
+        key: str,
+        to_id: int,
+        verified: dict[tuple[int, str], tuple[str, Any]],
+        trust: dict[tuple[int, str], tuple[str, Any]],
+        extra: dict[tuple[int, str], tuple[str, Any]],
+    ) -> Connection:
+        found = verified.get((room, key))
+        v = 1 if found is None else _count(found[1], _path("connection_verifications", found[0]))
+        rate = trust.get((room, key))
+        if rate is not None:
+            value = rate[1]
+            if type(value) not in (int, float) or not 0 <= value <= 1:
+                raise _refuse(
+                    _path("connection_confidence", rate[0]),
+                    f"must be a number from 0 to 1, got {_shown(value)}",
+                )
+        more = extra.get((room, key))
+        action, first, last = exit_, (0, 0), (0, 0)
+        if more is not None:
+            where = _path("metadata", "memstore", "connections", more[0])
+            fields = _object(more[1], where)
+            for name in fields:
+                if name not in _EXTRA_CONNECTION_KEYS:
+                    self.unknown[f"{_shown(name)} in metadata.memstore.connections"] += 1
+            action = _text(fields.get("action", exit_), f'{where}["action"]')
+            if action_key(action) != key:
+                raise _refuse(f'{where}["action"]', f"is not the exit {_shown(key)}")
+            f = _count(fields.get("failures", 0), f'{where}["failures"]')
+            first = _time(fields.get("first_seen", [0, 0]), f'{where}["first_seen"]')
+            last = _time(fields.get("last_seen", [0, 0]), f'{where}["last_seen"]')
+        else:
+            f = _failures_for(v, float(rate[1])) if rate is not None else 0
+        if rate is not None and abs(confidence(v, f) - rate[1]) > _CONFIDENCE_TOLERANCE:
+            self.mismatched.append(f"{rate[0]} ({_shown(rate[1])} -> {confidence(v, f):.2f})")
+        direction = key if key in DIRECTION_ORDER else None
+        return Connection(room, action, key, direction, to_id, v, f, *first, *last)
+
+    def exit_failures(self, extra: dict[str, Any]) -> None:
+        times = self.index(extra, "metadata.memstore.exit_failures")
+        kept_out = []
+        for key, count in self.table("exit_failure_counts").items():
+            where = _path("exit_failure_counts", key)
+            room, direction = _split_key(key, "exit_failure_counts")
+            count = _count(count, where)
+            if direction not in DIRECTION_ORDER:
+                kept_out.append(key)
+                continue
+            if (room, direction) in self.graph.failures:
+                raise _refuse(where, "counts an exit that another key counts too")
+            found = times.get((room, direction))
+            at = (0, 0)
+            if found is not None:
+                at = _time(found[1], _path("metadata", "memstore", "exit_failures", found[0]))
+            self.room(room)
+            self.graph.failures[(room, direction)] = ExitFailure(room, direction, count, *at)
+        if kept_out:
+            self.notes.append(
+                f"exit_failure_counts: {len(kept_out)} count(s) of actions that are not "
+                f"directions, left out (memstore counts failed directions only): "
+                f"{_listed(kept_out)}"
+            )
+
+    def pruned(self, extra: dict[str, Any]) -> None:
+        times = self.index(extra, "metadata.memstore.pruned_exits")
+        kept_out = []
+        for room_key, exits in self.table("pruned_exits").items():
+            where = _path("pruned_exits", room_key)
+            room = _room_id(room_key, where)
+            if not isinstance(exits, list):
+                raise _refuse(where, "must be a list of exits")
+            for exit_ in exits:
+                direction = _exit_key(_text(exit_, where), where)
+                if direction not in DIRECTION_ORDER:
+                    kept_out.append(f"{room}_{exit_}")
+                    continue
+                found = times.get((room, direction))
+                at = (0, 0)
+                if found is not None:
+                    at = _time(found[1], _path("metadata", "memstore", "pruned_exits", found[0]))
+                self.room(room)
+                self.graph.pruned[(room, direction)] = PrunedExit(room, direction, *at)
+        if kept_out:
+            self.notes.append(
+                f"pruned_exits: {len(kept_out)} pruned action(s) that are not directions, "
+                f"left out (memstore prunes directions only): {_listed(kept_out)}"
+            )
+
+    def metadata(self) -> None:
+        metadata = self.table("metadata")
+        for name, actual in (
+            ("total_rooms", len(self.graph.rooms)),
+            ("total_connections", len(self.graph.connections)),
+        ):
+            if name in metadata and metadata[name] != actual:
+                self.notes.append(
+                    f"metadata.{name} is {_shown(metadata[name])} but the file holds {actual}"
+                )
+
+    def report(self) -> Iterator[str]:
+        for what, times in self.unknown.items():
+            count = f" ({times} times)" if times > 1 else ""
+            yield f"unknown key {what}{count}, left out"
+        untaken = [
+            f"{room}_{exit_}"
+            for room, exits in sorted(self.listed_exits.items())
+            for exit_ in exits
+            if (room, exit_) not in self.graph.connections
+        ]
+        if untaken:
+            yield (
+                f"rooms: {len(untaken)} listed exit(s) with no connection, left out (memstore "
+                f"keeps the exits that moved the player): {_listed(untaken)}"
+            )
+        if self.missing_rooms:
+            missing = [str(room) for room in sorted(self.missing_rooms)]
+            yield (
+                f"rooms: {len(missing)} room(s) used elsewhere but not in rooms, added "
+                f"without a name: {_listed(missing)}"
+            )
+        yield from self.notes
+
+
+def _failures_for(verifications: int, rate: float) -> int:
+    """The failures f (0 to MAX_DERIVED_FAILURES) whose (v + 1) / (v + f + 2) is closest
+    to ``rate``."""
+    if rate <= 0:
+        return MAX_DERIVED_FAILURES
+    best = min(MAX_DERIVED_FAILURES, max(0.0, (verifications + 1) / rate - verifications - 2))
+    candidates = {max(0, math.floor(best)), max(0, math.ceil(best))}
+    return min(sorted(candidates), key=lambda f: abs(confidence(verifications, f) - rate))
+
+
+def parse_map_state(text: str) -> ParsedMapState:
+    """Read ``map_state.json`` text: the map it holds and the notes on what was left out.
+    Raises :class:`~memstore.errors.MapStateError` (one line naming the key) for anything
+    memstore will not import as it is."""
+    return _Reader(_load(text)).read()
