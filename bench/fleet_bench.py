@@ -39,6 +39,7 @@ import tempfile
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -82,7 +83,7 @@ def _memory(title: str, turn: int) -> Any:
     )
 
 
-def memstore_agent(db: str, agent: int, ops: int) -> dict[str, Any]:
+def memstore_agent(db: str, agent: int, ops: int, barrier: Any) -> dict[str, Any]:
     """``ops`` mixed operations; per-operation latencies and the run's wall and CPU time."""
     from memstore.store import MemoryStore
 
@@ -108,12 +109,12 @@ def memstore_agent(db: str, agent: int, ops: int) -> dict[str, Any]:
             own.append((location, title))
             writes += 1
 
-    measured = _timed(run, ops, store.close)
+    measured = _timed(run, ops, store.close, barrier)
     measured["writes"] = writes
     return measured
 
 
-def raw_sqlite_agent(db: str, agent: int, ops: int) -> dict[str, Any]:
+def raw_sqlite_agent(db: str, agent: int, ops: int, barrier: Any) -> dict[str, Any]:
     """The floor: durable single-row inserts with sqlite3 (WAL, synchronous=FULL)."""
     conn = sqlite3.connect(db, isolation_level=None, timeout=60)
     conn.execute("PRAGMA synchronous=FULL")
@@ -123,10 +124,10 @@ def raw_sqlite_agent(db: str, agent: int, ops: int) -> dict[str, Any]:
         conn.execute("INSERT INTO m (agent, title, text) VALUES (?, ?, ?)", (agent, str(i), TEXT))
         conn.execute("COMMIT")
 
-    return _timed(run, ops, conn.close) | {"writes": ops}
+    return _timed(run, ops, conn.close, barrier) | {"writes": ops}
 
 
-def raw_postgresql_agent(conninfo: str, agent: int, ops: int) -> dict[str, Any]:
+def raw_postgresql_agent(conninfo: str, agent: int, ops: int, barrier: Any) -> dict[str, Any]:
     """The floor: durable single-row inserts with psycopg, one commit each."""
     import psycopg
 
@@ -138,7 +139,7 @@ def raw_postgresql_agent(conninfo: str, agent: int, ops: int) -> dict[str, Any]:
         )
         conn.commit()
 
-    return _timed(run, ops, conn.close) | {"writes": ops}
+    return _timed(run, ops, conn.close, barrier) | {"writes": ops}
 
 
 def machine_busy_ticks() -> tuple[int, int]:
@@ -152,13 +153,12 @@ def machine_busy_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-_BARRIER: Any = None
-
-
-def _timed(run: Any, ops: int, close: Any) -> dict[str, Any]:
+def _timed(
+    run: Callable[[int], None], ops: int, close: Callable[[], None], barrier: Any
+) -> dict[str, Any]:
     """Wait at the barrier, run ``ops`` operations, time each; close afterwards."""
     latencies: list[float] = []
-    _BARRIER.wait()
+    barrier.wait()
     machine = machine_busy_ticks()
     cpu = time.process_time()
     started = time.time()
@@ -180,15 +180,13 @@ def _timed(run: Any, ops: int, close: Any) -> dict[str, Any]:
 
 
 def _agent_main(kind: str, db: str, agent: int, ops: int, barrier: Any, results: Any) -> None:
-    global _BARRIER
-    _BARRIER = barrier
     try:
         target = {
             "memstore": memstore_agent,
             "raw-sqlite": raw_sqlite_agent,
             "raw-postgresql": raw_postgresql_agent,
         }[kind]
-        results.put((agent, target(db, agent, ops)))
+        results.put((agent, target(db, agent, ops, barrier)))
     except BaseException:
         barrier.abort()  # the others must not wait for this one
         results.put((agent, {"error": traceback.format_exc()}))
