@@ -125,6 +125,8 @@ def read_canonical_rows(text: str) -> list[LocationRows] | None:
         return None
     block_match = _MEMORY_BLOCK.fullmatch
     kinds, episodes, scores, short = _KINDS, _EPISODES, _SCORES, SHORT_DIGITS
+    structure_starts, structure_after_break = _STRUCTURE_STARTS, _STRUCTURE_AFTER_BREAK.search
+    make_row, row_problem = MemoryRow._make, memory_row_problem
     seen: set[int] = set()
     locations: list[LocationRows] = []
     for block in blocks:  # a location's header
@@ -157,20 +159,29 @@ def read_canonical_rows(text: str) -> list[LocationRows] | None:
             if "\\" in title:
                 title = unescape(title)
             if status is not _SUPERSEDED:
-                # The common case: no reference line, no strike-through.
-                if not _plain_text(body):
+                # The common case: no reference line, no strike-through (and _plain_text
+                # written out).
+                if body.startswith(structure_starts) or (
+                    "\n" in body and structure_after_break(body) is not None
+                ):
                     return None
-                memory = MemoryRow(
-                    category,
-                    title,
-                    unescape(body) if "\\" in body else body,
-                    episode,
-                    turns,
-                    score,
-                    persistence,
-                    status,
+                memory = make_row(
+                    (
+                        category,
+                        title,
+                        unescape(body) if "\\" in body else body,
+                        episode,
+                        turns,
+                        score,
+                        persistence,
+                        status,
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
                 )
-                if memory_row_problem(memory) is not None:
+                if row_problem(memory) is not None:
                     return None
             else:
                 reference = None

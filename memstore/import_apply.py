@@ -18,7 +18,7 @@ from memstore.dialect import OnConflict, greatest, resolve
 from memstore.errors import ImportConflict
 from memstore.executor import run, run_many
 from memstore.import_plan import ChangeKind, ImportPlan, MemoryChange, MemoryKey, MemoryLike
-from memstore.models import Status, parse_turns
+from memstore.models import Category, Persistence, Status, parse_turns
 from memstore.rows import now
 from memstore.schema import location_episodes, locations, memories, memory_links
 from memstore.versions import next_version, record_history
@@ -181,23 +181,30 @@ def _ids_by_key(conn: Connection, location_ids: Iterable[int]) -> dict[MemoryKey
     return found
 
 
+#: the stored text of each enum member (a lookup: cheaper than ``.value``)
+_VALUES: dict[Any, str] = {
+    member: member.value for enum in (Category, Persistence, Status) for member in enum
+}
+
+
 def _row(change: MemoryChange, stamp: str, version: int) -> dict[str, Any]:
     """The values of a new memory's row."""
     memory = change.new
     assert memory is not None
     turns = memory.turns
     start, end = (int(turns), None) if turns.isdigit() else parse_turns(turns)
+    values = _VALUES
     return {
         "location_id": change.location_id,
-        "category": memory.category.value,
+        "category": values[memory.category],
         "title": memory.title,
         "text": memory.text,
         "episode": memory.episode,
         "turn_start": start,
         "turn_end": end,
         "score_change": memory.score_change,
-        "persistence": memory.persistence.value,
-        "status": memory.status.value,
+        "persistence": values[memory.persistence],
+        "status": values[memory.status],
         "created_at": stamp,
         "created_version": version,
         "changed_version": version,
@@ -256,13 +263,17 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
         return
-    location_ids = {entry[1] for entry in entries}
-    # every memory of the locations concerned, by title, in stored order
-    by_title: dict[tuple[int, str], list[_Candidate]] = {}
+    # every memory that has a successor's title where it is named, in stored order
+    by_title: dict[tuple[int, str], list[_Candidate]] = {
+        (location_id, memory.superseded_by): []
+        for _id, location_id, memory in entries
+        if memory.superseded_by is not None
+    }
     superseded = Status.SUPERSEDED.value
     for memory_id, location_id, title, episode, start, end, status in run(conn, MEMORY_KEYS, {}):
-        if location_id in location_ids:
-            by_title.setdefault((location_id, title), []).append(
+        found = by_title.get((location_id, title))
+        if found is not None:
+            found.append(
                 _Candidate(
                     memory_id,
                     status != superseded,

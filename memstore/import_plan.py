@@ -81,8 +81,7 @@ class ImportProblem:
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryChange:
+class MemoryChange(NamedTuple):
     """One memory of the plan.
 
     ``old`` is the database's version (None when added), ``new`` the file's (None when

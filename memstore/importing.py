@@ -149,76 +149,81 @@ def plan_import(
     # (location id, title, successor title, nth memory so titled in the file's section)
     references: list[tuple[int, str, str, int]] = []
 
+    superseded, ephemeral, added = Status.SUPERSEDED, Persistence.EPHEMERAL, ChangeKind.ADDED
     for entry in incoming:
         location = _episodes_in_range(entry.location, lines, all_problems)
-        file_ids.add(location.id)
-        location_change = _location_change(db_locations.get(location.id), location)
+        location_id, location_name = location.id, location.name
+        file_ids.add(location_id)
+        location_change = _location_change(db_locations.get(location_id), location)
         if location_change is not None:
             location_changes.append(location_change)
 
         live_titles: dict[str, int] = {}
         for memory in entry.memories:
-            if memory.status is not Status.SUPERSEDED:
+            if memory.status is not superseded:
                 live_titles[memory.title] = live_titles.get(memory.title, 0) + 1
-        duplicates = {title for title, count in live_titles.items() if count > 1}
+        duplicates = (
+            {title for title, count in live_titles.items() if count > 1}
+            if len(live_titles) < len(entry.memories)  # else every title is there once
+            else set()
+        )
         for title in sorted(duplicates):
-            found = lines.memory_lines(location.id, title) or [
-                lines.location_lines.get(location.id, 0)
+            found = lines.memory_lines(location_id, title) or [
+                lines.location_lines.get(location_id, 0)
             ]
             all_problems.append(
                 ImportProblem(
                     found[min(1, len(found) - 1)],
-                    f"location {location.id} has {live_titles[title]} non-superseded memories "
+                    f"location {location_id} has {live_titles[title]} non-superseded memories "
                     f"titled {title!r} (one is allowed): all of them skipped",
                 )
             )
 
         titled: dict[str, int] = {}  # memories so far in this section, by title
         for memory in entry.memories:
-            key = memory_key(location.id, memory)
-            nth = titled.get(memory.title, 0)
-            titled[memory.title] = nth + 1
+            title = memory.title
+            key = MemoryKey(location_id, title, memory.episode, memory.turns)
+            nth = titled.get(title, 0)
+            titled[title] = nth + 1
             if memory.episode > MAX_EPISODE:
                 all_problems.append(
                     ImportProblem(
-                        lines.memory_line(location.id, memory.title, nth),
-                        f"memory {memory.title[:60]!r} at location {location.id} is from "
+                        lines.memory_line(location_id, title, nth),
+                        f"memory {title[:60]!r} at location {location_id} is from "
                         f"episode {memory.episode}: at most {MAX_EPISODE} (the next episode "
                         f"must still be numbered): memory skipped",
                     )
                 )
                 protected.add(key)
                 continue
-            if memory.persistence is Persistence.EPHEMERAL:
+            if memory.persistence is ephemeral:
                 all_problems.append(
                     ImportProblem(
-                        lines.memory_line(location.id, memory.title),
-                        f"EPHEMERAL memory {memory.title!r} at location {location.id} skipped: "
+                        lines.memory_line(location_id, title),
+                        f"EPHEMERAL memory {title!r} at location {location_id} skipped: "
                         f"ephemeral memories are never stored from Memories.md",
                     )
                 )
                 protected.add(key)
                 continue
-            if memory.status is not Status.SUPERSEDED and memory.title in duplicates:
+            if duplicates and memory.status is not superseded and title in duplicates:
                 protected.add(key)
                 continue
             if memory.superseded_by is not None:
-                references.append((location.id, memory.title, memory.superseded_by, nth))
-            candidates = db_memories.get(key, [])
-            occurrence = used.get(key, 0)
-            if occurrence < len(candidates):
+                references.append((location_id, title, memory.superseded_by, nth))
+            candidates = db_memories.get(key)
+            occurrence = used.get(key, 0) if candidates else 0
+            if candidates and occurrence < len(candidates):
                 used[key] = occurrence + 1
                 old = candidates[occurrence]
                 fields = _differences(old, memory)
                 changes.append(
                     MemoryChange(
-                        _kind(fields), location.id, location.name, old, memory, occurrence, fields
+                        _kind(fields), location_id, location_name, old, memory, occurrence, fields
                     )
                 )
             else:
-                changes.append(
-                    MemoryChange(ChangeKind.ADDED, location.id, location.name, None, memory)
-                )
+                changes.append(MemoryChange(added, location_id, location_name, None, memory))
 
     missing: list[MemoryChange] = []
     seen: dict[MemoryKey, int] = {}
@@ -296,10 +301,12 @@ def _reference_cycles(
     for change in kept:
         if change.memory.status is not Status.SUPERSEDED:
             ends.add((change.location_id, change.memory.title))
+    superseded = Status.SUPERSEDED
     for change in changes:
-        memory = change.memory
+        memory = change.new if change.new is not None else change.old
+        assert memory is not None
         key = (change.location_id, memory.title)
-        if memory.status is not Status.SUPERSEDED or memory.superseded_by in (None, memory.title):
+        if memory.status is not superseded or memory.superseded_by in (None, memory.title):
             ends.add(key)  # live, no successor, or itself (reported above)
         else:
             successors.setdefault(key, set()).add(memory.superseded_by)
@@ -359,7 +366,9 @@ def _titles_after(
     """
     written = {(c.key, c.occurrence) for c in changes if c.old is not None}
     written.update((c.key, c.occurrence) for c in pruned)
-    titles = Counter((c.location_id, c.memory.title) for c in changes)
+    titles = Counter(
+        [(c.location_id, c.new.title if c.new is not None else c.memory.title) for c in changes]
+    )
     seen: dict[MemoryKey, int] = {}
     for _location_id, _name, key in db_order:
         occurrence = seen.get(key, 0)

@@ -98,7 +98,7 @@ LOCATION_EPISODES = select(location_episodes.c.location_id, location_episodes.c.
 _SUPERSEDED = Status.SUPERSEDED
 
 
-def _memory_rows(values: Iterator[tuple[Any, ...]]) -> Iterator[StoredMemory]:
+def _memory_rows(values: Iterator[tuple[Any, ...]]) -> Iterator[StoredMemory[MemoryRow]]:
     categories, persistences, statuses = CATEGORY_OF, PERSISTENCE_OF, STATUS_OF
     for stored in values:
         (
@@ -155,15 +155,15 @@ def _memory_rows(values: Iterator[tuple[Any, ...]]) -> Iterator[StoredMemory]:
         yield StoredMemory(row_id, location_id, created_version, row)
 
 
-def stored_rows(conn: Connection) -> list[StoredMemory]:
+def stored_rows(conn: Connection) -> list[StoredMemory[MemoryRow]]:
     """Every persistent memory (all statuses) as a row with its id, location and creating
     version, in stored order (inside the caller's transaction)."""
     return list(_memory_rows(run(conn, STORED_ROWS, {})))
 
 
 def stored_rows_at(
-    conn: Connection, version: int, current: list[StoredMemory]
-) -> dict[int, StoredMemory]:
+    conn: Connection, version: int, current: list[StoredMemory[MemoryRow]]
+) -> dict[int, StoredMemory[MemoryRow]]:
     """The persistent memories as rows as they were at change ``version``, by row id
     (``current``: ``stored_rows`` now)."""
     return state_at(conn, version, current, to_memory_row)
@@ -193,7 +193,7 @@ def export_snapshot_rows(store: Any) -> tuple[list[LocationRows], ExportBase]:
         places = location_rows(conn)
     grouped: dict[int, list[MemoryRow]] = {}
     for entry in stored:
-        grouped.setdefault(entry.location_id, []).append(entry.memory)  # type: ignore[arg-type]
+        grouped.setdefault(entry.location_id, []).append(entry.memory)
     return [LocationRows(place, tuple(grouped.get(place.id, ()))) for place in places], base
 
 

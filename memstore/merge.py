@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
@@ -46,8 +47,12 @@ class Resolution(StrEnum):
     SKIP = "skip"
 
 
+#: the memory a StoredMemory holds: a plain row (the import) or the public model (the store)
+M = TypeVar("M", MemoryRow, Memory)
+
+
 @dataclass(frozen=True, slots=True)
-class StoredMemory:
+class StoredMemory(Generic[M]):
     """A persistent memory as stored: its row id, location, the version that created it.
 
     ``memory`` is a plain row on the import's path (``memstore.md_store``), the public model
@@ -56,7 +61,7 @@ class StoredMemory:
     id: int
     location_id: int
     created_version: int
-    memory: MemoryRow | Memory
+    memory: M
 
 
 def _clip(value: object, limit: int = 60) -> str:
@@ -126,7 +131,7 @@ def _merge_fields(
     base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
 ) -> tuple[MemoryRow, tuple[str, ...]]:
     """(the merged memory, the fields in conflict). Without a base every difference is one."""
-    update: dict[str, object] = {}
+    update: dict[str, Any] = {}
     conflicted: list[str] = []
     for group in GROUPS:
         f, d = _values(file, group), _values(database, group)
@@ -167,9 +172,9 @@ def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
 
 def merge_import(
     incoming: Sequence[LocationRows],
-    current: Sequence[StoredMemory],
+    current: Sequence[StoredMemory[MemoryRow]],
     current_locations: dict[int, LocationRow],
-    base: dict[int, StoredMemory] | None,
+    base: dict[int, StoredMemory[MemoryRow]] | None,
     *,
     resolution: Resolution | None,
     prune: bool,
@@ -182,11 +187,11 @@ def merge_import(
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
-    base_by_key: dict[MemoryKey, list[StoredMemory]] = {}
+    base_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
     for stored in sorted(base.values(), key=lambda s: s.id):
         base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
     # database memories the base did not have, by key: an agent's, or an earlier import's
-    fresh_by_key: dict[MemoryKey, list[StoredMemory]] = {}
+    fresh_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
     for stored in current:
         if stored.id not in base:
             fresh_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(
@@ -273,7 +278,7 @@ def merge_import(
 
 def _two_way(
     incoming: Sequence[LocationRows],
-    current: Sequence[StoredMemory],
+    current: Sequence[StoredMemory[MemoryRow]],
     resolution: Resolution | None,
     lines: LineFinder,
     warnings: tuple[str, ...],

@@ -329,6 +329,10 @@ def memory_of_row(row: MemoryRow) -> Memory:
     return Memory(**row._asdict())
 
 
+_ID_MIN = LOCATION_RULES["id"].minimum or 0
+_VISITS_MIN = LOCATION_RULES["visit_count"].minimum or 0
+
+
 class LocationRow(NamedTuple):
     """A location as a plain row: ``LocationInfo``'s fields (episodes sorted, unique)."""
 
@@ -340,6 +344,17 @@ class LocationRow(NamedTuple):
 
 def location_row_problem(row: LocationRow) -> str | None:
     """Why ``LocationInfo`` would refuse the row's values, or None (see memory_row_problem)."""
+    location_id, name, visit_count, episodes = row
+    if (
+        type(location_id) is int
+        and location_id >= _ID_MIN
+        and type(name) is str
+        and type(visit_count) is int
+        and visit_count >= _VISITS_MIN
+        and type(episodes) is tuple
+        and all(type(episode) is int for episode in episodes)
+    ):
+        return None  # the common case, decided at once from LOCATION_RULES
     for (name, rule), value in zip(LOCATION_RULES.items(), row, strict=False):
         problem = _value_problem(name, value, rule)
         if problem is not None:

@@ -161,10 +161,12 @@ def _usable_base(
     return base, ()
 
 
-def _grouped(current: list[StoredMemory], locations: dict[int, LocationRow]) -> list[LocationRows]:
+def _grouped(
+    current: list[StoredMemory[MemoryRow]], locations: dict[int, LocationRow]
+) -> list[LocationRows]:
     by_location: dict[int, list[MemoryRow]] = {}
     for stored in current:
-        by_location.setdefault(stored.location_id, []).append(stored.memory)  # type: ignore[arg-type]
+        by_location.setdefault(stored.location_id, []).append(stored.memory)
     return [
         LocationRows(info, tuple(by_location.get(location_id, ())))
         for location_id, info in sorted(locations.items())
@@ -174,7 +176,7 @@ def _grouped(current: list[StoredMemory], locations: dict[int, LocationRow]) -> 
 def _refusal(
     plan: ImportPlan,
     parsed: ParsedRows,
-    current: list[StoredMemory],
+    current: list[StoredMemory[MemoryRow]],
     prune: bool,
     resolution: Resolution | None,
     skip_invalid: bool,
