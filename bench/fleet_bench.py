@@ -71,15 +71,15 @@ def load_pg_cluster() -> ModuleType:
 
 
 def _memory(title: str, turn: int) -> Any:
-    from memstore.models import Memory
+    from memstore.models import Category, Memory, Persistence
 
     return Memory(
-        category="DISCOVERY",
+        category=Category.DISCOVERY,
         title=title,
         text=TEXT,
         episode=1,
         turns=str(turn),
-        persistence="permanent",
+        persistence=Persistence.PERMANENT,
     )
 
 

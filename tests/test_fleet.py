@@ -21,11 +21,13 @@ from typing import Any
 
 import pytest
 
+# the same module as conftest's (tests/ is on sys.path), so one cluster serves the session
+from pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
+from pg_cluster import unavailable_reason as pg_unavailable_reason
+
 from memstore.models import Memory, Status
 from memstore.store import MemoryStore
 from tests import fleet_worker as fleet
-from tests.pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
-from tests.pg_cluster import unavailable_reason as pg_unavailable_reason
 
 pytestmark = pytest.mark.slow
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pg_cluster  # as conftest imports it (tests/ is on sys.path)
 import pytest
-
-from tests import pg_cluster
-from tests.pg_cluster import REQUIRE_VARIABLE, PgCluster, require_or_skip, unavailable_reason
+from pg_cluster import REQUIRE_VARIABLE, PgCluster, require_or_skip, unavailable_reason
 
 
 def _start(base: Path, *, durable: bool = False) -> PgCluster:
