@@ -1,10 +1,13 @@
 """SimpleMemoryManager: the facade an agent loop calls every turn (spec 000, 002, 003, 004).
 
 It orchestrates and nothing else: Z-machine triggers decide *when* (memstore.triggers),
-an LLM or the offline recorder decides *what* (memstore.synthesis, memstore.recorder), the
-store applies the decision and its decision-log row in one transaction (memstore.store).
-No exception from an LLM failure reaches the agent loop: it is logged, counted, recorded
-in the decision log, and the turn goes on with nothing written.
+an LLM or the offline recorder decides *what* (memstore.synthesis, memstore.recorder, called
+by memstore.synthesis_runner), the store applies the decision and its decision-log row in
+one transaction (memstore.store). No exception from an LLM failure reaches the agent loop:
+it is logged, counted, recorded in the decision log, and the turn goes on with nothing
+written. Turn records and decision rows are typed (memstore.turn_log) and wait for the next
+write. The episode and turn are passed to every write; the store's own defaults
+(``current_episode``, ``current_turn``) are never changed.
 """
 
 from __future__ import annotations
