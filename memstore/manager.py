@@ -6,8 +6,8 @@ by memstore.synthesis_runner), the store applies the decision and its decision-l
 one transaction (memstore.store). No exception from an LLM failure reaches the agent loop:
 it is logged, counted, recorded in the decision log, and the turn goes on with nothing
 written. Turn records and decision rows are typed (memstore.turn_log) and wait for the next
-write. The episode and turn are passed to every write; the store's own defaults
-(``current_episode``, ``current_turn``) are never changed.
+write. The episode and turn are passed to every write; the manager never sets the store's
+defaults (``current_episode``, ``current_turn``).
 """
 
 from __future__ import annotations
