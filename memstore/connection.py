@@ -269,6 +269,8 @@ def failure_kind(exc: BaseException) -> str | None:
     """ "busy" for a lock not granted within the busy timeout, "read-only" for a write the
     database refused as read-only, else None (SQLite's and PostgreSQL's errors alike)."""
     orig = getattr(exc, "orig", None) or exc
+    if type(orig).__name__ == "DataError" and "NUL" in str(orig):  # psycopg, before sending
+        return "nul"
     code = getattr(orig, "sqlstate", None)
     if code is not None:  # PostgreSQL: lock_not_available, read_only_sql_transaction
         return {"55P03": "busy", "25006": "read-only"}.get(code)

@@ -164,7 +164,7 @@ _CANDIDATES = union_all(
     ),
     _bounded(
         select(*_CANDIDATE_COLUMNS)
-        .where(table.c.location_id.is_(bindparam("location_id")))
+        .where(table.c.location_id.is_not_distinct_from(bindparam("location_id")))
         .order_by(table.c.id.desc())
     ),
 )

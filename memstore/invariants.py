@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, func, select
 
+from memstore.dialect import greatest
 from memstore.models import TEXT_MAX, TITLE_MAX, Category, Persistence, Status
 from memstore.schema import (
     ephemeral_memories,
@@ -69,7 +70,8 @@ def _unreadable_rows(conn: Connection) -> list[str]:
     """Rows memstore cannot read back: a value of the wrong type, a title or text too long,
     an episode with no room after it (one line per column, with how many rows)."""
     problems = []
-    for table, column, kinds in _COLUMN_TYPES:
+    sqlite = conn.dialect.name == "sqlite"  # a server's typed columns hold only their type
+    for table, column, kinds in _COLUMN_TYPES if sqlite else ():
         allowed = ", ".join(f"'{kind}'" for kind in kinds)
         count, example = conn.exec_driver_sql(
             f'SELECT count(*), min(rowid) FROM "{table}" '  # noqa: S608 - constants only
@@ -101,8 +103,9 @@ def _unreadable_rows(conn: Connection) -> list[str]:
             )
     for table in ("location_episodes", "memories", "store_meta"):
         column = "last_episode" if table == "store_meta" else "episode"
+        typed = f" WHERE typeof(\"{column}\") = 'integer'" if sqlite else ""
         found = conn.exec_driver_sql(
-            f'SELECT max("{column}") FROM "{table}" WHERE typeof("{column}") = \'integer\''  # noqa: S608
+            f'SELECT max("{column}") FROM "{table}"{typed}'  # noqa: S608 - constants only
         ).scalar()
         if found is not None and found >= _MAX_INTEGER:
             problems.append(
@@ -151,8 +154,7 @@ def _links(
             problems.append(f"{tier} memory {where} is superseded by a memory that is not there")
         elif successor_location != location_id:
             problems.append(
-                f"{tier} memory {where} is superseded by a memory at location "
-                f"{successor_location}"
+                f"{tier} memory {where} is superseded by a memory at location {successor_location}"
             )
         else:
             next_of[memory_id] = successor_id
@@ -181,8 +183,9 @@ def _cycles(tier: str, next_of: dict[int, int], titles: dict[int, tuple[int, str
 def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[str]:
     """Every broken rule, one line each (empty: the database is sound).
 
-    With ``sqlite_checks``, SQLite's ``integrity_check`` and ``foreign_key_check`` too
-    (they read the whole file: ``memstore check``, not every import).
+    With ``sqlite_checks``, every row's values and, on SQLite, its ``integrity_check`` and
+    ``foreign_key_check`` too (they read the whole file: ``memstore check``, not every
+    import; a PostgreSQL server keeps its own pages and foreign keys).
     """
     problems: list[str] = []
     tiers = (
@@ -213,7 +216,7 @@ def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[s
         problems.append("the change counter (store_meta) is missing")
     else:
         stamped = conn.execute(
-            select(func.max(func.max(memories.c.created_version, memories.c.changed_version)))
+            select(func.max(greatest(memories.c.created_version, memories.c.changed_version)))
         ).scalar()
         if stamped is not None and stamped > counter:
             problems.append(
@@ -221,6 +224,7 @@ def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[s
             )
     if sqlite_checks:
         problems.extend(_unreadable_rows(conn))
+    if sqlite_checks and conn.dialect.name == "sqlite":
         verdict = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
         if verdict != ["ok"]:
             problems.extend(f"SQLite integrity_check: {line}" for line in verdict[:20])

@@ -93,15 +93,24 @@ def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bo
             cursor.execute(statement)
         cursor.close()
         dbapi_connection.commit()
+        # as on SQLite (isolation_level None): a statement outside memstore's transactions
+        # is its own, and memstore begins its transactions itself (commit() then commits)
+        dbapi_connection.autocommit = True
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
         driver = connection.connection.driver_connection
         begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
+        if begin == "BEGIN":
+            driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            return
+        driver.execute("BEGIN")
         if begin == "BEGIN IMMEDIATE":
-            driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-        elif begin == "BEGIN":
-            driver.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            try:
+                driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+            except Exception:
+                driver.rollback()  # SQLAlchemy has no transaction to roll back yet
+                raise
         # "BEGIN DEFERRED" (the ephemeral tier only): READ COMMITTED, no lock
 
     return engine

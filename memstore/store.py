@@ -245,6 +245,11 @@ class MemoryStore(StoreReads):
                 if kind is None:
                     raise
                 self._forget()
+                if kind == "nul":
+                    raise ValueError(
+                        f"{self.target.display} cannot store the NUL character (\\x00) in "
+                        f"text (PostgreSQL); nothing was written"
+                    ) from exc
                 if kind == "read-only":
                     raise ReadOnlyDatabase(
                         f"read-only database: {self.target.display}; nothing was written"

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from exporters.base_line import ExportBase
+from memstore.dialect import greatest
 from memstore.errors import MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
@@ -49,7 +50,7 @@ _BUMP = (
 _NEXT_EPISODE = (
     update(store_meta)
     .where(store_meta.c.id == 1)
-    .values(last_episode=func.max(store_meta.c.last_episode, bindparam("seen")) + 1)
+    .values(last_episode=greatest(store_meta.c.last_episode, bindparam("seen")) + 1)
     .returning(store_meta.c.last_episode)
 )
 

@@ -1,12 +1,21 @@
-"""Shared fixtures: a fresh store on a temporary file, and a compact Memory factory."""
+"""Shared fixtures: a fresh store, and a compact Memory factory.
+
+A test that takes ``store`` (or ``database``) runs twice, on SQLite and on PostgreSQL (a
+fresh database in a throwaway cluster this session starts: tests/pg_cluster.py), unless
+it also takes ``db_path``: it then works on the SQLite file itself and runs on SQLite only.
+Where no PostgreSQL can be started the PostgreSQL runs skip with the reason, or fail when
+MEMSTORE_REQUIRE_POSTGRES=1 (as in CI).
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_cluster import PgClusterError, require_or_skip, shared_cluster, unavailable_reason
 
 from memstore.invariants import check_invariants
 from memstore.models import Memory
@@ -50,6 +59,16 @@ SLOW_TESTS = frozenset(
 )
 
 
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``database`` on both backends, but on SQLite only for a test that uses the file."""
+    if "database" in metafunc.fixturenames:
+        backends = ("sqlite",) if "db_path" in metafunc.fixturenames else BACKENDS
+        metafunc.parametrize("database", backends, indirect=True)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark hypothesis tests ``property`` and the tests of SLOW_MODULES ``slow``."""
     for item in items:
@@ -72,11 +91,31 @@ def assert_sound(store: MemoryStore) -> None:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[MemoryStore]:
-    opened = MemoryStore.open(db_path)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Path]:
+    """Where a test's store lives: the SQLite file ``db_path``, or a new PostgreSQL
+    database (a URL), dropped after the test."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("db_path")
+        return
+    reason = unavailable_reason()
+    if reason is not None:
+        require_or_skip(reason)
+    try:
+        cluster = shared_cluster()
+    except PgClusterError as exc:
+        require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    url = cluster.create_database(name)
+    yield url
+    cluster.drop_database(name)
+
+
+@pytest.fixture
+def store(database: str | Path) -> Iterator[MemoryStore]:
+    opened = MemoryStore.open(database)
     yield opened
     if opened.closed:  # the test closed it: look again through a new connection
-        with MemoryStore.open(db_path, read_only=True) as again:
+        with MemoryStore.open(database, read_only=True) as again:
             assert_sound(again)
         return
     try:

@@ -39,10 +39,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_store_meta")),
     )
     # episodes continue after the last one the database has seen
+    largest = "greatest" if op.get_bind().dialect.name == "postgresql" else "max"
     op.execute(
         sa.text(
             "INSERT INTO store_meta (id, database_id, change_counter, last_episode) "
-            "SELECT 1, :id, 0, max(coalesce((SELECT max(episode) FROM location_episodes), 0), "
+            f"SELECT 1, :id, 0, {largest}("
+            "coalesce((SELECT max(episode) FROM location_episodes), 0), "
             "coalesce((SELECT max(episode) FROM memories), 0), "
             "coalesce((SELECT max(episode) FROM turn_records), 0), "
             "coalesce((SELECT max(episode) FROM synthesis_decisions), 0))"

@@ -1,0 +1,177 @@
+"""What is particular to a PostgreSQL database (issue 18); the rest of the store's tests run
+on both backends through the ``database`` fixture (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
+from pg_cluster import unavailable_reason as pg_unavailable
+from sqlalchemy import create_engine, text
+
+from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, StoreBusy
+from memstore.models import Memory
+from memstore.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cluster() -> PgCluster:
+    reason = pg_unavailable()
+    if reason is not None:
+        require_or_skip(reason)
+    try:
+        return shared_cluster()
+    except PgClusterError as exc:
+        require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
+
+
+@pytest.fixture
+def url(cluster: PgCluster) -> Iterator[str]:
+    name = f"pg_{uuid.uuid4().hex[:16]}"
+    yield cluster.create_database(name)
+    cluster.drop_database(name)
+
+
+def alembic_config(url: str) -> Config:
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("sqlalchemy.url", url)
+    return config
+
+
+def tables(url: str) -> set[str]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = set(
+            conn.execute(
+                text(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+                )
+            ).scalars()
+        )
+    engine.dispose()
+    return found
+
+
+def note(title: str, persistence: str = "permanent") -> Memory:
+    return Memory(
+        category="NOTE",
+        title=title,
+        text=f"What we learned: {title}.",
+        episode=1,
+        turns="3",
+        persistence=persistence,
+    )
+
+
+def test_the_migrations_make_the_schema_the_library_defines(url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from memstore.schema import metadata
+
+    command.upgrade(alembic_config(url), "head")
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_downgrade_to_base_and_upgrade_again(url: str) -> None:
+    config = alembic_config(url)
+    command.upgrade(config, "head")
+    before = tables(url)
+    config.cmd_opts = argparse.Namespace(x=["allow_data_loss=true"])
+    command.downgrade(config, "base")
+    assert tables(url) == {"alembic_version"}
+    command.upgrade(config, "head")
+    assert tables(url) == before
+
+
+def test_a_migrated_database_opens_and_an_older_one_is_refused(url: str) -> None:
+    config = alembic_config(url)
+    command.upgrade(config, "0006")
+    with pytest.raises(SchemaOutOfDate, match="db upgrade"):
+        MemoryStore.open(url)
+    command.upgrade(config, "head")
+    with MemoryStore.open(url) as store:
+        assert store.add_memory(1, "Here", note("Works"))
+
+
+def test_a_database_of_something_else_is_refused_and_left_alone(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE invoices (id integer primary key)"))
+    engine.dispose()
+    with pytest.raises(NotAMemstoreDatabase, match="PostgreSQL database but not a memstore"):
+        MemoryStore.open(url)
+    assert tables(url) == {"invoices"}
+
+
+def test_the_ephemeral_tier_belongs_to_one_store(url: str) -> None:
+    with MemoryStore.open(url) as one, MemoryStore.open(url) as two:
+        assert one.add_memory(5, "Cellar", note("Shared fact"))
+        assert one.add_memory(5, "Cellar", note("Sword dropped", "ephemeral"))
+        assert two.add_memory(5, "Cellar", note("Lamp here", "ephemeral"))
+        mine = {m.title for m in one.memories(5)}
+        theirs = {m.title for m in two.memories(5)}
+        assert mine == {"Shared fact", "Sword dropped"}
+        assert theirs == {"Shared fact", "Lamp here"}
+        # the same title may be ephemeral in two agents' sessions at once
+        assert two.add_memory(5, "Cellar", note("Sword dropped", "ephemeral"))
+        assert one.reset_episode() == 1
+        assert {m.title for m in one.memories(5)} == {"Shared fact"}
+        assert {m.title for m in two.memories(5)} == {"Shared fact", "Lamp here", "Sword dropped"}
+    with MemoryStore.open(url) as three:  # closed connections took their tiers with them
+        assert {m.title for m in three.memories(5)} == {"Shared fact"}
+
+
+def test_a_writer_waits_for_another_and_then_reports_busy(url: str) -> None:
+    with MemoryStore.open(url) as holder, MemoryStore.open(url, busy_timeout_s=0.3) as other:
+        entered, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with holder.transaction(write=True):
+                entered.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            assert entered.wait(10)
+            with pytest.raises(StoreBusy, match="busy timeout; nothing was written"):
+                other.add_memory(2, "There", note("Blocked"))
+        finally:
+            release.set()
+            thread.join()
+        assert other.add_memory(2, "There", note("Blocked"))  # and works once it is free
+        assert [m.title for m in holder.memories(2)] == ["Blocked"]
+
+
+def test_another_agent_s_write_is_seen_at_once(url: str) -> None:
+    with MemoryStore.open(url) as one, MemoryStore.open(url) as two:
+        assert one.get_location_memory(8) == ""
+        assert two.add_memory(8, "Attic", note("Rope here"))
+        assert "Rope here" in one.get_location_memory(8)
+        assert two.invalidate_memory(8, "Rope here", "taken")
+        assert one.get_location_memory(8) == ""
+
+
+def test_read_only_store_on_a_server(url: str) -> None:
+    from memstore.errors import ReadOnlyDatabase
+
+    with MemoryStore.open(url) as writer:
+        writer.add_memory(1, "Here", note("Kept"))
+    with MemoryStore.open(url, read_only=True) as reader:
+        assert [m.title for m in reader.memories(1)] == ["Kept"]
+        with pytest.raises(ReadOnlyDatabase, match="read-only database"):
+            reader.add_memory(1, "Here", note("Refused"))
