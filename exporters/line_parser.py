@@ -1,9 +1,12 @@
-"""The line parser of Memories.md: reads any file line by line and explains what it cannot.
+"""The one reader of Memories.md: reads any file and explains what it cannot read.
 
-Used by ``exporters.parse`` for every file the canonical block reader
-(``exporters.canonical``) declines (an older file, a hand edit that breaks the renderer's
-layout, a problem to report with its line number). It builds memories as checked
-``MemoryRow``s through ``exporters.memory_block``, as the block reader does.
+A state machine over the file's lines (``_Parser.run_lines``): location headers, visits
+lines, memory headers, reference lines, text, separators, each kind of problem reported at
+its line. ``read_body`` feeds it block by block (the pieces between empty lines): a memory
+block in the renderer's exact layout is read in one match (``exporters.fast_blocks``),
+every other block line by line, with the same state; ``read_line_by_line`` feeds it every
+line, and a property test checks that both give the same. Memories are built as checked
+``MemoryRow``s through ``exporters.memory_block``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from exporters.escaping import unescape
+from exporters.fast_blocks import MEMORY_BLOCK_START, read_memory_block
 from exporters.memory_block import (
     CATEGORIES,
     FAST_HEADER,
@@ -39,7 +43,7 @@ from memstore.models import (
     location_row_problem,
 )
 
-__all__ = ["Problem", "read_line_by_line"]
+__all__ = ["Problem", "read_body", "read_line_by_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,9 @@ class _Parser:
         self.skipping_memory = False
         self.skipping_location = False
         self.in_stray_text = False
+        # memory blocks read in one match, and those read line by line (run_blocks)
+        self.fast_memory_blocks = 0
+        self.slow_memory_blocks = 0
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -388,9 +395,9 @@ class _Parser:
             self.in_stray_text = True
             self.problem(number, "text outside any memory ignored")
 
-    def run(self, text: str) -> tuple[list[LocationRows], list[Problem]]:
-        lines = text.split("\n")
-        for number, line in enumerate(lines, 1):
+    def run_lines(self, lines: list[str], number: int) -> None:
+        """Read ``lines``, the first of which is line ``number`` of the file."""
+        for number, line in enumerate(lines, number):  # noqa: B020 - the line numbers go on
             first = line[:1]
             if first and first not in _STRUCTURE_STARTS:
                 # The common case, kept inline: a line of text under a memory.
@@ -414,6 +421,47 @@ class _Parser:
                 self.finish_memory()
             else:
                 self.text_line(number, line)
+
+    def run_blocks(self, text: str) -> None:
+        """Read ``text`` block by block (the pieces between empty lines): a memory in the
+        renderer's exact layout in one match (``exporters.fast_blocks``), every other
+        block line by line. Gives what ``run_lines`` over the whole text gives."""
+        number = 1
+        fast_memories = 0
+        blocks = text.split("\n\n")
+        read_fast = read_memory_block
+        for index, block in enumerate(blocks):
+            if index:  # the empty line between this block and the one before
+                self.in_stray_text = False
+                if self.memory is not None or self.skipping_memory:
+                    self.finish_memory()
+                number += 1
+            if block == "---" or block == "### Memories":  # what run_lines does with them
+                self.in_stray_text = False
+                self.finish_memory()
+                number += 1
+                continue
+            location = self.location
+            if (
+                location is not None
+                and block.startswith(MEMORY_BLOCK_START)
+                and not self.skipping_location
+                and self.memory is None
+            ):
+                memory = read_fast(block)
+                if memory is not None:
+                    location.memories.append(memory)
+                    self.in_stray_text = False
+                    fast_memories += 1
+                    number += block.count("\n") + 1
+                    continue
+                self.slow_memory_blocks += 1
+            lines = block.split("\n")
+            self.run_lines(lines, number)
+            number += len(lines)
+        self.fast_memory_blocks = fast_memories
+
+    def finish(self) -> tuple[list[LocationRows], list[Problem]]:
         self.finish_location()
         self.locations.sort(key=lambda entry: entry.location.id)
         return self.locations, self.problems
@@ -422,4 +470,15 @@ class _Parser:
 def read_line_by_line(text: str) -> tuple[list[LocationRows], list[Problem]]:
     """The locations (sorted by id) and problems of a Memories.md body (``\\n`` line
     endings, no byte-order mark, no base line), read line by line. Never raises."""
-    return _Parser().run(text)
+    parser = _Parser()
+    parser.run_lines(text.split("\n"), 1)
+    return parser.finish()
+
+
+def read_body(text: str) -> tuple[list[LocationRows], list[Problem], bool]:
+    """What ``read_line_by_line`` returns, read block by block (``_Parser.run_blocks``),
+    and whether every memory block took the fast path. Never raises."""
+    parser = _Parser()
+    parser.run_blocks(text)
+    locations, problems = parser.finish()
+    return locations, problems, parser.slow_memory_blocks == 0

@@ -24,8 +24,7 @@ from exporters.base_line import (
     find_base_line,
     looks_like_base_line,
 )
-from exporters.canonical import read_canonical_rows
-from exporters.line_parser import Problem, read_line_by_line
+from exporters.line_parser import Problem, read_body, read_line_by_line
 from memstore.models import LocationMemories, LocationRows, location_memories_of_rows
 
 __all__ = [
@@ -35,6 +34,7 @@ __all__ = [
     "parse_memories_md",
     "parse_memories_md_rows",
     "parse_line_by_line",
+    "read_canonical",
 ]
 
 
@@ -83,8 +83,9 @@ def parse_memories_md(text: str) -> ParseResult:
     line number, message) for each piece that was skipped;
     ``parse_memories_md(render_memories_md(x))`` gives back ``x``.
 
-    A file in the renderer's exact layout is read by ``exporters.canonical`` in one pass
-    over its blocks; any other file, line by line (``parse_line_by_line``).
+    Each memory in the renderer's exact layout is read in one match
+    (``exporters.fast_blocks``), everything else line by line (``parse_line_by_line``
+    reads every line so, and gives the same).
     """
     return _parse(text, canonical_first=True).as_models()
 
@@ -94,6 +95,22 @@ def parse_memories_md_rows(text: str) -> ParsedRows:
     model's rules (``memstore.models.memory_row_problem``) but built with no pydantic
     object: the import's reader. The same promises."""
     return _parse(text, canonical_first=True)
+
+
+def read_canonical(text: str) -> list[LocationMemories] | None:
+    """The locations of a Memories.md body (``\\n`` line endings, no byte-order mark, no
+    base line) when the reader took every memory of it in one match and met no problem,
+    else None (for tests and tools: a file the renderer wrote is read so)."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        locations, problems, all_fast = read_body(text)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if problems or not all_fast:
+        return None
+    return [location_memories_of_rows(entry) for entry in locations]
 
 
 def parse_line_by_line(text: str) -> ParseResult:
@@ -142,10 +159,9 @@ def _parse_body(text: str, canonical_first: bool) -> ParsedRows:
     gc.disable()
     try:
         if canonical_first:
-            canonical = read_canonical_rows(text)
-            if canonical is not None:
-                return ParsedRows(tuple(canonical), ())
-        locations, problems = read_line_by_line(text)
+            locations, problems, _all_fast = read_body(text)
+        else:
+            locations, problems = read_line_by_line(text)
         return ParsedRows(tuple(locations), tuple(problems))
     finally:
         if gc_was_enabled:

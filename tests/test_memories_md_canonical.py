@@ -6,8 +6,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporters import parse_memories_md, render_memories_md
-from exporters.canonical import read_canonical
-from exporters.parse import parse_line_by_line
+from exporters.parse import parse_line_by_line, read_canonical
 from memstore.models import LocationMemories
 from tests.test_memories_md_roundtrip import (
     LINE_PIECES,

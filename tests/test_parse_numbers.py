@@ -15,8 +15,7 @@ import pytest
 
 import memstore.cli as cli
 from exporters import parse_memories_md, render_memories_md
-from exporters.canonical import read_canonical
-from exporters.parse import ParseResult, parse_line_by_line
+from exporters.parse import ParseResult, parse_line_by_line, read_canonical
 from memstore.models import Status
 from memstore.store import MemoryStore
 from tests.conftest import MakeMemory
