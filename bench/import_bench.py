@@ -205,6 +205,33 @@ def floor_import(folder: Path, rows: list[tuple[object, ...]], i: int) -> float:
     return elapsed
 
 
+def schema_floor_import(folder: Path, rows: list[tuple[object, ...]], i: int) -> float:
+    """Raw sqlite3: the same durable executemany into memstore's own ``memories`` table (its
+    indexes and CHECK constraints), with the locations already there. Not the issue's
+    floor: printed beside it, to show what the schema itself costs."""
+    path = folder / f"schema-floor{i}.db"
+    MemoryStore.open(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.executemany(
+        "INSERT INTO locations (id, name, visit_count) VALUES (?, ?, 0)",
+        [(n, f"Room {n}") for n in range(1, LOCATIONS + 1)],
+    )
+    start = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "INSERT INTO memories (location_id, category, title, text, episode, turn_start, "
+        "turn_end, score_change, persistence, status, created_at, created_version, "
+        "changed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 1)",
+        rows,
+    )
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
 def export_run(folder: Path, text: str, i: int) -> tuple[float, float, float]:
     """memstore's export (rows, render, atomic write), the same through the public models
     (``export_snapshot``), and the floor (SELECT every row, write it as text, fsync) on the
@@ -236,6 +263,7 @@ def ratio_samples(folder: Path, text: str, runs: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {
         "import": [],
         "import floor": [],
+        "schema floor": [],
         "export": [],
         "export (models)": [],
         "export floor": [],
@@ -243,6 +271,7 @@ def ratio_samples(folder: Path, text: str, runs: int) -> dict[str, list[float]]:
     for i in range(runs):
         samples["import"].append(library_run(folder, text, 1000 + i))
         samples["import floor"].append(floor_import(folder, rows, i))
+        samples["schema floor"].append(schema_floor_import(folder, rows, i))
         ours, models, floor = export_run(folder, text, i)
         samples["export"].append(ours)
         samples["export (models)"].append(models)
@@ -278,6 +307,10 @@ def print_ratios(samples: dict[str, list[float]], runs: int) -> None:
         f"  import (library) {ms['import']:.1f} ms / durable executemany of the same rows "
         f"{ms['import floor']:.1f} ms = {ms['import'] / ms['import floor']:.1f}x "
         f"(median of paired ratios {paired('import', 'import floor'):.1f}x)\n"
+        f"    (not the issue's floor: the same executemany into memstore's own memories "
+        f"table, its indexes and CHECK constraints, {ms['schema floor']:.1f} ms, is itself "
+        f"{paired('schema floor', 'import floor'):.1f}x that floor; the import is "
+        f"{paired('import', 'schema floor'):.1f}x it)\n"
         f"  export (md_store.export_memories_md + write_atomically) {ms['export']:.1f} ms / "
         f"SELECT + write + fsync {ms['export floor']:.1f} ms = "
         f"{ms['export'] / ms['export floor']:.1f}x "
