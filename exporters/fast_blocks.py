@@ -24,14 +24,21 @@ from exporters.memory_block import (
     SHORT_DIGITS,
     Skipped,
     build_memory,
+    location_numbers_problem,
     memory_numbers_problem,
 )
 from memstore.models import MemoryRow, Status, memory_row_problem
 
-__all__ = ["MEMORY_BLOCK_START", "read_memory_block"]
+__all__ = ["LOCATION_BLOCK_START", "MEMORY_BLOCK_START", "read_location_block", "read_memory_block"]
 
 #: How every memory block starts.
 MEMORY_BLOCK_START = "**["
+#: How every location block (header and visits line) starts.
+LOCATION_BLOCK_START = "## Location "
+_LOCATION_BLOCK = re.compile(
+    r"## Location ([0-9]{1,100}): (.*)\n"
+    r"\*\*Visits:\*\* ([0-9]{1,100}) \| \*\*Episodes:\*\* (none|[0-9]{1,100}(?:, [0-9]{1,100})*)"
+)
 
 #: What each ``CATEGORY - PERSISTENCE( - STATUS)`` the renderer writes stands for (the
 #: inside of the brackets of HEADER_STARTS).
@@ -132,3 +139,18 @@ def read_memory_block(block: str) -> MemoryRow | None:
         category, persistence, status, title, episode, turns, score, reference, body
     )
     return None if isinstance(built, Skipped) else built
+
+
+def read_location_block(block: str) -> tuple[int, str, int, tuple[int, ...]] | None:
+    """The id, name, visit count and episodes (as listed) of a location's header and visits
+    line in the renderer's exact layout, or None: then the block is read line by line.
+    Numbers out of range are declined too (the line reader says what is wrong)."""
+    match = _LOCATION_BLOCK.fullmatch(block)
+    if match is None:
+        return None
+    raw_id, raw_name, raw_visits, raw_episodes = match.groups()
+    location_id, visits = int(raw_id), int(raw_visits)
+    episodes = () if raw_episodes == "none" else tuple(map(int, raw_episodes.split(", ")))
+    if location_numbers_problem(location_id, visits, episodes) is not None:
+        return None
+    return location_id, unescape(raw_name), visits, episodes

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from exporters.escaping import unescape
-from exporters.fast_blocks import MEMORY_BLOCK_START, read_memory_block
+from exporters.fast_blocks import (
+    LOCATION_BLOCK_START,
+    MEMORY_BLOCK_START,
+    read_location_block,
+    read_memory_block,
+)
 from exporters.memory_block import (
     CATEGORIES,
     FAST_HEADER,
@@ -140,8 +145,7 @@ class _Parser:
         self.skipping_memory = False
         self.skipping_location = False
         self.in_stray_text = False
-        # memory blocks read in one match, and those read line by line (run_blocks)
-        self.fast_memory_blocks = 0
+        # memory blocks read line by line by run_blocks (the others in one match)
         self.slow_memory_blocks = 0
 
     # -- helpers ---------------------------------------------------------------------
@@ -423,43 +427,50 @@ class _Parser:
                 self.text_line(number, line)
 
     def run_blocks(self, text: str) -> None:
-        """Read ``text`` block by block (the pieces between empty lines): a memory in the
-        renderer's exact layout in one match (``exporters.fast_blocks``), every other
-        block line by line. Gives what ``run_lines`` over the whole text gives."""
+        """Read ``text`` block by block (the pieces between empty lines): a location's
+        header and visits line, or a memory, in the renderer's exact layout in one match
+        (``exporters.fast_blocks``), every other block line by line. Gives what
+        ``run_lines`` over the whole text gives."""
         number = 1
-        fast_memories = 0
+        read_memory = read_memory_block
         blocks = text.split("\n\n")
-        read_fast = read_memory_block
         for index, block in enumerate(blocks):
             if index:  # the empty line between this block and the one before
                 self.in_stray_text = False
                 if self.memory is not None or self.skipping_memory:
                     self.finish_memory()
                 number += 1
-            if block == "---" or block == "### Memories":  # what run_lines does with them
-                self.in_stray_text = False
+            if block.startswith(MEMORY_BLOCK_START):
+                location = self.location
+                if location is not None and not self.skipping_location and self.memory is None:
+                    memory = read_memory(block)
+                    if memory is not None:
+                        location.memories.append(memory)
+                        number += block.count("\n") + 1
+                        continue
+                    self.slow_memory_blocks += 1
+            elif block == "---" or block == "### Memories":  # as run_lines reads them
                 self.finish_memory()
                 number += 1
                 continue
-            location = self.location
-            if (
-                location is not None
-                and block.startswith(MEMORY_BLOCK_START)
-                and not self.skipping_location
-                and self.memory is None
-            ):
-                memory = read_fast(block)
-                if memory is not None:
-                    location.memories.append(memory)
-                    self.in_stray_text = False
-                    fast_memories += 1
-                    number += block.count("\n") + 1
-                    continue
-                self.slow_memory_blocks += 1
+            elif block.startswith(LOCATION_BLOCK_START) and self._location_block(block, number):
+                number += 2
+                continue
             lines = block.split("\n")
             self.run_lines(lines, number)
             number += len(lines)
-        self.fast_memory_blocks = fast_memories
+
+    def _location_block(self, block: str, number: int) -> bool:
+        """A location's header and visits line read in one match, as ``location_header``
+        and ``visits`` would read them (False: read them line by line)."""
+        found = read_location_block(block)
+        if found is None or found[0] in self.seen_ids:
+            return False
+        location_id, name, visits, episodes = found
+        self.finish_location()
+        self.seen_ids.add(location_id)
+        self.location = _PendingLocation(number, location_id, name, visits, episodes, True)
+        return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
         self.finish_location()
