@@ -224,11 +224,15 @@ def test_a_resolution_chooses_a_side_and_applies_the_rest(
 
 
 def test_the_cli_refuses_conflicts_and_says_how_to_resolve_them(
-    filled: MemoryStore, mem: MakeMemory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    filled: MemoryStore,
+    mem: MakeMemory,
+    tmp_path: Path,
+    db_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = tmp_path / "Memories.md"
     path.write_text(_both_changed(filled, mem), encoding="utf-8")
-    db = str(filled.target.path)
+    db = str(db_path)  # the command opens the SQLite file (db_path: SQLite only)
     assert cli.main(["--db", db, "import", str(path)]) == 1  # the dry run says so too
     out, err = capsys.readouterr()
     assert "conflicts 1" in out and "--ours" in err and "--theirs" in err
@@ -321,9 +325,9 @@ def test_an_import_that_would_break_a_rule_is_rolled_back(
 
 
 def test_memstore_check_finds_a_live_memory_with_a_link(
-    filled: MemoryStore, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+    filled: MemoryStore, mem: MakeMemory, db_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db = str(filled.target.path)
+    db = str(db_path)  # the command opens the SQLite file (db_path: SQLite only)
     assert cli.main(["--db", db, "check"]) == 0
     assert "ok:" in capsys.readouterr().out
     filled.supersede_memory(15, "West of House", "Fact 0", mem("Fact 0 new", turns="9"))
