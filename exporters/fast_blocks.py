@@ -27,7 +27,8 @@ from exporters.memory_block import (
     location_numbers_problem,
     memory_numbers_problem,
 )
-from memstore.models import MemoryRow, Status, memory_row_problem
+from memstore.md_rows import MemoryRow, memory_row_problem
+from memstore.models import Status
 
 __all__ = ["LOCATION_BLOCK_START", "MEMORY_BLOCK_START", "read_location_block", "read_memory_block"]
 

@@ -37,16 +37,8 @@ from exporters.memory_block import (
     header_fields,
     location_numbers_problem,
 )
-from memstore.models import (
-    Category,
-    LocationInfo,
-    LocationRow,
-    LocationRows,
-    MemoryRow,
-    Persistence,
-    Status,
-    location_row_problem,
-)
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_row_problem
+from memstore.models import Category, LocationInfo, Persistence, Status
 
 __all__ = ["Problem", "read_body", "read_line_by_line"]
 

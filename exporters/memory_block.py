@@ -22,14 +22,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from exporters.escaping import unescape
-from memstore.models import (
-    Category,
-    MemoryRow,
-    Persistence,
-    Status,
-    memory_of_row,
-    memory_row_problem,
-)
+from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
+from memstore.models import Category, Persistence, Status
 
 #: Well-formed headers as written by the renderer, read in one match; older or broken
 #: headers go through the detailed checks of the line parser, which say what is wrong.

@@ -25,7 +25,8 @@ from exporters.base_line import (
     looks_like_base_line,
 )
 from exporters.line_parser import Problem, read_body, read_line_by_line
-from memstore.models import LocationMemories, LocationRows, location_memories_of_rows
+from memstore.md_rows import LocationRows, location_memories_of_rows
+from memstore.models import LocationMemories
 
 __all__ = [
     "Problem",

@@ -35,15 +35,8 @@ from collections.abc import Iterable
 from exporters.base_line import ExportBase, render_base_line
 from exporters.escaping import escape_inline, escape_text_lines
 from exporters.memory_block import HEADER_STARTS
-from memstore.models import (
-    LocationInfo,
-    LocationMemories,
-    LocationRow,
-    LocationRows,
-    Memory,
-    MemoryRow,
-    Status,
-)
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow
+from memstore.models import LocationInfo, LocationMemories, Memory, Status
 
 __all__ = ["render_memories_md", "render_memory_lines", "FILE_TITLE", "NO_EPISODES"]
 

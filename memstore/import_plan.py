@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from memstore.models import LocationInfo, LocationRow, Memory, MemoryRow
+from memstore.md_rows import LocationRow, MemoryRow
+from memstore.models import LocationInfo, Memory
 
 __all__ = [
     "CONTENT_FIELDS",

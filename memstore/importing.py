@@ -45,13 +45,8 @@ from memstore.import_plan import (
     MemoryLike,
     memory_key,
 )
-from memstore.models import (
-    LocationMemories,
-    LocationRow,
-    LocationRows,
-    Persistence,
-    Status,
-)
+from memstore.md_rows import LocationRow, LocationRows
+from memstore.models import LocationMemories, Persistence, Status
 
 __all__ = [
     "CONTENT_FIELDS",

@@ -21,16 +21,15 @@ from sqlalchemy import Connection, select
 from exporters.base_line import ExportBase
 from exporters.render import render_memories_md
 from memstore.executor import run
-from memstore.merge import StoredMemory
-from memstore.models import (
-    LocationInfo,
+from memstore.md_rows import (
     LocationRow,
     LocationRows,
     MemoryRow,
-    Status,
     location_row_problem,
     memory_row_problem,
 )
+from memstore.merge import StoredMemory
+from memstore.models import LocationInfo, Status
 from memstore.queries import row_type
 from memstore.rows import CATEGORY_OF, PERSISTENCE_OF, STATUS_OF, to_memory_row
 from memstore.schema import location_episodes, locations, memories, memory_links

@@ -31,7 +31,8 @@ from typing import Any, Generic, TypeVar
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
-from memstore.models import LocationRow, LocationRows, Memory, MemoryRow, Status
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow
+from memstore.models import Memory, Status
 
 __all__ = ["MergeConflict", "MergeResult", "Resolution", "StoredMemory", "merge_import"]
 

@@ -16,16 +16,14 @@ from pydantic import BaseModel, ConfigDict
 
 from memstore.errors import DamagedDatabase
 from memstore.map_graph import MapEvent
+from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
 from memstore.models import (
     Category,
     Memory,
-    MemoryRow,
     Persistence,
     Status,
     blank_for_sqlite,
     format_turns,
-    memory_of_row,
-    memory_row_problem,
     parse_turns,
 )
 from memstore.schema import synthesis_decisions

@@ -18,9 +18,9 @@ from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa
 from memstore.import_apply import apply_plan
 from memstore.importing import ImportPlan, LineFinder, plan_import
 from memstore.invariants import check_invariants
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_rows_of
 from memstore.md_store import location_rows, stored_rows, stored_rows_at
 from memstore.merge import Resolution, StoredMemory, merge_import
-from memstore.models import LocationRow, LocationRows, MemoryRow, location_rows_of
 from memstore.versions import identity
 
 __all__ = [

@@ -15,23 +15,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memstore.models import (
-    MEMORY_RULES,
-    Category,
-    LocationInfo,
-    LocationMemories,
+from memstore.md_rows import (
     LocationRow,
     LocationRows,
-    Memory,
     MemoryRow,
-    Persistence,
-    Status,
     location_memories_of_rows,
     location_row_problem,
     location_rows_of,
     memory_of_row,
     memory_row_of,
     memory_row_problem,
+)
+from memstore.models import (
+    MEMORY_RULES,
+    Category,
+    LocationInfo,
+    LocationMemories,
+    Memory,
+    Persistence,
+    Status,
 )
 
 PROPERTY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
