@@ -57,6 +57,8 @@ _BINARIES = ("initdb", "pg_ctl", "postgres")
 MAX_CONNECTIONS = 100
 _START_ATTEMPTS = 3
 _SECONDS = 60
+#: a Unix socket's path must fit in 107 bytes (sun_path): ".s.PGSQL.65535" and the folder
+_SOCKET_PATH_MAX = 100
 
 
 class PgClusterError(RuntimeError):
@@ -173,6 +175,8 @@ class PgCluster:
         self.folder = folder
         self.data = folder / "data"
         self.sockets = folder / "sockets"
+        if len(str(self.sockets / ".s.PGSQL.65535")) > _SOCKET_PATH_MAX:  # a deep base folder
+            self.sockets = Path(tempfile.mkdtemp(prefix="memstore-pgs-"))
         self.log = folder / "server.log"
         self.port = port
         self.durable = durable
@@ -220,7 +224,7 @@ class PgCluster:
 
     def _initdb(self) -> None:
         self.data.mkdir(mode=0o700)
-        self.sockets.mkdir(mode=0o700)
+        self.sockets.mkdir(mode=0o700, exist_ok=True)
         _give_to_server_user(self.data, self.sockets, self.folder)
         done = self._run(
             "initdb",
@@ -297,6 +301,7 @@ class PgCluster:
             while (self.data / "postmaster.pid").exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.sockets, ignore_errors=True)  # when it is not inside the folder
 
     def _stop_at_exit(self) -> None:
         if os.getpid() == self.owner:
@@ -335,8 +340,19 @@ class PgCluster:
         self._admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
 
 
-@functools.cache
+_shared: PgCluster | PgClusterError | None = None
+
+
 def shared_cluster() -> PgCluster:
     """One fast cluster for this process (a test session), stopped when it exits; a test
-    module gives each test a database of its own in it. Raises PgClusterError."""
-    return PgCluster.start()
+    module gives each test a database of its own in it. Raises PgClusterError, every time
+    once it failed (the next test does not try again)."""
+    global _shared
+    if _shared is None:
+        try:
+            _shared = PgCluster.start()
+        except PgClusterError as exc:
+            _shared = exc
+    if isinstance(_shared, PgClusterError):
+        raise _shared
+    return _shared
