@@ -56,6 +56,14 @@ class Target:
         return self.url.get_backend_name() == "postgresql"
 
     @property
+    def location(self) -> str:
+        """What opens this database again (``--db``, ``MemoryStore.open``): the file's path,
+        or the URL with its password."""
+        if self.path is not None:
+            return str(self.path)
+        return self.url.render_as_string(hide_password=False)
+
+    @property
     def display(self) -> str:
         if self.is_server:
             return self.url.render_as_string(hide_password=True)

@@ -9,11 +9,13 @@ MEMSTORE_REQUIRE_POSTGRES=1 (as in CI).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from pg_cluster import PgClusterError, require_or_skip, shared_cluster, unavailable_reason
 
@@ -45,6 +47,9 @@ SLOW_MODULES = frozenset(
         "test_explorer_game",
         "test_llm_agent",
         "test_eval_report",
+        "test_postgres",
+        "test_pg_cluster",
+        "test_fleet",
     }
 )
 #: single tests elsewhere that start a process or a server
@@ -70,13 +75,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark hypothesis tests ``property`` and the tests of SLOW_MODULES ``slow``."""
+    """Mark hypothesis tests ``property``, and ``slow`` the tests of SLOW_MODULES and every
+    test's run on PostgreSQL."""
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.property)
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
         if module in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("database") == "postgresql":
+            item.add_marker(pytest.mark.slow)  # it starts a server (once a session)
 
 
 @pytest.fixture
@@ -97,6 +106,21 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | P
     if request.param == "sqlite":
         yield request.getfixturevalue("db_path")
         return
+    base_url, conninfo = _test_database()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    # the test's own schema: memstore works in current_schema(), which the URL sets
+    yield f"{base_url}?options=-csearch_path%3D{schema}"
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute("SET lock_timeout = '20s'")  # a store left in a transaction: fail
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@functools.cache
+def _test_database() -> tuple[str, str]:
+    """(URL, libpq conninfo) of one database in the session's cluster; each test gets a
+    schema of its own in it (far cheaper than a database each)."""
     reason = unavailable_reason()
     if reason is not None:
         require_or_skip(reason)
@@ -104,10 +128,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | P
         cluster = shared_cluster()
     except PgClusterError as exc:
         require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    url = cluster.create_database(name)
-    yield url
-    cluster.drop_database(name)
+    return cluster.create_database("memstore_tests"), cluster.conninfo("memstore_tests")
 
 
 @pytest.fixture
