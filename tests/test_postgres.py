@@ -4,6 +4,10 @@ on both backends through the ``database`` fixture (tests/conftest.py)."""
 from __future__ import annotations
 
 import argparse
+import os
+import socket
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -175,3 +179,60 @@ def test_read_only_store_on_a_server(url: str) -> None:
         assert [m.title for m in reader.memories(1)] == ["Kept"]
         with pytest.raises(ReadOnlyDatabase, match="read-only database"):
             reader.add_memory(1, "Here", note("Refused"))
+
+
+# --- the command line on a server database --------------------------------------------------
+
+
+def memstore(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("memstore")), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        check=False,
+    )
+
+
+def test_the_command_line_works_on_a_server(url: str, tmp_path: Path) -> None:
+    upgraded = memstore("--db", url, "db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "revision after: 0007" in upgraded.stdout
+    current = memstore("--db", url, "db", "current")
+    assert current.returncode == 0 and "0007" in current.stdout
+    with MemoryStore.open(url) as store:
+        store.add_memory(79, "Kitchen", note("Sack of food"))
+        store.add_memory(79, "Kitchen", note("Bottle of water"))
+    shown = memstore("--db", url, "show", "79")
+    assert shown.returncode == 0 and "Sack of food" in shown.stdout
+    target = tmp_path / "Memories.md"
+    exported = memstore("--db", url, "export", "--out", str(target))
+    assert exported.returncode == 0, exported.stderr
+    edited = target.read_text().replace(
+        "What we learned: Sack of food.", "The sack holds a lunch and garlic."
+    )
+    target.write_text(edited)
+    with MemoryStore.open(url) as store:  # an agent learns something after the export
+        store.add_memory(79, "Kitchen", note("Window open"))
+    imported = memstore("--db", url, "import", str(target), "--apply")
+    assert imported.returncode == 0, imported.stderr
+    with MemoryStore.open(url) as store:
+        texts = {m.title: m.text for m in store.memories(79)}
+    assert texts["Sack of food"] == "The sack holds a lunch and garlic."
+    assert "Window open" in texts  # the 3-way import kept what the agent learned
+    checked = memstore("--db", url, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    stats = memstore("--db", url, "stats")
+    assert stats.returncode == 0 and "3" in stats.stdout
+
+
+def test_the_command_line_says_in_one_line_when_the_server_is_not_there() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = memstore("--db", f"postgresql+psycopg://x:pw@127.0.0.1:{port}/memories", "show", "1")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot connect to postgresql" in lines[0], result.stderr
+    assert "pw" not in result.stderr.replace("postgresql", "")
