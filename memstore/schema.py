@@ -9,6 +9,7 @@ the store's single connection, created at connect time and never written to disk
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Column,
     Float,
@@ -47,6 +48,10 @@ NAMING_CONVENTION = {
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
+#: a 64-bit integer on every database (SQLite's INTEGER is, and only INTEGER makes a rowid
+#: primary key there; PostgreSQL's INTEGER would be 32 bits)
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
+
 
 def _in(column: str, values: list[str]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
@@ -59,9 +64,9 @@ STATUSES = [s.value for s in Status]
 locations = Table(
     "locations",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("id", BigInt, primary_key=True, autoincrement=False),
     Column("name", Text, nullable=False),
-    Column("visit_count", Integer, nullable=False, server_default=text("0")),
+    Column("visit_count", BigInt, nullable=False, server_default=text("0")),
     CheckConstraint("visit_count >= 0", name="visit_count_not_negative"),
 )
 
@@ -70,11 +75,11 @@ location_episodes = Table(
     metadata,
     Column(
         "location_id",
-        Integer,
+        BigInt,
         ForeignKey("locations.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    Column("episode", Integer, primary_key=True),
+    Column("episode", BigInt, primary_key=True),
     CheckConstraint("episode >= 1", name="episode_positive"),
 )
 
@@ -83,23 +88,23 @@ def _memory_columns(persistence_values: list[str], location_fk: bool) -> list:
     location = (
         Column(
             "location_id",
-            Integer,
+            BigInt,
             ForeignKey("locations.id", ondelete="CASCADE"),
             nullable=False,
         )
         if location_fk
-        else Column("location_id", Integer, nullable=False)
+        else Column("location_id", BigInt, nullable=False)
     )
     return [
-        Column("id", Integer, primary_key=True),
+        Column("id", BigInt, primary_key=True),
         location,
         Column("category", Text, nullable=False),
         Column("title", Text, nullable=False),
         Column("text", Text, nullable=False),
-        Column("episode", Integer, nullable=False),
-        Column("turn_start", Integer, nullable=False),
-        Column("turn_end", Integer, nullable=True),
-        Column("score_change", Integer, nullable=True),
+        Column("episode", BigInt, nullable=False),
+        Column("turn_start", BigInt, nullable=False),
+        Column("turn_end", BigInt, nullable=True),
+        Column("score_change", BigInt, nullable=True),
         Column("persistence", Text, nullable=False),
         Column("status", Text, nullable=False),
         Column("created_at", Text, nullable=False),
@@ -118,8 +123,8 @@ memories = Table(
     metadata,
     *_memory_columns(["core", "permanent"], location_fk=True),
     # revision 0004: the store_meta change counter when the row was created / last changed
-    Column("created_version", Integer, nullable=False, server_default=text("0")),
-    Column("changed_version", Integer, nullable=False, server_default=text("0")),
+    Column("created_version", BigInt, nullable=False, server_default=text("0")),
+    Column("changed_version", BigInt, nullable=False, server_default=text("0")),
 )
 Index("ix_memories_location_id_status", memories.c.location_id, memories.c.status)
 # The spec's backup de-duplication, enforced by the database within the tier.
@@ -135,22 +140,22 @@ Index(
 memory_links = Table(
     "memory_links",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", BigInt, primary_key=True),
     Column(
         "memory_id",
-        Integer,
+        BigInt,
         ForeignKey("memories.id", ondelete="CASCADE"),
         nullable=False,
         unique=True,
     ),
     Column(
         "superseded_by_id",
-        Integer,
+        BigInt,
         ForeignKey("memories.id", ondelete="SET NULL"),
         nullable=True,
     ),
-    Column("episode", Integer, nullable=False),
-    Column("turn", Integer, nullable=False),
+    Column("episode", BigInt, nullable=False),
+    Column("turn", BigInt, nullable=False),
     Column("reason", Text, nullable=True),
     Column("created_at", Text, nullable=False),
     CheckConstraint("superseded_by_id IS NULL OR reason IS NULL", name="superseded_or_invalidated"),
@@ -163,10 +168,10 @@ Index("ix_memory_links_superseded_by_id", memory_links.c.superseded_by_id)
 synthesis_decisions = Table(
     "synthesis_decisions",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("episode", Integer, nullable=False),
-    Column("turn", Integer, nullable=False),
-    Column("location_id", Integer, nullable=False),
+    Column("id", BigInt, primary_key=True),
+    Column("episode", BigInt, nullable=False),
+    Column("turn", BigInt, nullable=False),
+    Column("location_id", BigInt, nullable=False),
     Column("location_name", Text, nullable=False),
     Column("triggers", Text, nullable=False),  # comma-separated Trigger values
     Column("mode", Text, nullable=False),  # "llm" or "offline"
@@ -177,8 +182,8 @@ synthesis_decisions = Table(
     Column("error_kind", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("latency_ms", Float, nullable=True),
-    Column("prompt_tokens", Integer, nullable=True),
-    Column("completion_tokens", Integer, nullable=True),
+    Column("prompt_tokens", BigInt, nullable=True),
+    Column("completion_tokens", BigInt, nullable=True),
     Column("cost_usd", Float, nullable=True),
     Column("created_at", Text, nullable=False),
     CheckConstraint("mode IN ('llm', 'offline')", name="mode_known"),
@@ -190,19 +195,19 @@ Index(
 turn_records = Table(
     "turn_records",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", BigInt, primary_key=True),
     Column("run_id", Text, nullable=False),
-    Column("episode", Integer, nullable=False),
-    Column("turn", Integer, nullable=False),
-    Column("location_id", Integer, nullable=False),
+    Column("episode", BigInt, nullable=False),
+    Column("turn", BigInt, nullable=False),
+    Column("location_id", BigInt, nullable=False),
     Column("action", Text, nullable=False),
-    Column("score_before", Integer, nullable=False),
-    Column("score_after", Integer, nullable=False),
-    Column("location_after", Integer, nullable=True),
-    Column("state_changed", Integer, nullable=False),  # score, location or inventory changed
-    Column("died", Integer, nullable=False),
+    Column("score_before", BigInt, nullable=False),
+    Column("score_after", BigInt, nullable=False),
+    Column("location_after", BigInt, nullable=True),
+    Column("state_changed", BigInt, nullable=False),  # score, location or inventory changed
+    Column("died", BigInt, nullable=False),
     Column("triggers", Text, nullable=False),
-    Column("memory_tokens", Integer, nullable=False),
+    Column("memory_tokens", BigInt, nullable=False),
     Column("overhead_us", Float, nullable=False),
     Column("created_at", Text, nullable=False),
     # revision 0007: the game's own evidence that the action failed (memstore.outcome):
@@ -222,15 +227,15 @@ Index(
 flagged_memories = Table(
     "flagged_memories",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", BigInt, primary_key=True),
     Column("content", Text, nullable=False),
-    Column("importance", Integer, nullable=False),
-    Column("turn", Integer, nullable=False),
-    Column("location_id", Integer, nullable=True),
+    Column("importance", BigInt, nullable=False),
+    Column("turn", BigInt, nullable=False),
+    Column("location_id", BigInt, nullable=True),
     Column("location_name", Text, nullable=False),
-    Column("score", Integer, nullable=True),
-    Column("moves", Integer, nullable=True),
-    Column("episode", Integer, nullable=False),
+    Column("score", BigInt, nullable=True),
+    Column("moves", BigInt, nullable=True),
+    Column("episode", BigInt, nullable=False),
     Column("session_id", Text, nullable=False),
     Column("created_at", Text, nullable=False),
     # revision 0005: the content as memstore.flagged.normalise makes it (lower case, runs of
@@ -248,11 +253,11 @@ Index("ix_flagged_memories_content_key", flagged_memories.c.content_key)
 store_meta = Table(
     "store_meta",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("id", BigInt, primary_key=True, autoincrement=False),
     Column("database_id", Text, nullable=False),
-    Column("change_counter", Integer, nullable=False, server_default=text("0")),
+    Column("change_counter", BigInt, nullable=False, server_default=text("0")),
     # the last episode number handed out (MemoryStore.allocate_episode)
-    Column("last_episode", Integer, nullable=False, server_default=text("0")),
+    Column("last_episode", BigInt, nullable=False, server_default=text("0")),
     CheckConstraint("id = 1", name="one_row"),
     CheckConstraint("change_counter >= 0", name="counter_not_negative"),
 )
@@ -263,25 +268,25 @@ store_meta = Table(
 memory_history = Table(
     "memory_history",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("memory_id", Integer, nullable=False),
-    Column("location_id", Integer, nullable=False),
+    Column("id", BigInt, primary_key=True),
+    Column("memory_id", BigInt, nullable=False),
+    Column("location_id", BigInt, nullable=False),
     Column("category", Text, nullable=False),
     Column("title", Text, nullable=False),
     Column("text", Text, nullable=False),
-    Column("episode", Integer, nullable=False),
-    Column("turn_start", Integer, nullable=False),
-    Column("turn_end", Integer, nullable=True),
-    Column("score_change", Integer, nullable=True),
+    Column("episode", BigInt, nullable=False),
+    Column("turn_start", BigInt, nullable=False),
+    Column("turn_end", BigInt, nullable=True),
+    Column("score_change", BigInt, nullable=True),
     Column("persistence", Text, nullable=False),
     Column("status", Text, nullable=False),
     Column("successor_title", Text, nullable=True),
-    Column("link_turn", Integer, nullable=True),
-    Column("link_episode", Integer, nullable=True),
+    Column("link_turn", BigInt, nullable=True),
+    Column("link_episode", BigInt, nullable=True),
     Column("link_reason", Text, nullable=True),
-    Column("created_version", Integer, nullable=False),
-    Column("replaced_version", Integer, nullable=False),
-    Column("deleted", Integer, nullable=False, server_default=text("0")),
+    Column("created_version", BigInt, nullable=False),
+    Column("replaced_version", BigInt, nullable=False),
+    Column("deleted", BigInt, nullable=False, server_default=text("0")),
 )
 Index(
     "ix_memory_history_replaced_version_memory_id",
@@ -298,26 +303,26 @@ KNOWN_DIRECTION = _in("direction", list(DIRECTIONS))
 map_rooms = Table(
     "map_rooms",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("id", BigInt, primary_key=True, autoincrement=False),
     Column("name", Text, nullable=False),  # "" until the game names it
 )
 
 map_connections = Table(
     "map_connections",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("from_id", Integer, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
+    Column("id", BigInt, primary_key=True),
+    Column("from_id", BigInt, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
     Column("action", Text, nullable=False),  # as first typed
     # the canonical direction, else the normalised action: one connection per key and room
     Column("action_key", Text, nullable=False),
     Column("direction", Text, nullable=True),  # the canonical direction when it is one
-    Column("to_id", Integer, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
-    Column("verifications", Integer, nullable=False, server_default=text("0")),
-    Column("failures", Integer, nullable=False, server_default=text("0")),
-    Column("first_episode", Integer, nullable=False),
-    Column("first_turn", Integer, nullable=False),
-    Column("last_episode", Integer, nullable=False),
-    Column("last_turn", Integer, nullable=False),
+    Column("to_id", BigInt, ForeignKey("map_rooms.id", ondelete="CASCADE"), nullable=False),
+    Column("verifications", BigInt, nullable=False, server_default=text("0")),
+    Column("failures", BigInt, nullable=False, server_default=text("0")),
+    Column("first_episode", BigInt, nullable=False),
+    Column("first_turn", BigInt, nullable=False),
+    Column("last_episode", BigInt, nullable=False),
+    Column("last_turn", BigInt, nullable=False),
     UniqueConstraint("from_id", "action_key"),
     CheckConstraint("length(trim(action_key)) > 0", name="action_key_not_blank"),
     CheckConstraint(
@@ -332,14 +337,14 @@ map_exit_failures = Table(
     metadata,
     Column(
         "from_id",
-        Integer,
+        BigInt,
         ForeignKey("map_rooms.id", ondelete="CASCADE"),
         primary_key=True,
     ),
     Column("direction", Text, primary_key=True),
-    Column("count", Integer, nullable=False),
-    Column("last_episode", Integer, nullable=False),
-    Column("last_turn", Integer, nullable=False),
+    Column("count", BigInt, nullable=False),
+    Column("last_episode", BigInt, nullable=False),
+    Column("last_turn", BigInt, nullable=False),
     CheckConstraint(KNOWN_DIRECTION, name="direction_known"),
     CheckConstraint("count >= 0", name="count_not_negative"),
 )
@@ -349,14 +354,14 @@ map_pruned_exits = Table(
     metadata,
     Column(
         "from_id",
-        Integer,
+        BigInt,
         ForeignKey("map_rooms.id", ondelete="CASCADE"),
         primary_key=True,
     ),
     Column("direction", Text, primary_key=True),
     # when it was pruned (episode and turn: a database renders the same every time)
-    Column("pruned_episode", Integer, nullable=False),
-    Column("pruned_turn", Integer, nullable=False),
+    Column("pruned_episode", BigInt, nullable=False),
+    Column("pruned_turn", BigInt, nullable=False),
     CheckConstraint(KNOWN_DIRECTION, name="direction_known"),
 )
 
@@ -386,13 +391,13 @@ Index(
 ephemeral_memory_links = Table(
     "memory_links",
     ephemeral_metadata,
-    Column("id", Integer, primary_key=True),
-    Column("memory_id", Integer, nullable=False, unique=True),
+    Column("id", BigInt, primary_key=True),
+    Column("memory_id", BigInt, nullable=False, unique=True),
     # an ephemeral memory is superseded by an ephemeral one, or upgraded to a persistent one
-    Column("superseded_by_id", Integer, nullable=True),
-    Column("superseded_by_persistent_id", Integer, nullable=True),
-    Column("episode", Integer, nullable=False),
-    Column("turn", Integer, nullable=False),
+    Column("superseded_by_id", BigInt, nullable=True),
+    Column("superseded_by_persistent_id", BigInt, nullable=True),
+    Column("episode", BigInt, nullable=False),
+    Column("turn", BigInt, nullable=False),
     Column("reason", Text, nullable=True),
     Column("created_at", Text, nullable=False),
     CheckConstraint(

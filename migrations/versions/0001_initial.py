@@ -10,6 +10,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+#: a 64-bit integer on every database (SQLite's INTEGER is; PostgreSQL's would be 32)
+INTEGER = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -22,16 +25,16 @@ STATUSES = "status IN ('ACTIVE', 'TENTATIVE', 'SUPERSEDED')"
 def upgrade() -> None:
     op.create_table(
         "locations",
-        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("id", INTEGER, autoincrement=False, nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("visit_count", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("visit_count", INTEGER, server_default=sa.text("0"), nullable=False),
         sa.CheckConstraint("visit_count >= 0", name=op.f("ck_locations_visit_count_not_negative")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_locations")),
     )
     op.create_table(
         "location_episodes",
-        sa.Column("location_id", sa.Integer(), nullable=False),
-        sa.Column("episode", sa.Integer(), nullable=False),
+        sa.Column("location_id", INTEGER, nullable=False),
+        sa.Column("episode", INTEGER, nullable=False),
         sa.CheckConstraint("episode >= 1", name=op.f("ck_location_episodes_episode_positive")),
         sa.ForeignKeyConstraint(
             ["location_id"],
@@ -43,15 +46,15 @@ def upgrade() -> None:
     )
     op.create_table(
         "memories",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("location_id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
+        sa.Column("location_id", INTEGER, nullable=False),
         sa.Column("category", sa.Text(), nullable=False),
         sa.Column("title", sa.Text(), nullable=False),
         sa.Column("text", sa.Text(), nullable=False),
-        sa.Column("episode", sa.Integer(), nullable=False),
-        sa.Column("turn_start", sa.Integer(), nullable=False),
-        sa.Column("turn_end", sa.Integer(), nullable=True),
-        sa.Column("score_change", sa.Integer(), nullable=True),
+        sa.Column("episode", INTEGER, nullable=False),
+        sa.Column("turn_start", INTEGER, nullable=False),
+        sa.Column("turn_end", INTEGER, nullable=True),
+        sa.Column("score_change", INTEGER, nullable=True),
         sa.Column("persistence", sa.Text(), nullable=False),
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
@@ -86,11 +89,11 @@ def upgrade() -> None:
     )
     op.create_table(
         "memory_links",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("memory_id", sa.Integer(), nullable=False),
-        sa.Column("superseded_by_id", sa.Integer(), nullable=True),
-        sa.Column("episode", sa.Integer(), nullable=False),
-        sa.Column("turn", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
+        sa.Column("memory_id", INTEGER, nullable=False),
+        sa.Column("superseded_by_id", INTEGER, nullable=True),
+        sa.Column("episode", INTEGER, nullable=False),
+        sa.Column("turn", INTEGER, nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.CheckConstraint(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+#: a 64-bit integer on every database (SQLite's INTEGER is; PostgreSQL's would be 32)
+INTEGER = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -19,10 +22,10 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "synthesis_decisions",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("episode", sa.Integer(), nullable=False),
-        sa.Column("turn", sa.Integer(), nullable=False),
-        sa.Column("location_id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
+        sa.Column("episode", INTEGER, nullable=False),
+        sa.Column("turn", INTEGER, nullable=False),
+        sa.Column("location_id", INTEGER, nullable=False),
         sa.Column("location_name", sa.Text(), nullable=False),
         sa.Column("triggers", sa.Text(), nullable=False),
         sa.Column("mode", sa.Text(), nullable=False),
@@ -33,8 +36,8 @@ def upgrade() -> None:
         sa.Column("error_kind", sa.Text(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("latency_ms", sa.Float(), nullable=True),
-        sa.Column("prompt_tokens", sa.Integer(), nullable=True),
-        sa.Column("completion_tokens", sa.Integer(), nullable=True),
+        sa.Column("prompt_tokens", INTEGER, nullable=True),
+        sa.Column("completion_tokens", INTEGER, nullable=True),
         sa.Column("cost_usd", sa.Float(), nullable=True),
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.CheckConstraint(
@@ -47,19 +50,19 @@ def upgrade() -> None:
     )
     op.create_table(
         "turn_records",
-        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
         sa.Column("run_id", sa.Text(), nullable=False),
-        sa.Column("episode", sa.Integer(), nullable=False),
-        sa.Column("turn", sa.Integer(), nullable=False),
-        sa.Column("location_id", sa.Integer(), nullable=False),
+        sa.Column("episode", INTEGER, nullable=False),
+        sa.Column("turn", INTEGER, nullable=False),
+        sa.Column("location_id", INTEGER, nullable=False),
         sa.Column("action", sa.Text(), nullable=False),
-        sa.Column("score_before", sa.Integer(), nullable=False),
-        sa.Column("score_after", sa.Integer(), nullable=False),
-        sa.Column("location_after", sa.Integer(), nullable=True),
-        sa.Column("state_changed", sa.Integer(), nullable=False),
-        sa.Column("died", sa.Integer(), nullable=False),
+        sa.Column("score_before", INTEGER, nullable=False),
+        sa.Column("score_after", INTEGER, nullable=False),
+        sa.Column("location_after", INTEGER, nullable=True),
+        sa.Column("state_changed", INTEGER, nullable=False),
+        sa.Column("died", INTEGER, nullable=False),
         sa.Column("triggers", sa.Text(), nullable=False),
-        sa.Column("memory_tokens", sa.Integer(), nullable=False),
+        sa.Column("memory_tokens", INTEGER, nullable=False),
         sa.Column("overhead_us", sa.Float(), nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_turn_records")),

@@ -10,6 +10,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+#: a 64-bit integer on every database (SQLite's INTEGER is; PostgreSQL's would be 32)
+INTEGER = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -19,15 +22,15 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "flagged_memories",
-        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
-        sa.Column("importance", sa.Integer(), nullable=False),
-        sa.Column("turn", sa.Integer(), nullable=False),
-        sa.Column("location_id", sa.Integer(), nullable=True),
+        sa.Column("importance", INTEGER, nullable=False),
+        sa.Column("turn", INTEGER, nullable=False),
+        sa.Column("location_id", INTEGER, nullable=True),
         sa.Column("location_name", sa.Text(), nullable=False),
-        sa.Column("score", sa.Integer(), nullable=True),
-        sa.Column("moves", sa.Integer(), nullable=True),
-        sa.Column("episode", sa.Integer(), nullable=False),
+        sa.Column("score", INTEGER, nullable=True),
+        sa.Column("moves", INTEGER, nullable=True),
+        sa.Column("episode", INTEGER, nullable=False),
         sa.Column("session_id", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.CheckConstraint(

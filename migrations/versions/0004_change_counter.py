@@ -19,6 +19,9 @@ import uuid
 import sqlalchemy as sa
 from alembic import op
 
+#: a 64-bit integer on every database (SQLite's INTEGER is; PostgreSQL's would be 32)
+INTEGER = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -28,14 +31,12 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "store_meta",
-        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("id", INTEGER, autoincrement=False, nullable=False),
         sa.Column("database_id", sa.Text(), nullable=False),
-        sa.Column("change_counter", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("last_episode", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("change_counter", INTEGER, server_default=sa.text("0"), nullable=False),
+        sa.Column("last_episode", INTEGER, server_default=sa.text("0"), nullable=False),
         sa.CheckConstraint("id = 1", name=op.f("ck_store_meta_one_row")),
-        sa.CheckConstraint(
-            "change_counter >= 0", name=op.f("ck_store_meta_counter_not_negative")
-        ),
+        sa.CheckConstraint("change_counter >= 0", name=op.f("ck_store_meta_counter_not_negative")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_store_meta")),
     )
     # episodes continue after the last one the database has seen
@@ -52,25 +53,25 @@ def upgrade() -> None:
     )
     op.create_table(
         "memory_history",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("memory_id", sa.Integer(), nullable=False),
-        sa.Column("location_id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
+        sa.Column("memory_id", INTEGER, nullable=False),
+        sa.Column("location_id", INTEGER, nullable=False),
         sa.Column("category", sa.Text(), nullable=False),
         sa.Column("title", sa.Text(), nullable=False),
         sa.Column("text", sa.Text(), nullable=False),
-        sa.Column("episode", sa.Integer(), nullable=False),
-        sa.Column("turn_start", sa.Integer(), nullable=False),
-        sa.Column("turn_end", sa.Integer(), nullable=True),
-        sa.Column("score_change", sa.Integer(), nullable=True),
+        sa.Column("episode", INTEGER, nullable=False),
+        sa.Column("turn_start", INTEGER, nullable=False),
+        sa.Column("turn_end", INTEGER, nullable=True),
+        sa.Column("score_change", INTEGER, nullable=True),
         sa.Column("persistence", sa.Text(), nullable=False),
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("successor_title", sa.Text(), nullable=True),
-        sa.Column("link_turn", sa.Integer(), nullable=True),
-        sa.Column("link_episode", sa.Integer(), nullable=True),
+        sa.Column("link_turn", INTEGER, nullable=True),
+        sa.Column("link_episode", INTEGER, nullable=True),
         sa.Column("link_reason", sa.Text(), nullable=True),
-        sa.Column("created_version", sa.Integer(), nullable=False),
-        sa.Column("replaced_version", sa.Integer(), nullable=False),
-        sa.Column("deleted", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("created_version", INTEGER, nullable=False),
+        sa.Column("replaced_version", INTEGER, nullable=False),
+        sa.Column("deleted", INTEGER, server_default=sa.text("0"), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_memory_history")),
     )
     op.create_index(
@@ -80,10 +81,10 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("memories") as batch:
         batch.add_column(
-            sa.Column("created_version", sa.Integer(), server_default=sa.text("0"), nullable=False)
+            sa.Column("created_version", INTEGER, server_default=sa.text("0"), nullable=False)
         )
         batch.add_column(
-            sa.Column("changed_version", sa.Integer(), server_default=sa.text("0"), nullable=False)
+            sa.Column("changed_version", INTEGER, server_default=sa.text("0"), nullable=False)
         )
 
 

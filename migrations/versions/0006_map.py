@@ -18,6 +18,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+#: a 64-bit integer on every database (SQLite's INTEGER is; PostgreSQL's would be 32)
+INTEGER = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
@@ -42,24 +45,24 @@ def _room_key(table: str, column: str) -> sa.ForeignKeyConstraint:
 def upgrade() -> None:
     op.create_table(
         "map_rooms",
-        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("id", INTEGER, autoincrement=False, nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_map_rooms")),
     )
     op.create_table(
         "map_connections",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("from_id", sa.Integer(), nullable=False),
+        sa.Column("id", INTEGER, nullable=False),
+        sa.Column("from_id", INTEGER, nullable=False),
         sa.Column("action", sa.Text(), nullable=False),
         sa.Column("action_key", sa.Text(), nullable=False),
         sa.Column("direction", sa.Text(), nullable=True),
-        sa.Column("to_id", sa.Integer(), nullable=False),
-        sa.Column("verifications", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("failures", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("first_episode", sa.Integer(), nullable=False),
-        sa.Column("first_turn", sa.Integer(), nullable=False),
-        sa.Column("last_episode", sa.Integer(), nullable=False),
-        sa.Column("last_turn", sa.Integer(), nullable=False),
+        sa.Column("to_id", INTEGER, nullable=False),
+        sa.Column("verifications", INTEGER, server_default=sa.text("0"), nullable=False),
+        sa.Column("failures", INTEGER, server_default=sa.text("0"), nullable=False),
+        sa.Column("first_episode", INTEGER, nullable=False),
+        sa.Column("first_turn", INTEGER, nullable=False),
+        sa.Column("last_episode", INTEGER, nullable=False),
+        sa.Column("last_turn", INTEGER, nullable=False),
         sa.CheckConstraint(
             f"direction IS NULL OR ({KNOWN_DIRECTION} AND action_key = direction)",
             name=op.f("ck_map_connections_direction_known"),
@@ -80,11 +83,11 @@ def upgrade() -> None:
     )
     op.create_table(
         "map_exit_failures",
-        sa.Column("from_id", sa.Integer(), nullable=False),
+        sa.Column("from_id", INTEGER, nullable=False),
         sa.Column("direction", sa.Text(), nullable=False),
-        sa.Column("count", sa.Integer(), nullable=False),
-        sa.Column("last_episode", sa.Integer(), nullable=False),
-        sa.Column("last_turn", sa.Integer(), nullable=False),
+        sa.Column("count", INTEGER, nullable=False),
+        sa.Column("last_episode", INTEGER, nullable=False),
+        sa.Column("last_turn", INTEGER, nullable=False),
         sa.CheckConstraint(KNOWN_DIRECTION, name=op.f("ck_map_exit_failures_direction_known")),
         sa.CheckConstraint("count >= 0", name=op.f("ck_map_exit_failures_count_not_negative")),
         _room_key("map_exit_failures", "from_id"),
@@ -92,10 +95,10 @@ def upgrade() -> None:
     )
     op.create_table(
         "map_pruned_exits",
-        sa.Column("from_id", sa.Integer(), nullable=False),
+        sa.Column("from_id", INTEGER, nullable=False),
         sa.Column("direction", sa.Text(), nullable=False),
-        sa.Column("pruned_episode", sa.Integer(), nullable=False),
-        sa.Column("pruned_turn", sa.Integer(), nullable=False),
+        sa.Column("pruned_episode", INTEGER, nullable=False),
+        sa.Column("pruned_turn", INTEGER, nullable=False),
         sa.CheckConstraint(KNOWN_DIRECTION, name=op.f("ck_map_pruned_exits_direction_known")),
         _room_key("map_pruned_exits", "from_id"),
         sa.PrimaryKeyConstraint("from_id", "direction", name=op.f("pk_map_pruned_exits")),
