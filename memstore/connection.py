@@ -273,6 +273,15 @@ def change_token(conn: Connection) -> object:
     return driver.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
 
 
+def upgrade_to_write(conn: Connection) -> None:
+    """A write nested in a transaction begun for the ephemeral tier only: SQLite takes its
+    write lock at the first write by itself; PostgreSQL's writers' lock is taken here."""
+    if conn.dialect.name == "postgresql":
+        from memstore.pg_connection import take_write_lock
+
+        take_write_lock(conn.connection.driver_connection)
+
+
 def failure_kind(exc: BaseException) -> str | None:
     """ "busy" for a lock not granted within the busy timeout, "read-only" for a write the
     database refused as read-only, else None (SQLite's and PostgreSQL's errors alike)."""

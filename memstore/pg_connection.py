@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from memstore.connection import BEGIN_KEY, Target
-from memstore.errors import DatabaseUnavailable
+from memstore.errors import DatabaseUnavailable, UnsupportedDatabase
 from memstore.schema import (
     EPHEMERAL_SCHEMA,
     EPHEMERAL_SCHEMA_POSTGRESQL,
@@ -47,6 +47,12 @@ def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
 
 def server_tables(target: Target) -> tuple[set[str], str | None]:
     """The tables of the database's schema and its alembic revision, read without writing."""
+    try:
+        import psycopg  # noqa: F401 - only to say what is missing
+    except ImportError:
+        raise UnsupportedDatabase(
+            "a PostgreSQL database needs psycopg 3: pip install 'memstore[postgres]'"
+        ) from None
     engine = create_engine(
         target.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
     )
@@ -114,6 +120,12 @@ def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bo
         # "BEGIN DEFERRED" (the ephemeral tier only): READ COMMITTED, no lock
 
     return engine
+
+
+def take_write_lock(driver_connection: Any) -> None:
+    """Take the writers' lock inside a transaction begun without it (an ephemeral-tier
+    transaction that goes on to write a shared table)."""
+    driver_connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
 
 
 def change_token(driver_connection: Any) -> str:

@@ -37,6 +37,7 @@ from memstore.connection import (
     create_store_engine,
     failure_kind,
     resolve_target,
+    upgrade_to_write,
 )
 from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
@@ -227,8 +228,12 @@ class MemoryStore(StoreReads):
         ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
         with self._lock:
             if self._depth:  # inside another transaction of this store: part of it
-                if begin != "BEGIN" and self._conn.info[BEGIN_KEY] == "BEGIN":
+                outer = self._conn.info[BEGIN_KEY]
+                if begin != "BEGIN" and outer == "BEGIN":
                     raise RuntimeError("a write cannot run inside a read-only transaction")
+                if begin == "BEGIN IMMEDIATE" and outer == "BEGIN DEFERRED":
+                    upgrade_to_write(self._conn)
+                    self._conn.info[BEGIN_KEY] = begin
                 self._depth += 1
                 try:
                     yield self._conn
