@@ -426,19 +426,36 @@ class _Parser:
         number = 1
         read_memory = read_memory_block
         blocks = text.split("\n\n")
-        for index, block in enumerate(blocks):
+        count = len(blocks)
+        index = 0
+        while index < count:
+            block = blocks[index]
             if index:  # the empty line between this block and the one before
                 self.in_stray_text = False
                 if self.memory is not None or self.skipping_memory:
                     self.finish_memory()
                 number += 1
+            index += 1
             if block.startswith(MEMORY_BLOCK_START):
                 location = self.location
                 if location is not None and not self.skipping_location and self.memory is None:
                     memory = read_memory(block)
                     if memory is not None:
-                        location.memories.append(memory)
+                        # The common case: a run of memories, each read in one match. The
+                        # empty line between two of them changes nothing in the state.
+                        append = location.memories.append
+                        append(memory)
                         number += block.count("\n") + 1
+                        while index < count:
+                            block = blocks[index]
+                            if not block.startswith(MEMORY_BLOCK_START):
+                                break
+                            memory = read_memory(block)
+                            if memory is None:
+                                break
+                            append(memory)
+                            number += block.count("\n") + 2  # its lines and the one before
+                            index += 1
                         continue
                     self.slow_memory_blocks += 1
             elif block == "---" or block == "### Memories":  # as run_lines reads them
