@@ -48,7 +48,7 @@ class OnConflict:
         self._built: dict[str, Any] = {}
 
     def for_dialect(self, name: str) -> Any:
-        statement = self._built.get(name)
+        statement: Any = self._built.get(name)
         if statement is None:
             statement = _INSERTS[name](self._table)
             if self._values is not None:

@@ -460,7 +460,7 @@ class MapStore:
     def __init__(self, store: MemoryStore, config: MemstoreConfig | None = None) -> None:
         self.store = store
         self.config = config or store.config
-        self._graph: tuple[tuple[int, int], MapGraph] | None = None
+        self._graph: tuple[tuple[object, int], MapGraph] | None = None
 
     @property
     def threshold(self) -> float:
@@ -585,7 +585,7 @@ class MapView:
         self._parts: dict[int, _Part] = {}
         self._names: dict[int, str] = {}  # room names as the parts show them
         self._count = _WRITES.count  # the map writes in this process accounted for
-        self._version: int | None = None
+        self._version: object = None
         self._checked = float("-inf")  # time.monotonic() when data_version was asked
         self._buffered = False  # events were recorded since the last write
         #: for the caller: anything worked out from an answer (cleared with the parts)

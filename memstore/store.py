@@ -12,37 +12,17 @@ per-execute overhead would otherwise be most of its time budget.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
     delete,
-    insert,
-    inspect,
     select,
 )
 
-from memstore.config import MemstoreConfig, load_config
-from memstore.connection import (
-    BEGIN_KEY,
-    DEFAULT_BUSY_TIMEOUT_S,
-    Target,
-    change_token,
-    check_existing,
-    check_writable,
-    create_store_engine,
-    failure_kind,
-    resolve_target,
-    upgrade_to_write,
-)
-from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
-from memstore.location_views import LocationViews
 from memstore.map_store import write_map_events
 from memstore.models import (
     Memory,
@@ -63,11 +43,10 @@ from memstore.queries import (
     TIER_NAMES,
     TIER_NUMBER,
     TIERS,
-    VIEW_QUERY,
     VISIT_EPISODE,
     VISIT_LOCATION,
 )
-from memstore.retrieval import EPHEMERAL, PERSISTENT, ContextRow, ViewRow, view_row
+from memstore.retrieval import ContextRow, view_row
 from memstore.rows import (
     AppliedSynthesis,
     Bookkeeping,
@@ -82,22 +61,15 @@ from memstore.rows import (
     now,
 )
 from memstore.schema import (
-    HEAD_REVISION,
-    alembic_version,
     ephemeral_memories,
     ephemeral_memory_links,
-    metadata,
 )
 from memstore.store_reads import StoreReads
 from memstore.versions import (
     allocate_episode,
-    create_identity,
     next_version,
     record_history,
 )
-
-#: "every location" for the cache-invalidation argument of _write
-ALL = object()
 
 
 class _Version:
@@ -124,203 +96,6 @@ class _Live(NamedTuple):
 
 class MemoryStore(StoreReads):
     """Location memories in SQLite, with the spec's API (spec 002 "Public API", 004)."""
-
-    def __init__(
-        self,
-        target: Target,
-        *,
-        config: MemstoreConfig | None = None,
-        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-        read_only: bool = False,
-    ) -> None:
-        """Use ``MemoryStore.open``; this assumes the target was checked."""
-        self.target = target
-        self.read_only = read_only
-        self.config = config or MemstoreConfig()
-        self._lock = threading.RLock()
-        self._depth = 0  # transactions open on this store (nested ones join the outer)
-        # Per-location caches of what changes only when the database does: dropped after
-        # every write through this store, and when PRAGMA data_version says another
-        # connection committed.
-        self._data_version: object = None
-        self._views = LocationViews(self.config.token_budget)
-        self._live_cache: dict[int, tuple[Memory, ...]] = {}
-        is_new = check_existing(target)
-        if read_only and is_new and target.path is not None:
-            raise NotAMemstoreDatabase(f"no memstore database at {target.path}")
-        if not read_only:
-            check_writable(target)
-        if is_new and target.path is not None:
-            target.path.parent.mkdir(parents=True, exist_ok=True)
-        self._engine = create_store_engine(target, busy_timeout_s, read_only=read_only)
-        self._conn: Connection = self._engine.connect()
-        if is_new:
-            self._create_schema()
-        #: the clock used for links when a caller gives no turn; the manager keeps it current
-        self.current_episode = self._max_episode()
-        self.current_turn = 0
-
-    # --- opening and closing -------------------------------------------------------------
-
-    @classmethod
-    def open(
-        cls,
-        path_or_url: str | Path | None = None,
-        *,
-        config: MemstoreConfig | None = None,
-        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-        read_only: bool = False,
-    ) -> MemoryStore:
-        """Open (or create, at the head schema revision) a memstore database.
-
-        ``path_or_url`` is a file path or a SQLAlchemy SQLite URL (``sqlite://`` is an
-        in-memory database); None means the configured one. Without ``config`` the
-        configuration is ``load_config()``'s (``MEMSTORE_DB``, ``MEMSTORE_MODEL``, ...,
-        ``[tool.memstore]``, defaults), so a manager over this store sees the configured
-        model too. A database behind the head
-        revision is refused (SchemaOutOfDate: run ``alembic upgrade head``), and a file that
-        is not a memstore database is refused (NotAMemstoreDatabase) and left untouched.
-
-        ``read_only`` opens an existing database for reading only (it works in a read-only
-        folder too; every write raises ReadOnlyDatabase). A database the process cannot
-        write is refused when opened for writing (ReadOnlyDatabase: "read-only database").
-        """
-        config = config or load_config()
-        target = resolve_target(path_or_url if path_or_url is not None else config.db)
-        return cls(target, config=config, busy_timeout_s=busy_timeout_s, read_only=read_only)
-
-    def close(self) -> None:
-        """Close the connection; the ephemeral tier goes with it."""
-        with self._lock:
-            self._conn.close()
-            self._engine.dispose()
-
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` ran."""
-        return self._conn.closed
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _create_schema(self) -> None:
-        """Create the schema of a new database, unless another process did it first: the
-        check and the creation are one write transaction, so of several processes opening
-        a new file at once exactly one creates it and the others find it."""
-        with self._write() as conn:
-            made = inspect(conn).has_table("alembic_version")
-            if not made:
-                metadata.create_all(conn, checkfirst=False)
-                create_identity(conn)
-                alembic_version.create(conn, checkfirst=False)
-                conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
-        if made:
-            check_existing(self.target)  # the other process's schema: the same revision?
-
-    # --- transactions --------------------------------------------------------------------
-
-    @contextmanager
-    def _transaction(self, begin: str, forget: object = ALL) -> Iterator[Connection]:
-        """One transaction. A write then drops the cached views it may have changed:
-        ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
-        with self._lock:
-            if self._depth:  # inside another transaction of this store: part of it
-                outer = self._conn.info[BEGIN_KEY]
-                if begin != "BEGIN" and outer == "BEGIN":
-                    raise RuntimeError("a write cannot run inside a read-only transaction")
-                if begin == "BEGIN IMMEDIATE" and outer == "BEGIN DEFERRED":
-                    upgrade_to_write(self._conn)
-                    self._conn.info[BEGIN_KEY] = begin
-                self._depth += 1
-                try:
-                    yield self._conn
-                finally:
-                    self._depth -= 1
-                return
-            self._conn.info[BEGIN_KEY] = begin
-            self._depth = 1
-            try:
-                with self._conn.begin():
-                    yield self._conn
-            except Exception as exc:
-                kind = failure_kind(exc)
-                if kind is None:
-                    raise
-                self._forget()
-                if kind == "nul":
-                    raise ValueError(
-                        f"{self.target.display} cannot store the NUL character (\\x00) in "
-                        f"text (PostgreSQL); nothing was written"
-                    ) from exc
-                if kind == "read-only":
-                    raise ReadOnlyDatabase(
-                        f"read-only database: {self.target.display}; nothing was written"
-                    ) from exc
-                raise StoreBusy(
-                    f"{self.target.display} stayed locked by another process for longer "
-                    f"than the busy timeout; nothing was written"
-                ) from exc
-                raise
-            finally:
-                self._depth = 0
-                if begin != "BEGIN":
-                    self._forget(forget)
-
-    @contextmanager
-    def trace_sql(self, callback: Any) -> Iterator[None]:
-        """Call ``callback(sql)`` with every statement the store's connection runs (SQLite:
-        with its parameters expanded) while the block runs; for tests and debugging."""
-        driver = self._conn.connection.driver_connection
-        if self._conn.dialect.name != "sqlite":
-            raise NotImplementedError("trace_sql traces SQLite connections only")
-        driver.set_trace_callback(callback)  # type: ignore[union-attr]
-        try:
-            yield
-        finally:
-            driver.set_trace_callback(None)  # type: ignore[union-attr]
-
-    def _forget(self, location_id: object = ALL) -> None:
-        if location_id is ALL:
-            self._views.forget()
-            self._live_cache.clear()
-        elif location_id is not None:
-            self._views.forget(location_id)  # type: ignore[arg-type]
-            self._live_cache.pop(location_id, None)  # type: ignore[call-overload]
-
-    def _check_cache(self) -> None:
-        """Drop the caches if another connection committed since they were filled."""
-        version = change_token(self._conn)
-        if version != self._data_version:
-            self._forget()
-            self._data_version = version
-
-    @contextmanager
-    def transaction(
-        self, *, write: bool = True, changes_memories: bool = True
-    ) -> Iterator[Connection]:
-        """One transaction on the store's connection, for the store layer's other modules
-        (the importer, flagged memories, the map): ``BEGIN IMMEDIATE`` when ``write``; a
-        lock held past the busy timeout is StoreBusy. Transactions nest: an inner one is
-        part of the outer. After a write that ``changes_memories``, every cached view of
-        the location memories is dropped; writes to other tables keep them."""
-        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-        with self._transaction(begin, ALL if changes_memories else None) as conn:
-            yield conn
-
-    def _write(self, forget: object = ALL) -> Any:
-        return self._transaction("BEGIN IMMEDIATE", forget)
-
-    def _session_write(self, forget: object = ALL) -> Any:
-        """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
-        (only a snapshot to read it), so session work never waits for another process's
-        write, whatever the busy timeout."""
-        return self._transaction("BEGIN DEFERRED", forget)
-
-    def _read(self) -> Any:
-        return self._transaction("BEGIN")
 
     # --- locations -------------------------------------------------------------------------
 
@@ -685,39 +460,6 @@ class MemoryStore(StoreReads):
         for location_id in set(touched):  # only these locations' views changed
             self._forget(location_id)
         return len(touched)
-
-    # --- reading --------------------------------------------------------------------------
-
-    def get_location_memory(self, location_id: int) -> str:
-        """What the agent sees here: live memories within the token budget, or "" if none.
-
-        Served from the location's view, which writes through this store keep up to date;
-        read again (only the first VIEW_LIMIT rows by priority, and a count) when another
-        connection has committed or a write left the view incomplete.
-        """
-        check_location_id(location_id)
-        with self._lock:
-            self._check_cache()
-            text = self._views.text(location_id)
-            if text is None:
-                text = self._load_view(location_id)
-        return text
-
-    def _load_view(self, location_id: int) -> str:
-        markers = self.config.show_persistence_markers
-        rows: list[ViewRow] = []
-        total = 0
-        params = {"location_id": location_id}
-        for tier_name, tier in (("persistent", PERSISTENT), ("ephemeral", EPHEMERAL)):
-            found = _run(self._conn, VIEW_QUERY[tier_name], params).fetchall()
-            if found:
-                total += found[0][-1]  # the tier's live memories here (a window count)
-            rows.extend(
-                view_row(tier, memory_id, ContextRow(*fields), markers)
-                for memory_id, *fields, _count in found
-            )
-        rows.sort(key=lambda row: row.priority)
-        return self._views.load(location_id, rows, total)
 
     def _changed(
         self,

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, union_all
 
 from exporters.base_line import ExportBase
-from memstore.dialect import holds_integer, json_text
+from memstore.dialect import json_text
 from memstore.executor import run as _run
 from memstore.history import oldest_first
 from memstore.merge import StoredMemory
@@ -25,7 +25,8 @@ from memstore.models import (
     Status,
     check_location_id,
 )
-from memstore.queries import EPHEMERAL_LIVE, LIVE, load_query, row_type
+from memstore.queries import EPHEMERAL_LIVE, LIVE, VIEW_QUERY, load_query, row_type
+from memstore.retrieval import EPHEMERAL, PERSISTENT, ContextRow, ViewRow, view_row
 from memstore.rows import to_memory
 from memstore.schema import (
     HEAD_REVISION,
@@ -38,23 +39,44 @@ from memstore.schema import (
     synthesis_decisions,
     turn_records,
 )
+from memstore.store_core import StoreCore
 from memstore.versions import identity, state_at
 
 
-class StoreReads:
-    """What ``MemoryStore`` reads (see there for the store's transactions and caches)."""
+class StoreReads(StoreCore):
+    """What ``MemoryStore`` reads, each in one read transaction of the store's own (see
+    memstore.store_core for the transactions and caches)."""
 
-    # provided by MemoryStore
-    target: Any
-    current_episode: int
-    _lock: Any
-    _live_cache: dict[int, tuple[Memory, ...]]
+    def get_location_memory(self, location_id: int) -> str:
+        """What the agent sees here: live memories within the token budget, or "" if none.
 
-    def _read(self) -> Any:  # pragma: no cover - MemoryStore's
-        raise NotImplementedError
+        Served from the location's view, which writes through this store keep up to date;
+        read again (only the first VIEW_LIMIT rows by priority, and a count) when another
+        connection has committed or a write left the view incomplete.
+        """
+        check_location_id(location_id)
+        with self._lock:
+            self._check_cache()
+            text = self._views.text(location_id)
+            if text is None:
+                text = self._load_view(location_id)
+        return text
 
-    def _check_cache(self) -> None:  # pragma: no cover - MemoryStore's
-        raise NotImplementedError
+    def _load_view(self, location_id: int) -> str:
+        markers = self.config.show_persistence_markers
+        rows: list[ViewRow] = []
+        total = 0
+        params = {"location_id": location_id}
+        for tier_name, tier in (("persistent", PERSISTENT), ("ephemeral", EPHEMERAL)):
+            found = _run(self._conn, VIEW_QUERY[tier_name], params).fetchall()
+            if found:
+                total += found[0][-1]  # the tier's live memories here (a window count)
+            rows.extend(
+                view_row(tier, memory_id, ContextRow(*fields), markers)
+                for memory_id, *fields, _count in found
+            )
+        rows.sort(key=lambda row: row.priority)
+        return self._views.load(location_id, rows, total)
 
     def stored_memories(self, conn: Connection) -> list[StoredMemory]:
         """Every persistent memory (all statuses) with its row id, in stored order."""
@@ -119,20 +141,6 @@ class StoreReads:
             )
             for r in rows
         ]
-
-    def _max_episode(self) -> int:
-        """The latest episode the tables hold (1 when none); a damaged value (not an
-        integer) is passed over here and reported by ``memstore check``."""
-        found = [1]
-        with self._read() as conn:
-            for table in (location_episodes, memories):
-                episode = table.c.episode
-                latest = conn.execute(
-                    select(func.max(episode)).where(holds_integer(episode))
-                ).scalar()
-                if latest is not None:
-                    found.append(int(latest))
-        return max(found)
 
     # --- adding, superseding, invalidating ------------------------------------------------
 

@@ -1,0 +1,265 @@
+"""The store's connection and transactions: opening, closing, the caches' freshness.
+
+``StoreCore`` is the base of ``MemoryStore`` (memstore.store, its writes) and of its reads
+(memstore.store_reads). It owns the one connection (memstore.connection: SQLite with the
+ephemeral tier attached, or a PostgreSQL server with it in temporary tables) and the one
+way to run a transaction on it: ``transaction()`` (public, nestable) and the private
+begins the store's own writes and reads use. Every public write is one transaction,
+committed durably before the call returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+from sqlalchemy import Connection, func, insert, inspect, select
+
+from memstore.config import MemstoreConfig, load_config
+from memstore.connection import (
+    BEGIN_KEY,
+    DEFAULT_BUSY_TIMEOUT_S,
+    Target,
+    change_token,
+    check_existing,
+    check_writable,
+    create_store_engine,
+    failure_kind,
+    resolve_target,
+    upgrade_to_write,
+)
+from memstore.dialect import holds_integer
+from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
+from memstore.location_views import LocationViews
+from memstore.models import Memory
+from memstore.schema import (
+    HEAD_REVISION,
+    alembic_version,
+    location_episodes,
+    memories,
+    metadata,
+)
+from memstore.versions import create_identity
+
+__all__ = ["ALL", "StoreCore"]
+
+#: "every location" for the cache-invalidation argument of the write transactions
+ALL = object()
+
+
+class StoreCore:
+    """The connection and the transactions of a MemoryStore (use ``MemoryStore.open``)."""
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        config: MemstoreConfig | None = None,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
+    ) -> None:
+        """Use ``MemoryStore.open``; this assumes the target was checked."""
+        self.target = target
+        self.read_only = read_only
+        self.config = config or MemstoreConfig()
+        self._lock = threading.RLock()
+        self._depth = 0  # transactions open on this store (nested ones join the outer)
+        # Per-location caches of what changes only when the database does: dropped after
+        # every write through this store, and when PRAGMA data_version says another
+        # connection committed.
+        self._data_version: object = None
+        self._views = LocationViews(self.config.token_budget)
+        self._live_cache: dict[int, tuple[Memory, ...]] = {}
+        is_new = check_existing(target)
+        if read_only and is_new and target.path is not None:
+            raise NotAMemstoreDatabase(f"no memstore database at {target.path}")
+        if not read_only:
+            check_writable(target)
+        if is_new and target.path is not None:
+            target.path.parent.mkdir(parents=True, exist_ok=True)
+        self._engine = create_store_engine(target, busy_timeout_s, read_only=read_only)
+        self._conn: Connection = self._engine.connect()
+        if is_new:
+            self._create_schema()
+        #: the clock used for links when a caller gives no turn; the manager keeps it current
+        self.current_episode = self._max_episode()
+        self.current_turn = 0
+
+    def _max_episode(self) -> int:
+        """The latest episode the tables hold (1 when none); a damaged value (not an
+        integer) is passed over here and reported by ``memstore check``."""
+        found = [1]
+        with self._read() as conn:
+            for table in (location_episodes, memories):
+                episode = table.c.episode
+                latest = conn.execute(
+                    select(func.max(episode)).where(holds_integer(episode))
+                ).scalar()
+                if latest is not None:
+                    found.append(int(latest))
+        return max(found)
+
+    # --- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path_or_url: str | Path | None = None,
+        *,
+        config: MemstoreConfig | None = None,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
+    ) -> Self:
+        """Open (or create, at the head schema revision) a memstore database.
+
+        ``path_or_url`` is a file path or a SQLAlchemy SQLite URL (``sqlite://`` is an
+        in-memory database); None means the configured one. Without ``config`` the
+        configuration is ``load_config()``'s (``MEMSTORE_DB``, ``MEMSTORE_MODEL``, ...,
+        ``[tool.memstore]``, defaults), so a manager over this store sees the configured
+        model too. A database behind the head
+        revision is refused (SchemaOutOfDate: run ``alembic upgrade head``), and a file that
+        is not a memstore database is refused (NotAMemstoreDatabase) and left untouched.
+
+        ``read_only`` opens an existing database for reading only (it works in a read-only
+        folder too; every write raises ReadOnlyDatabase). A database the process cannot
+        write is refused when opened for writing (ReadOnlyDatabase: "read-only database").
+        """
+        config = config or load_config()
+        target = resolve_target(path_or_url if path_or_url is not None else config.db)
+        return cls(target, config=config, busy_timeout_s=busy_timeout_s, read_only=read_only)
+
+    def close(self) -> None:
+        """Close the connection; the ephemeral tier goes with it."""
+        with self._lock:
+            self._conn.close()
+            self._engine.dispose()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self._conn.closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _create_schema(self) -> None:
+        """Create the schema of a new database, unless another process did it first: the
+        check and the creation are one write transaction, so of several processes opening
+        a new file at once exactly one creates it and the others find it."""
+        with self._write() as conn:
+            made = inspect(conn).has_table("alembic_version")
+            if not made:
+                metadata.create_all(conn, checkfirst=False)
+                create_identity(conn)
+                alembic_version.create(conn, checkfirst=False)
+                conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
+        if made:
+            check_existing(self.target)  # the other process's schema: the same revision?
+
+    # --- transactions --------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, begin: str, forget: object = ALL) -> Iterator[Connection]:
+        """One transaction. A write then drops the cached views it may have changed:
+        ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
+        with self._lock:
+            if self._depth:  # inside another transaction of this store: part of it
+                outer = self._conn.info[BEGIN_KEY]
+                if begin != "BEGIN" and outer == "BEGIN":
+                    raise RuntimeError("a write cannot run inside a read-only transaction")
+                if begin == "BEGIN IMMEDIATE" and outer == "BEGIN DEFERRED":
+                    upgrade_to_write(self._conn)
+                    self._conn.info[BEGIN_KEY] = begin
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            self._conn.info[BEGIN_KEY] = begin
+            self._depth = 1
+            try:
+                with self._conn.begin():
+                    yield self._conn
+            except Exception as exc:
+                kind = failure_kind(exc)
+                if kind is None:
+                    raise
+                self._forget()
+                if kind == "nul":
+                    raise ValueError(
+                        f"{self.target.display} cannot store the NUL character (\\x00) in "
+                        f"text (PostgreSQL); nothing was written"
+                    ) from exc
+                if kind == "read-only":
+                    raise ReadOnlyDatabase(
+                        f"read-only database: {self.target.display}; nothing was written"
+                    ) from exc
+                raise StoreBusy(
+                    f"{self.target.display} stayed locked by another process for longer "
+                    f"than the busy timeout; nothing was written"
+                ) from exc
+                raise
+            finally:
+                self._depth = 0
+                if begin != "BEGIN":
+                    self._forget(forget)
+
+    @contextmanager
+    def trace_sql(self, callback: Any) -> Iterator[None]:
+        """Call ``callback(sql)`` with every statement the store's connection runs (SQLite:
+        with its parameters expanded) while the block runs; for tests and debugging."""
+        driver = self._conn.connection.driver_connection
+        if self._conn.dialect.name != "sqlite":
+            raise NotImplementedError("trace_sql traces SQLite connections only")
+        driver.set_trace_callback(callback)  # type: ignore[union-attr]
+        try:
+            yield
+        finally:
+            driver.set_trace_callback(None)  # type: ignore[union-attr]
+
+    def _forget(self, location_id: object = ALL) -> None:
+        if location_id is ALL:
+            self._views.forget()
+            self._live_cache.clear()
+        elif location_id is not None:
+            self._views.forget(location_id)  # type: ignore[arg-type]
+            self._live_cache.pop(location_id, None)  # type: ignore[call-overload]
+
+    def _check_cache(self) -> None:
+        """Drop the caches if another connection committed since they were filled."""
+        version = change_token(self._conn)
+        if version != self._data_version:
+            self._forget()
+            self._data_version = version
+
+    @contextmanager
+    def transaction(
+        self, *, write: bool = True, changes_memories: bool = True
+    ) -> Iterator[Connection]:
+        """One transaction on the store's connection, for the store layer's other modules
+        (the importer, flagged memories, the map): ``BEGIN IMMEDIATE`` when ``write``; a
+        lock held past the busy timeout is StoreBusy. Transactions nest: an inner one is
+        part of the outer. After a write that ``changes_memories``, every cached view of
+        the location memories is dropped; writes to other tables keep them."""
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        with self._transaction(begin, ALL if changes_memories else None) as conn:
+            yield conn
+
+    def _write(self, forget: object = ALL) -> Any:
+        return self._transaction("BEGIN IMMEDIATE", forget)
+
+    def _session_write(self, forget: object = ALL) -> Any:
+        """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
+        (only a snapshot to read it), so session work never waits for another process's
+        write, whatever the busy timeout."""
+        return self._transaction("BEGIN DEFERRED", forget)
+
+    def _read(self) -> Any:
+        return self._transaction("BEGIN")
