@@ -2,11 +2,12 @@
 
 Builds 1,100 memories (110 locations x 10, the size of a well-explored Zork I) and 10,000
 (1,000 x 10), with realistic title and text lengths and a few superseded memories, and
-prints the median of several runs of render and of parse next to the targets. A file in
-the renderer's exact layout is parsed by the canonical block reader; the line parser,
-which reads every other file (older or hand-edited ones) and reports problems with line
-numbers, is timed on the same text too, without a target. Exits with status 1 when a
-median misses its target. The machine's speed at the time is printed before and after.
+prints the median of several runs of render and of parse next to the targets. The reader
+takes each memory block in the renderer's exact layout in one match, and reads everything
+else line by line; the line parser alone (every line, as for an older or hand-edited
+file, reporting problems with line numbers) is timed on the same text too. Exits with
+status 1 when a median misses its target. The machine's speed at the time is printed
+before and after.
 
 "parse" is ``parse_memories_md_rows``, the reader of the import (plain rows checked
 against the models' rules); "line by line" the line parser alone with the same output

@@ -1,10 +1,11 @@
 """One memory as Memories.md writes it: header line, reference line, struck or plain text.
 
-Shared by the line parser (``exporters.parse``), which reads any file and explains what
-it cannot read, and the canonical reader (``exporters.canonical``), which reads files in
-exactly the renderer's layout in one pass over their blank-line blocks. Both turn the
-pieces of a memory into a ``MemoryRow`` here, checked against the model's rules
-(``memstore.models.memory_row_problem``), so they cannot disagree on what a memory is.
+Shared by the two paths of the one reader (``exporters.line_parser``): line by line, which
+reads any file and explains what it cannot read, and the fast path
+(``exporters.fast_blocks``), which reads a memory block in exactly the renderer's layout in
+one match. Both turn the pieces of a memory into a ``MemoryRow`` here, checked against the
+model's rules (``memstore.md_rows.memory_row_problem``), so they cannot disagree on what a
+memory is.
 
 The numbers of a file must fit where they are stored: SQLite keeps integers as signed
 64-bit numbers, so a location id, visit count, episode, turn, score change or reference

@@ -88,14 +88,14 @@ def parse_memories_md(text: str) -> ParseResult:
     (``exporters.fast_blocks``), everything else line by line (``parse_line_by_line``
     reads every line so, and gives the same).
     """
-    return _parse(text, canonical_first=True).as_models()
+    return _parse(text, fast_blocks=True).as_models()
 
 
 def parse_memories_md_rows(text: str) -> ParsedRows:
     """``parse_memories_md`` with the memories as plain rows, each checked against the
     model's rules (``memstore.models.memory_row_problem``) but built with no pydantic
     object: the import's reader. The same promises."""
-    return _parse(text, canonical_first=True)
+    return _parse(text, fast_blocks=True)
 
 
 def read_canonical(text: str) -> list[LocationMemories] | None:
@@ -116,16 +116,16 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
 
 def parse_line_by_line(text: str) -> ParseResult:
     """What ``parse_memories_md`` returns, always from the line parser (for tests and tools)."""
-    return _parse(text, canonical_first=False).as_models()
+    return _parse(text, fast_blocks=False).as_models()
 
 
-def _parse(text: str, canonical_first: bool) -> ParsedRows:
+def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
     base, text, base_line = find_base_line(text)
-    result = _parse_body(text, canonical_first)
+    result = _parse_body(text, fast_blocks)
     problems = result.problems
     if problems and BASE_LINE_START in text:
         problems = _name_misplaced_base_lines(problems, text)
@@ -153,13 +153,13 @@ def _name_misplaced_base_lines(problems: tuple[Problem, ...], text: str) -> tupl
     )
 
 
-def _parse_body(text: str, canonical_first: bool) -> ParsedRows:
+def _parse_body(text: str, fast_blocks: bool) -> ParsedRows:
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if canonical_first:
+        if fast_blocks:
             locations, problems, _all_fast = read_body(text)
         else:
             locations, problems = read_line_by_line(text)

@@ -1,4 +1,5 @@
-"""The canonical reader reads every rendered file, and agrees with the line parser when it reads."""
+"""The reader's fast path takes every rendered file, and the reader gives the same with it
+as line by line (exporters.line_parser), whatever the text."""
 
 from __future__ import annotations
 
