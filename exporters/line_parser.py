@@ -30,6 +30,7 @@ from exporters.memory_block import (
     REFERENCE,
     REFERENCE_STARTS,
     STATUSES,
+    Problem,
     Skipped,
     build_memory,
     clip,
@@ -41,17 +42,6 @@ from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_row_
 from memstore.models import Category, LocationInfo, Persistence, Status
 
 __all__ = ["Problem", "read_body", "read_line_by_line"]
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something in the file that could not be read: its 1-based line and what was wrong."""
-
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}"
 
 
 _HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")

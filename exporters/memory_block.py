@@ -67,6 +67,17 @@ STATUSES = {status.value: status for status in Status}
 
 
 @dataclass(frozen=True, slots=True)
+class Problem:
+    """Something in the file that could not be read: its 1-based line and what was wrong."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Skipped:
     """Why a memory is skipped, and whether its reference line is to blame (or its header)."""
 
