@@ -9,6 +9,8 @@ inside the caller's transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection
@@ -17,15 +19,16 @@ from memstore.dialect import resolve
 
 __all__ = ["run", "run_many"]
 
-_Compiled = tuple[str, tuple[str, ...] | None, dict[str, Any]]
+#: a compiled statement: its SQL, and the function that turns a row of parameters (by
+#: name) into what the driver takes (a tuple in SQLite's order, or a dict for psycopg)
+_Compiled = tuple[str, Callable[[dict[str, Any]], Any]]
 _COMPILED: dict[tuple[int, str, tuple[str, ...]], _Compiled] = {}
 
 
 def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compiled:
-    """(SQL, positional parameter order or None for named parameters, default values) of a
-    statement, compiled once per dialect and key set. The schema translation the engine
-    applies to Core statements (the ephemeral tier's schema on PostgreSQL) is applied here
-    too."""
+    """A statement compiled once per dialect and key set. The schema translation the
+    engine applies to Core statements (the ephemeral tier's schema on PostgreSQL) is
+    applied here too."""
     dialect = conn.dialect.name
     entry = _COMPILED.get((id(statement), dialect, keys))
     if entry is None:
@@ -37,17 +40,29 @@ def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compi
         for schema, actual in translate.items():
             sql = sql.replace(f"__[SCHEMA_{schema}]", actual)
         order = tuple(compiled.positiontup) if compiled.positiontup is not None else None
-        entry = (sql, order, dict(compiled.params))
+        entry = (sql, _arranger(order, dict(compiled.params), keys))
         _COMPILED[(id(statement), dialect, keys)] = entry
     return entry
 
 
-def _parameters(
-    params: dict[str, Any], order: tuple[str, ...] | None, defaults: dict[str, Any]
-) -> Any:
-    if order is None:  # named (PostgreSQL's psycopg)
-        return {n: params[n] if n in params else defaults[n] for n in defaults}
-    return [params[n] if n in params else defaults[n] for n in order]
+def _arranger(
+    order: tuple[str, ...] | None, defaults: dict[str, Any], keys: tuple[str, ...]
+) -> Callable[[dict[str, Any]], Any]:
+    """What turns a row of ``keys`` into the driver's parameters: the statement's own
+    values (``defaults``) fill the names the row does not give."""
+    given = set(keys)
+    if order is None:  # named (PostgreSQL's psycopg): a dict with exactly the names
+        fill = {n: v for n, v in defaults.items() if n not in given}
+        wanted = tuple(n for n in defaults if n in given)
+        return lambda row: {**fill, **{n: row[n] for n in wanted}}
+    if not given.issuperset(order):
+        return lambda row: [row[n] if n in row else defaults[n] for n in order]
+    if len(order) == 1:
+        (name,) = order
+        return lambda row: (row[name],)
+    if not order:
+        return lambda row: ()
+    return itemgetter(*order)
 
 
 def run(conn: Connection, statement: Any, params: dict[str, Any]) -> Any:
@@ -57,15 +72,15 @@ def run(conn: Connection, statement: Any, params: dict[str, Any]) -> Any:
     ``statement`` must live as long as the process (a module-level constant): compiled
     forms are cached by its id.
     """
-    sql, order, defaults = _compiled(conn, statement, tuple(params))
+    sql, arrange = _compiled(conn, statement, tuple(params))
     driver = conn.connection.driver_connection
-    return driver.execute(sql, _parameters(params, order, defaults))  # type: ignore[union-attr]
+    return driver.execute(sql, arrange(params))  # type: ignore[union-attr]
 
 
 def run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
     """``run`` for many rows with the same keys (one executemany)."""
     if rows:
-        sql, order, defaults = _compiled(conn, statement, tuple(rows[0]))
+        sql, arrange = _compiled(conn, statement, tuple(rows[0]))
         driver = conn.connection.driver_connection
         cursor = driver.cursor()  # type: ignore[union-attr]
-        cursor.executemany(sql, [_parameters(row, order, defaults) for row in rows])
+        cursor.executemany(sql, [arrange(row) for row in rows])
