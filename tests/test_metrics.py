@@ -68,8 +68,7 @@ def test_locations_with_memory_are_judged_at_the_end_of_each_episode(
 ) -> None:
     store.add_memory(KITCHEN, "Kitchen", mem("Sack on the table", episode=1))
     store.add_memory(ATTIC, "Attic", mem("Rope here", episode=2))
-    store.current_episode = 3
-    store.invalidate_memory(KITCHEN, "Sack on the table", "someone took it", turn=4)
+    store.invalidate_memory(KITCHEN, "Sack on the table", "someone took it", turn=4, episode=3)
     assert store.locations_with_memory(1) == {KITCHEN}
     assert store.locations_with_memory(2) == {KITCHEN, ATTIC}
     assert store.locations_with_memory(3) == {ATTIC}  # the kitchen's memory ended in 3
