@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-# the argument helpers, importable from here too (cli_map, cli_eval and cli_game use them)
+# the argument helpers (memstore.cli_args), importable from here too as before the split
 from memstore.cli_args import (  # noqa: F401
     busy_timeout,
     database,
