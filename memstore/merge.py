@@ -132,6 +132,8 @@ def _merge_fields(
     base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
 ) -> tuple[MemoryRow, tuple[str, ...]]:
     """(the merged memory, the fields in conflict). Without a base every difference is one."""
+    if file == database:  # the common case: nothing to merge
+        return database, ()
     update: dict[str, Any] = {}
     conflicted: list[str] = []
     for group in GROUPS:
@@ -213,7 +215,6 @@ def merge_import(
         location_id = entry.location.id
         names[location_id] = entry.location
         for memory, key, nth, title_nth in _numbered(entry):
-            line = lines.memory_line(location_id, memory.title, title_nth)
             bases = base_by_key.get(key, [])
             if nth < len(bases):
                 was = bases[nth]
@@ -223,7 +224,14 @@ def merge_import(
                     if memory == was.memory:
                         continue
                     conflicts.append(
-                        MergeConflict(line, location_id, memory.title, (), memory, None)
+                        MergeConflict(
+                            lines.memory_line(location_id, memory.title, title_nth),
+                            location_id,
+                            memory.title,
+                            (),
+                            memory,
+                            None,
+                        )
                     )
                     if resolution is Resolution.THEIRS:
                         added.setdefault(location_id, []).append(memory)
@@ -238,7 +246,14 @@ def merge_import(
                 merged, fields = _merge_fields(None, memory, now.memory, resolution)
             if fields:
                 conflicts.append(
-                    MergeConflict(line, location_id, memory.title, fields, memory, now.memory)
+                    MergeConflict(
+                        lines.memory_line(location_id, memory.title, title_nth),
+                        location_id,
+                        memory.title,
+                        fields,
+                        memory,
+                        now.memory,
+                    )
                 )
                 if resolution is Resolution.SKIP:
                     merged = now.memory
