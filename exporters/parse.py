@@ -25,7 +25,7 @@ from exporters.base_line import (
     looks_like_base_line,
 )
 from exporters.line_parser import Problem, read_body, read_line_by_line
-from memstore.md_rows import LocationRows, location_memories_of_rows
+from memstore.md_rows import LocationRows, locations_of_rows
 from memstore.models import LocationMemories
 
 __all__ = [
@@ -69,11 +69,7 @@ class ParsedRows:
 
     def as_models(self) -> ParseResult:
         """The same result with the public models (each row validated by pydantic)."""
-        return ParseResult(
-            tuple([location_memories_of_rows(entry) for entry in self.locations]),
-            self.problems,
-            self.base,
-        )
+        return ParseResult(locations_of_rows(self.locations), self.problems, self.base)
 
 
 def parse_memories_md(text: str) -> ParseResult:
@@ -111,7 +107,7 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
             gc.enable()
     if problems or not all_fast:
         return None
-    return [location_memories_of_rows(entry) for entry in locations]
+    return list(locations_of_rows(locations))
 
 
 def parse_line_by_line(text: str) -> ParseResult:

@@ -12,7 +12,10 @@ the public models are at the end.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
+
+from pydantic import TypeAdapter
 
 from memstore.models import (
     LOCATION_RULES,
@@ -35,6 +38,7 @@ __all__ = [
     "LocationRows",
     "MemoryRow",
     "location_memories_of_rows",
+    "locations_of_rows",
     "location_row_problem",
     "location_rows_of",
     "memory_of_row",
@@ -224,18 +228,36 @@ class LocationRows(NamedTuple):
     memories: tuple[MemoryRow, ...] = ()
 
 
-def location_memories_of_rows(entry: LocationRows) -> LocationMemories:
-    """The public models of a location's rows, validated by pydantic."""
-    location = entry.location
-    return LocationMemories(
-        location=LocationInfo(
+#: validates many memories in one call (cheaper per memory than one constructor call each)
+_MEMORIES = TypeAdapter(tuple[Memory, ...])
+
+
+def locations_of_rows(entries: Sequence[LocationRows]) -> tuple[LocationMemories, ...]:
+    """The public models of locations' rows, every memory and location validated by
+    pydantic (ValidationError if one breaks a rule), the memories in one call."""
+    memories = _MEMORIES.validate_python(
+        [row._asdict() for entry in entries for row in entry.memories]
+    )
+    models = []
+    start = 0
+    for entry in entries:
+        location = entry.location
+        end = start + len(entry.memories)
+        info = LocationInfo(
             id=location.id,
             name=location.name,
             visit_count=location.visit_count,
             episodes=location.episodes,
-        ),
-        memories=tuple([Memory(**row._asdict()) for row in entry.memories]),
-    )
+        )
+        # Both parts validated just above: put together as the constructor would.
+        models.append(LocationMemories.model_construct(location=info, memories=memories[start:end]))
+        start = end
+    return tuple(models)
+
+
+def location_memories_of_rows(entry: LocationRows) -> LocationMemories:
+    """The public models of a location's rows, validated by pydantic."""
+    return locations_of_rows((entry,))[0]
 
 
 def location_rows_of(entry: LocationMemories) -> LocationRows:
