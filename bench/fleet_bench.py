@@ -16,9 +16,11 @@ writes per second (all agents' operations over the time from the first agent's s
 the last one's end), each process's p95 latency (the median process and the worst), the
 agents' CPU (their CPU seconds over the run's wall time, in cores), the whole machine's
 busy share (every process, the database server's and other users' too, from /proc/stat;
-near 100% means the fleet is bound by this machine's CPUs), and the aggregate throughput
-at N agents as a ratio to 1 agent. The backends and agent counts are interleaved in every
-round, since this machine's speed drifts from minute to minute.
+near 100% means the fleet is bound by this machine's CPUs) and its CPU milliseconds per
+operation (on an otherwise idle machine, the most its CPUs can serve is cpu_count divided
+by that), and the aggregate throughput at N agents as a ratio to 1 agent. The backends
+and agent counts are interleaved in every round, since this machine's speed drifts from
+minute to minute.
 
 The raw floor, for context: the same number of processes doing durable single-row inserts
 with no memstore (sqlite3 in WAL with synchronous=FULL; psycopg with one commit each).
@@ -206,6 +208,8 @@ class Fleet:
     p95_ms_worst: float
     busy_cores: float
     machine_busy: float
+    #: the whole machine's CPU milliseconds per operation (other users' load included)
+    machine_ms_per_op: float
 
 
 def run_fleet(kind: str, db: str, agents: int, ops: int) -> Fleet:
@@ -227,6 +231,7 @@ def run_fleet(kind: str, db: str, agents: int, ops: int) -> Fleet:
     last = max(outcomes.values(), key=lambda o: o["ended"])
     wall = last["ended"] - first["started"]
     (busy_0, all_0), (busy_1, all_1) = first["machine"][0], last["machine"][1]
+    machine_busy = (busy_1 - busy_0) / (all_1 - all_0) if all_1 > all_0 else float("nan")
     p95s = [
         statistics.quantiles(o["latencies"], n=20)[-1] * 1000
         for o in outcomes.values()
@@ -239,7 +244,8 @@ def run_fleet(kind: str, db: str, agents: int, ops: int) -> Fleet:
         p95_ms_median=statistics.median(p95s) if p95s else float("nan"),
         p95_ms_worst=max(p95s) if p95s else float("nan"),
         busy_cores=sum(o["cpu"] for o in outcomes.values()) / wall,
-        machine_busy=(busy_1 - busy_0) / (all_1 - all_0) if all_1 > all_0 else float("nan"),
+        machine_busy=machine_busy,
+        machine_ms_per_op=machine_busy * (os.cpu_count() or 1) * wall / (agents * ops) * 1000,
     )
 
 
@@ -321,6 +327,7 @@ def median_fleet(runs: list[Fleet]) -> Fleet:
         p95_ms_worst=statistics.median(r.p95_ms_worst for r in runs),
         busy_cores=statistics.median(r.busy_cores for r in runs),
         machine_busy=statistics.median(r.machine_busy for r in runs),
+        machine_ms_per_op=statistics.median(r.machine_ms_per_op for r in runs),
     )
 
 
@@ -331,7 +338,7 @@ def print_table(
     print(
         f"  {'backend':11s} {'agents':>6s} {'ops/s':>8s} {'writes/s':>9s} {'x 1 agent':>9s} "
         f"{'p95 ms (median proc)':>21s} {'p95 ms (worst)':>15s} "
-        f"{'agents CPU':>10s} {'machine busy':>12s}"
+        f"{'agents CPU':>10s} {'machine busy':>12s} {'CPU ms/op':>9s}"
     )
     for backend, by_agents in results.items():
         if backend in missing:
@@ -343,7 +350,8 @@ def print_table(
             print(
                 f"  {backend:11s} {agents:6d} {fleet.ops_per_s:8.0f} {fleet.writes_per_s:9.0f} "
                 f"{fleet.ops_per_s / one:8.2f}x {fleet.p95_ms_median:21.2f} "
-                f"{fleet.p95_ms_worst:15.2f} {fleet.busy_cores:10.2f} {fleet.machine_busy:12.0%}"
+                f"{fleet.p95_ms_worst:15.2f} {fleet.busy_cores:10.2f} {fleet.machine_busy:12.0%} "
+                f"{fleet.machine_ms_per_op:9.2f}"
             )
 
 
