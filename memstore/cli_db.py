@@ -86,19 +86,16 @@ def _print_revision(ctx: Context, revision: str | None, head: str) -> None:
 
 def _server_revision(url: Any) -> str | None:
     """The revision in a database server's ``alembic_version`` table (None without one),
-    read in a transaction that is rolled back: nothing is created or written."""
-    from sqlalchemy import create_engine, inspect, text
+    read without writing; a server that does not answer within the connect timeout is a
+    one-line error (DatabaseUnavailable)."""
+    from memstore.connection import resolve_target
+    from memstore.pg_connection import server_tables
 
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            if not inspect(conn).has_table("alembic_version"):
-                return None
-            row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-            conn.rollback()
-    finally:
-        engine.dispose()
-    return None if row is None else str(row[0])
+    location = (
+        url.render_as_string(hide_password=False) if hasattr(url, "render_as_string") else url
+    )
+    _tables, version = server_tables(resolve_target(str(location)))
+    return version
 
 
 @command("db", help="schema migrations: upgrade, current, history", configure=_configure_db)

@@ -171,6 +171,11 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
     if args.agent == "explorer" and (args.tools or args.model):
         raise CliError("--model and --tools are for --agent llm")
     seeds = args.seeds or list(range(1, DEFAULT_SEEDS + 1))
+    if args.db and "://" in str(args.db):
+        raise CliError(
+            "--db is a URL: here --db is a FOLDER for the evaluation's SQLite databases "
+            "(one per arm and seed), never a shared database"
+        )
     if args.db and Path(args.db).exists() and not Path(args.db).is_dir():
         raise CliError(f"--db {args.db} is a file: here --db is a FOLDER for the databases")
     for output in (args.json, args.markdown, args.plot):

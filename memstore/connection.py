@@ -18,6 +18,7 @@ with "database is locked" halfway through, and plain ``BEGIN`` for multi-stateme
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,9 @@ def resolve_target(path_or_url: str | Path) -> Target:
         return Target(URL.create("sqlite", database=str(path)), path)
     try:
         url = make_url(str(path_or_url))
-    except Exception as exc:  # noqa: BLE001 - SQLAlchemy's ArgumentError and ValueError alike
-        raise UnsupportedDatabase(f"not a database URL: {path_or_url!r} ({exc})") from None
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError and ValueError alike
+        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(path_or_url))
+        raise UnsupportedDatabase(f"not a database URL: {shown}") from None
     backend = url.get_backend_name()
     if backend == "postgresql":
         if url.get_driver_name() not in ("psycopg", "postgresql"):
@@ -279,18 +281,40 @@ def upgrade_to_write(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         from memstore.pg_connection import take_write_lock
 
-        take_write_lock(conn.connection.driver_connection)
+        take_write_lock(conn.connection)
 
 
 def failure_kind(exc: BaseException) -> str | None:
-    """ "busy" for a lock not granted within the busy timeout, "read-only" for a write the
-    database refused as read-only, else None (SQLite's and PostgreSQL's errors alike)."""
+    """What a database refused, in memstore's terms (SQLite's and PostgreSQL's errors alike):
+
+    "busy" a lock not granted within the busy timeout; "read-only" a write the database or
+    the role may not make; "gone" the server connection was lost (the server stopped,
+    restarted, or dropped us); "overflow" a number past 64 bits; "nul" text PostgreSQL
+    cannot hold (a NUL character); "too-long" text too long for one of PostgreSQL's index
+    entries; None for anything else (a bug: raised as it is).
+    """
+    if getattr(exc, "connection_invalidated", False):
+        return "gone"
     orig = getattr(exc, "orig", None) or exc
-    if type(orig).__name__ == "DataError" and "NUL" in str(orig):  # psycopg, before sending
+    kind = type(orig).__name__
+    if kind == "DataError" and "NUL" in str(orig):  # psycopg, before sending
         return "nul"
     code = getattr(orig, "sqlstate", None)
-    if code is not None:  # PostgreSQL: lock_not_available, read_only_sql_transaction
-        return {"55P03": "busy", "25006": "read-only"}.get(code)
+    if code is not None:  # PostgreSQL
+        if code.startswith("08") or code in ("57P01", "57P02", "57P03"):
+            return "gone"
+        return {
+            "55P03": "busy",  # lock_not_available (lock_timeout)
+            "25006": "read-only",  # read_only_sql_transaction
+            "42501": "read-only",  # insufficient_privilege
+            "22003": "overflow",  # numeric_value_out_of_range
+            "54000": "too-long",  # program_limit_exceeded: an index entry past a page
+        }.get(code)
+    if type(orig).__module__.startswith("psycopg") and kind in (
+        "OperationalError",
+        "InterfaceError",
+    ):
+        return "gone"  # the connection is closed, or the server went away without a code
     if not isinstance(orig, sqlite3.OperationalError):
         return None
     message = str(orig)
@@ -299,3 +323,9 @@ def failure_kind(exc: BaseException) -> str | None:
     if "locked" in message or "busy" in message:
         return "busy"
     return None
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver error's own message, on one line (SQLAlchemy's wrapper and SQL left out)."""
+    orig = getattr(exc, "orig", None) or exc
+    return " ".join(str(orig).split()) or type(orig).__name__

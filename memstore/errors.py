@@ -34,6 +34,10 @@ class DatabaseUnavailable(MemstoreError):
     database); the message is the server's reason, on one line."""
 
 
+class UnstorableText(MemstoreError, ValueError):
+    """Text the database cannot hold (PostgreSQL: a NUL character); nothing was written."""
+
+
 class MemoryNotFound(MemstoreError):
     """No memory with that exact title at that location."""
 

@@ -23,6 +23,9 @@ __all__ = ["run", "run_many"]
 #: name) into what the driver takes (a tuple in SQLite's order, or a dict for psycopg)
 _Compiled = tuple[str, Callable[[dict[str, Any]], Any]]
 _COMPILED: dict[tuple[int, str, tuple[str, ...]], _Compiled] = {}
+#: who is told each statement run on a driver connection, by the connection's id
+#: (MemoryStore.trace_sql on a server; SQLite's driver has a trace callback of its own)
+TRACERS: dict[int, Callable[[str], object]] = {}
 
 
 def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compiled:
@@ -74,6 +77,8 @@ def run(conn: Connection, statement: Any, params: dict[str, Any]) -> Any:
     """
     sql, arrange = _compiled(conn, statement, tuple(params))
     driver = conn.connection.driver_connection
+    if TRACERS and id(driver) in TRACERS:
+        TRACERS[id(driver)](sql)
     return driver.execute(sql, arrange(params))  # type: ignore[union-attr]
 
 
@@ -82,5 +87,7 @@ def run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> No
     if rows:
         sql, arrange = _compiled(conn, statement, tuple(rows[0]))
         driver = conn.connection.driver_connection
+        if TRACERS and id(driver) in TRACERS:
+            TRACERS[id(driver)](sql)
         cursor = driver.cursor()  # type: ignore[union-attr]
         cursor.executemany(sql, [arrange(row) for row in rows])

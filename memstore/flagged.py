@@ -137,8 +137,6 @@ def _check_int(name: str, value: object, minimum: int | None, optional: bool = F
         )
 
 
-
-
 def _to_model(row: Any) -> FlaggedMemory:
     return FlaggedMemory.model_validate(dict(row._mapping))
 

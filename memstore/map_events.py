@@ -107,12 +107,18 @@ def canonical_direction(action: str) -> str | None:
     return _direction_of(normalise_action(action))
 
 
+#: an action's key is at most this long (an index entry must fit a database page: a
+#: runaway command thousands of characters long is one connection by its beginning)
+ACTION_KEY_MAX = 200
+
+
 @lru_cache(maxsize=4096)  # agents type the same few commands turn after turn
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
-    normalised action (``Enter  Window`` and ``enter window`` are one)."""
+    normalised action (``Enter  Window`` and ``enter window`` are one), at most
+    ACTION_KEY_MAX characters."""
     normalised = normalise_action(action)
-    return _direction_of(normalised) or normalised
+    return _direction_of(normalised) or normalised[:ACTION_KEY_MAX].rstrip()
 
 
 def confidence(verifications: int, failures: int) -> float:

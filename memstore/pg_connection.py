@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -32,9 +33,20 @@ from memstore.schema import (
     ephemeral_ddl,
 )
 
-#: the advisory lock every memstore writer takes (any constant: "memstore" in ASCII)
-WRITE_LOCK_KEY = 0x6D656D73746F7265
+#: the advisory locks memstore's writers take: this number's high 32 bits with the schema's
+#: CRC-32 below them (one memstore database per schema: two never block each other)
+WRITE_LOCK_BASE = 0x6D656D73  # "mems"
+#: where the pool record keeps its connection's lock key
+LOCK_KEY = "memstore_write_lock"
 CONNECT_TIMEOUT_S = 10
+
+
+def write_lock_key(schema: str) -> int:
+    """The advisory lock key of the memstore database in ``schema`` (a signed 64-bit int)."""
+    key = (WRITE_LOCK_BASE << 32) | zlib.crc32(schema.encode())
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
 TRANSLATE = {EPHEMERAL_SCHEMA: EPHEMERAL_SCHEMA_POSTGRESQL}
 
 
@@ -66,6 +78,11 @@ def server_tables(target: Target) -> tuple[set[str], str | None]:
                     )
                 ).scalars()
             )
+            if conn.execute(text("SELECT current_schema()")).scalar() is None:
+                raise DatabaseUnavailable(
+                    f"cannot use {target.display}: its search_path names no schema that "
+                    f"exists there (create the schema, or name one that exists)"
+                )
             version = None
             if "alembic_version" in tables:
                 version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
@@ -88,15 +105,30 @@ def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bo
     busy_ms = max(1, int(busy_timeout_s * 1000))
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
         cursor = dbapi_connection.cursor()
         schema = cursor.execute("SELECT current_schema()").fetchone()[0]
+        if schema is None:
+            raise DatabaseUnavailable(
+                f"cannot use {target.display}: its search_path names no schema that exists"
+            )
+        record.info[LOCK_KEY] = write_lock_key(schema)
         cursor.execute(f'SET search_path TO "{schema}", pg_temp')
         cursor.execute(f"SET lock_timeout = {busy_ms}")
+        # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
+        cursor.execute("SET synchronous_commit = on")
         if read_only:
             cursor.execute("SET default_transaction_read_only = on")
-        for statement in ddl:
-            cursor.execute(statement)
+        try:
+            for statement in ddl:
+                cursor.execute(statement)
+        except Exception as exc:  # noqa: BLE001 - a server's refusal, said in one line
+            dbapi_connection.rollback()
+            raise DatabaseUnavailable(
+                f"cannot use {target.display}: the ephemeral tier (this agent's temporary "
+                f"tables) could not be made: {' '.join(str(exc).split())} (the role needs "
+                f"the TEMP privilege on the database)"
+            ) from None
         cursor.close()
         dbapi_connection.commit()
         # as on SQLite (isolation_level None): a statement outside memstore's transactions
@@ -113,7 +145,7 @@ def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bo
         driver.execute("BEGIN")
         if begin == "BEGIN IMMEDIATE":
             try:
-                driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                take_write_lock(connection.connection)
             except Exception:
                 driver.rollback()  # SQLAlchemy has no transaction to roll back yet
                 raise
@@ -122,10 +154,10 @@ def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bo
     return engine
 
 
-def take_write_lock(driver_connection: Any) -> None:
-    """Take the writers' lock inside a transaction begun without it (an ephemeral-tier
-    transaction that goes on to write a shared table)."""
-    driver_connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+def take_write_lock(pooled: Any) -> None:
+    """Take the writers' lock of the connection's schema, in its transaction (released at
+    commit or rollback). ``pooled``: SQLAlchemy's pooled connection (``conn.connection``)."""
+    pooled.driver_connection.execute("SELECT pg_advisory_xact_lock(%s)", (pooled.info[LOCK_KEY],))
 
 
 def change_token(driver_connection: Any) -> str:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from sqlalchemy import Connection, func, insert, inspect, select
+from sqlalchemy import Connection, event, func, insert, inspect, select
 
 from memstore.config import MemstoreConfig, load_config
 from memstore.connection import (
@@ -28,11 +28,19 @@ from memstore.connection import (
     check_writable,
     create_store_engine,
     failure_kind,
+    one_line,
     resolve_target,
     upgrade_to_write,
 )
 from memstore.dialect import holds_integer
-from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, StoreBusy
+from memstore.errors import (
+    DatabaseUnavailable,
+    NotAMemstoreDatabase,
+    ReadOnlyDatabase,
+    StoreBusy,
+    UnstorableText,
+)
+from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
 from memstore.models import Memory
 from memstore.schema import (
@@ -74,14 +82,20 @@ class StoreCore:
         self._views = LocationViews(self.config.token_budget)
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
         is_new = check_existing(target)
-        if read_only and is_new and target.path is not None:
-            raise NotAMemstoreDatabase(f"no memstore database at {target.path}")
+        if read_only and is_new and (target.path is not None or target.is_server):
+            raise NotAMemstoreDatabase(f"no memstore database at {target.display}")
         if not read_only:
             check_writable(target)
         if is_new and target.path is not None:
             target.path.parent.mkdir(parents=True, exist_ok=True)
         self._engine = create_store_engine(target, busy_timeout_s, read_only=read_only)
-        self._conn: Connection = self._engine.connect()
+        try:
+            self._conn: Connection = self._engine.connect()
+        except Exception as exc:
+            refused = self._refusal(exc, connected=False)
+            if refused is None:
+                raise
+            raise refused from None
         if is_new:
             self._create_schema()
         #: the clock used for links when a caller gives no turn; the manager keeps it current
@@ -188,41 +202,90 @@ class StoreCore:
                 with self._conn.begin():
                     yield self._conn
             except Exception as exc:
-                kind = failure_kind(exc)
-                if kind is None:
+                refused = self._refusal(exc)
+                if refused is None:
                     raise
-                self._forget()
-                if kind == "nul":
-                    raise ValueError(
-                        f"{self.target.display} cannot store the NUL character (\\x00) in "
-                        f"text (PostgreSQL); nothing was written"
-                    ) from exc
-                if kind == "read-only":
-                    raise ReadOnlyDatabase(
-                        f"read-only database: {self.target.display}; nothing was written"
-                    ) from exc
-                raise StoreBusy(
-                    f"{self.target.display} stayed locked by another process for longer "
-                    f"than the busy timeout; nothing was written"
-                ) from exc
-                raise
+                raise refused from exc
             finally:
                 self._depth = 0
                 if begin != "BEGIN":
                     self._forget(forget)
 
+    def _refusal(self, exc: BaseException, *, connected: bool = True) -> Exception | None:
+        """memstore's one-line error for what the database refused (None: not a refusal,
+        raise it as it is). Nothing was written: the transaction was rolled back."""
+        kind = failure_kind(exc)
+        if kind is None:
+            return None
+        self._forget()
+        where = self.target.display
+        why = one_line(exc) if self.target.is_server else ""
+        if kind == "gone":
+            if not connected:
+                return DatabaseUnavailable(f"cannot connect to {where}: {why}")
+            self._conn.invalidate()  # the next call connects again (a new ephemeral tier)
+            self._data_version = None
+            return DatabaseUnavailable(
+                f"lost the connection to {where} ({why}); nothing was written, and this "
+                f"agent's ephemeral memories went with the connection; the next call "
+                f"connects again"
+            )
+        if kind == "nul":
+            return UnstorableText(
+                f"{where} cannot store the NUL character (\\x00) in text (PostgreSQL); "
+                f"nothing was written"
+            )
+        if kind == "too-long":
+            return UnstorableText(
+                f"{where} cannot index text this long ({why}); nothing was written"
+            )
+        if kind == "overflow":
+            return OverflowError(
+                f"a number does not fit in {where}'s 64-bit integers ({why}); nothing was written"
+            )
+        if kind == "read-only":
+            because = f" ({why})" if why else ""
+            return ReadOnlyDatabase(f"read-only database: {where}{because}; nothing was written")
+        return StoreBusy(
+            f"{where} stayed locked by another process for longer than the busy timeout; "
+            f"nothing was written"
+        )
+
+    @contextmanager
+    def guarded(self) -> Iterator[None]:
+        """Run a read outside the store's transactions (the per-turn view) with the same
+        errors as inside them."""
+        try:
+            yield
+        except Exception as exc:
+            refused = self._refusal(exc)
+            if refused is None:
+                raise
+            raise refused from exc
+
     @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:
-        """Call ``callback(sql)`` with every statement the store's connection runs (SQLite:
-        with its parameters expanded) while the block runs; for tests and debugging."""
+        """Call ``callback(sql)`` with every statement the store's connection runs while
+        the block runs (SQLite: with its parameters expanded); for tests and debugging."""
         driver = self._conn.connection.driver_connection
-        if self._conn.dialect.name != "sqlite":
-            raise NotImplementedError("trace_sql traces SQLite connections only")
-        driver.set_trace_callback(callback)  # type: ignore[union-attr]
+        if self._conn.dialect.name == "sqlite":
+            driver.set_trace_callback(callback)  # type: ignore[union-attr]
+            try:
+                yield
+            finally:
+                driver.set_trace_callback(None)  # type: ignore[union-attr]
+            return
+
+        def core_statement(*args: Any) -> None:  # SQLAlchemy's before_cursor_execute
+            callback(args[2])
+
+        event.listen(self._engine, "before_cursor_execute", core_statement)
+        TRACERS[id(driver)] = callback
         try:
             yield
         finally:
-            driver.set_trace_callback(None)  # type: ignore[union-attr]
+            TRACERS.pop(id(driver), None)
+            event.remove(self._engine, "before_cursor_execute", core_statement)
 
     def _forget(self, location_id: object = ALL) -> None:
         if location_id is ALL:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, func, select, union_all
+from sqlalchemy import Connection, func, select, text, union_all
 
 from exporters.base_line import ExportBase
 from memstore.dialect import json_text
@@ -55,7 +55,7 @@ class StoreReads(StoreCore):
         connection has committed or a write left the view incomplete.
         """
         check_location_id(location_id)
-        with self._lock:
+        with self._lock, self.guarded():
             self._check_cache()
             text = self._views.text(location_id)
             if text is None:
@@ -363,7 +363,17 @@ class StoreReads(StoreCore):
             ephemeral = conn.execute(
                 select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
             ).scalar_one()
-        size = 0
+            size = 0
+            if self.target.is_server:  # the schema's tables with their indexes and TOAST
+                size = int(
+                    conn.execute(
+                        text(
+                            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) "
+                            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                            "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                        )
+                    ).scalar_one()
+                )
         if self.target.path is not None:
             size = sum(
                 p.stat().st_size

@@ -99,6 +99,15 @@ def run_migrations_online() -> None:
         config.print_stdout(f"database: {target.display}")
         config.print_stdout(f"revision before: {revision_label(migration_context)}")
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # one migration at a time per memstore database, as memstore's writers:
+                # a fleet running `memstore db upgrade` at once upgrades it once
+                from memstore.pg_connection import write_lock_key
+
+                schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
+                connection.exec_driver_sql(
+                    f"SELECT pg_advisory_xact_lock({write_lock_key(str(schema))})"
+                )
             context.run_migrations()
         connection.commit()
         config.print_stdout(f"revision after: {revision_label(migration_context)}")
