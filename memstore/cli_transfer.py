@@ -47,6 +47,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters import render_memories_md
     from memstore.export_file import check_target, export_check, write_atomically
+    from memstore.md_store import export_snapshot_rows
 
     stdout = "-"
     if stdout in (args.out, args.notes):
@@ -63,7 +64,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             ctx.refuse_database_file(path)
             check_target(path)
     with info.open_store(read_only=True) as store:
-        entries, base = store.export_snapshot()
+        entries, base = export_snapshot_rows(store)  # plain rows: no model per memory
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
     count = sum(len(entry.memories) for entry in entries)
@@ -185,9 +186,9 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         return _report_import(args, ctx, outcome)
     # No database yet: plan against an empty one, and create it only when there is work.
     ctx.print(f"database: {ctx.db_display} (does not exist yet)")
-    from exporters import parse_memories_md
+    from exporters.parse import parse_memories_md_rows
 
-    parsed = parse_memories_md(text)
+    parsed = parse_memories_md_rows(text)
     with MemoryStore.open("sqlite://") as empty:
         outcome = import_memories(empty, text, apply=False, parsed=parsed, **options)
     if args.apply and outcome.refused is None and outcome.plan.has_changes:

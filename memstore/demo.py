@@ -199,8 +199,9 @@ def _finish_report(
     if out is not None:
         from exporters import render_memories_md
         from memstore.export_file import write_atomically
+        from memstore.md_store import export_snapshot_rows
 
-        text = render_memories_md(*store.export_snapshot())
+        text = render_memories_md(*export_snapshot_rows(store))
         if not report.interrupted:
             report.exported_to = write_atomically(out, text)
             return
