@@ -10,6 +10,13 @@ report with its line number - is read line by line by the same reader, so what a
 reads as never depends on the fast path. Memories are built through
 ``exporters.memory_block`` either way; a property test checks that the reader with and
 without this path agree on any text (tests/test_memories_md_canonical.py).
+
+``read_memory_run`` reads a run of memory blocks (the reader's inner loop). Its common
+cases, a block in the plainest layout (``_PLAIN_BLOCK``: ASCII, nothing escaped, one text
+line) and a struck SUPERSEDED one (``_STRUCK_BLOCK``), are read by one regex each with
+almost no check in Python: every value they take is one the model's rules accept, and a
+property test checks that they give what ``read_general_memory_block`` gives for any block
+(tests/test_md_fast_blocks.py).
 """
 
 from __future__ import annotations
@@ -24,21 +31,31 @@ from exporters.memory_block import (
     SHORT_DIGITS,
     Skipped,
     build_memory,
-    location_numbers_problem,
     memory_numbers_problem,
 )
 from memstore.md_rows import MemoryRow, memory_row_problem
-from memstore.models import Status
+from memstore.models import MEMORY_RULES, Status
 
-__all__ = ["LOCATION_BLOCK_START", "MEMORY_BLOCK_START", "read_location_block", "read_memory_block"]
+__all__ = [
+    "LOCATION_BLOCK_START",
+    "MEMORY_BLOCK_START",
+    "read_general_memory_block",
+    "read_location_block",
+    "read_memory_block",
+    "read_memory_run",
+]
 
 #: How every memory block starts.
 MEMORY_BLOCK_START = "**["
 #: How every location block (header and visits line) starts.
 LOCATION_BLOCK_START = "## Location "
+#: A location's header and visits line as the renderer writes them, with numbers that need
+#: no range check (at most SHORT_DIGITS digits; episodes from 1, as written): others are
+#: read line by line, which says what is wrong.
 _LOCATION_BLOCK = re.compile(
-    r"## Location ([0-9]{1,100}): (.*)\n"
-    r"\*\*Visits:\*\* ([0-9]{1,100}) \| \*\*Episodes:\*\* (none|[0-9]{1,100}(?:, [0-9]{1,100})*)"
+    rf"## Location ([0-9]{{1,{SHORT_DIGITS}}}): (.*)\n"
+    rf"\*\*Visits:\*\* ([0-9]{{1,{SHORT_DIGITS}}}) \| \*\*Episodes:\*\* "
+    rf"(none|[1-9][0-9]{{0,{SHORT_DIGITS - 1}}}(?:, [1-9][0-9]{{0,{SHORT_DIGITS - 1}}})*)"
 )
 
 #: What each ``CATEGORY - PERSISTENCE( - STATUS)`` the renderer writes stands for (the
@@ -70,8 +87,147 @@ _STRUCTURE_STARTS = ("#", "*", "[", " ", "\t", "---")
 _STRUCTURE_AFTER_BREAK = re.compile(r"\n(?:[#*\[ \t]|---)")
 _SUPERSEDED = Status.SUPERSEDED
 
-
+#: The kinds of the memories the plain block reads (no reference line, no strike-through).
+_PLAIN_KINDS = {text: kind for text, kind in _KINDS.items() if kind[2] is not _SUPERSEDED}
+_TITLE_MAX = MEMORY_RULES["title"].maximum or 0
+_TEXT_MAX = MEMORY_RULES["text"].maximum or 0
+#: The common case of ``_MEMORY_BLOCK``, read with almost no check in Python: a block
+#: matching it (its title and text within MEMORY_RULES' lengths) whose kind is not
+#: SUPERSEDED (no reference line, no strike-through), with no backslash (nothing to
+#: unescape) and all ASCII, holds values the model accepts as they stand (``memory_row_problem``
+#: passes; tests/test_md_fast_blocks.py checks it) and reads as ``_MEMORY_BLOCK`` reads it.
+#: The title does not start with a space, a control character or ``*`` (so it is not
+#: blank) and holds no NUL; the text is one line not starting as structure would (``#``,
+#: ``*``, ``[``, a space or tab, ``---``); the episode (1 to 999) and the score change
+#: (-999 to +999) are written as the renderer writes them (the keys of ``_EPISODES`` and
+#: ``_SCORES``); the turn is at most SHORT_DIGITS digits (no range). The header line ends
+#: at ``)*``, which holds no other ``*`` and no ``** *(``: the title splits off as there.
+_PLAIN_BLOCK = re.compile(
+    rf"\*\*\[([^]]+)\] ([^\x00-\x20*][^\n\x00*]{{0,{_TITLE_MAX - 1}}})\*\* \*\("
+    r"Ep([1-9][0-9]{0,2}), "
+    rf"T([0-9]{{1,{SHORT_DIGITS}}})(|, [+-](?:0|[1-9][0-9]{{0,2}}))\)\*"
+    rf"(?:\n(?=[^#*\[ \t\n])(?!---)|\Z)(.{{0,{_TEXT_MAX}}})",
+    re.DOTALL,  # the text is checked for line breaks in Python (faster than [^\n]* here)
+)
+#: The kinds of the memories ``_STRUCK_BLOCK`` reads.
+_STRUCK_KINDS = {text: kind for text, kind in _KINDS.items() if kind[2] is _SUPERSEDED}
+#: The common case of a SUPERSEDED memory, read as ``_PLAIN_BLOCK`` reads the others (the
+#: same conditions, the same header): its reference line as the renderer writes it (a turn,
+#: the episode when it is another, a successor title or a reason of printable ASCII with no
+#: ``"``; the reason not starting with a space or a control character, so not blank), then
+#: its text on one line, struck through.
+_EPISODE = "([1-9][0-9]{0,2})"
+_TURN = f"([0-9]{{1,{SHORT_DIGITS}}})"
+_STRUCK_BLOCK = re.compile(
+    _PLAIN_BLOCK.pattern[: _PLAIN_BLOCK.pattern.index(r"\)\*") + 4]
+    + rf'\n\[(?:Superseded at (?:Ep{_EPISODE}, )?T{_TURN} by "([^"\n]*)"'
+    + rf'|Invalidated at (?:Ep{_EPISODE}, )?T{_TURN}: "([^\x00-\x20"][^"\n]*)")\]'
+    + r"\n~~(.*)~~",
+    re.DOTALL,
+)
+assert (MEMORY_RULES["episode"].minimum or 0) <= 1 and (MEMORY_RULES["title"].minimum or 0) <= 1
+assert (MEMORY_RULES["superseded_at_episode"].minimum or 0) <= 1
+assert (MEMORY_RULES["superseded_at_turn"].minimum or 0) <= 0
+_new = tuple.__new__
 _make_row = MemoryRow._make
+
+
+def read_memory_run(blocks: list[str], start: int) -> tuple[list[MemoryRow], int]:
+    """The memories of ``blocks[start:]`` up to the first block that ``read_memory_block``
+    declines (each what it gives), and how many line breaks the blocks read hold.
+
+    The reader's inner loop: a block matching ``_PLAIN_BLOCK`` is read here with no
+    function call. Never raises.
+    """
+    rows: list[MemoryRow] = []
+    append = rows.append
+    plain_match = _PLAIN_BLOCK.fullmatch
+    kinds, episodes, scores = _PLAIN_KINDS, _EPISODES, _SCORES
+    without_text = 0  # plain blocks of one line (no text)
+    others = 0  # rows read by read_general_memory_block
+    other_breaks = 0  # the line breaks of their blocks
+    for index in range(start, len(blocks)):
+        block = blocks[index]
+        plain = plain_match(block)
+        if plain is not None:
+            kind_text, title, raw_episode, turns, raw_score, body = plain.groups()
+            kind = kinds.get(kind_text)
+            if (
+                kind is not None
+                and block.isascii()  # O(1): a str knows
+                and "\\" not in block
+                and "\n" not in body
+            ):
+                category, persistence, status = kind
+                append(
+                    _new(
+                        MemoryRow,
+                        (
+                            category,
+                            title,
+                            body,
+                            episodes[raw_episode],
+                            turns,
+                            scores[raw_score],
+                            persistence,
+                            status,
+                            None,
+                            None,
+                            None,
+                            None,
+                        ),
+                    )
+                )
+                if not body:
+                    without_text += 1
+                continue
+        row = _read_struck_block(block) or read_general_memory_block(block)
+        if row is None:
+            break
+        append(row)
+        others += 1
+        other_breaks += block.count("\n")
+    return rows, len(rows) - others - without_text + other_breaks
+
+
+def _read_struck_block(block: str) -> MemoryRow | None:
+    """The memory of a block matching ``_STRUCK_BLOCK`` (None: it does not)."""
+    struck = _STRUCK_BLOCK.fullmatch(block)
+    if struck is None:
+        return None
+    (kind_text, title, raw_episode, turns, raw_score) = struck.groups()[:5]
+    by_episode, by_turn, successor, at_episode, at_turn, reason, body = struck.groups()[5:]
+    kind = _STRUCK_KINDS.get(kind_text)
+    if (
+        kind is None
+        or not block.isascii()
+        or "\\" in block
+        or "\n" in body
+        or len(title) > _TITLE_MAX
+        or len(body) > _TEXT_MAX
+    ):
+        return None
+    category, persistence, status = kind
+    episode = _EPISODES[raw_episode]
+    if reason is None:  # superseded by a successor (else invalidated for a reason)
+        at_episode, at_turn = by_episode, by_turn
+    return _new(  # type: ignore[no-any-return]
+        MemoryRow,
+        (
+            category,
+            title,
+            body,
+            episode,
+            turns,
+            _SCORES[raw_score],
+            persistence,
+            status,
+            successor,
+            int(at_turn),
+            episode if at_episode is None else _EPISODES[at_episode],
+            reason,
+        ),
+    )
 
 
 def read_memory_block(block: str) -> MemoryRow | None:
@@ -81,6 +237,13 @@ def read_memory_block(block: str) -> MemoryRow | None:
 
     Never raises.
     """
+    rows, _breaks = read_memory_run([block], 0)
+    return rows[0] if rows else None
+
+
+def read_general_memory_block(block: str) -> MemoryRow | None:
+    """``read_memory_block`` without its common case (``_PLAIN_BLOCK``), which gives the
+    same (tests/test_md_fast_blocks.py)."""
     if block.endswith("\n"):  # a last line left empty: the line reader ends the memory there
         return None
     match = _MEMORY_BLOCK.fullmatch(block)
@@ -145,13 +308,11 @@ def read_memory_block(block: str) -> MemoryRow | None:
 def read_location_block(block: str) -> tuple[int, str, int, tuple[int, ...]] | None:
     """The id, name, visit count and episodes (as listed) of a location's header and visits
     line in the renderer's exact layout, or None: then the block is read line by line.
-    Numbers out of range are declined too (the line reader says what is wrong)."""
+    Numbers that might be out of range are declined too (the line reader says what is
+    wrong), so ``location_numbers_problem`` has nothing to say about those it reads."""
     match = _LOCATION_BLOCK.fullmatch(block)
     if match is None:
         return None
-    raw_id, raw_name, raw_visits, raw_episodes = match.groups()
-    location_id, visits = int(raw_id), int(raw_visits)
+    raw_id, name, raw_visits, raw_episodes = match.groups()
     episodes = () if raw_episodes == "none" else tuple(map(int, raw_episodes.split(", ")))
-    if location_numbers_problem(location_id, visits, episodes) is not None:
-        return None
-    return location_id, unescape(raw_name), visits, episodes
+    return int(raw_id), unescape(name), int(raw_visits), episodes

@@ -21,7 +21,7 @@ from exporters.fast_blocks import (
     LOCATION_BLOCK_START,
     MEMORY_BLOCK_START,
     read_location_block,
-    read_memory_block,
+    read_memory_run,
 )
 from exporters.memory_block import (
     CATEGORIES,
@@ -167,9 +167,10 @@ class _Parser:
         self.skipping_location = False
         if pending is None:
             return
-        info = LocationRow(
-            pending.id, pending.name, pending.visit_count, tuple(sorted(set(pending.episodes)))
-        )
+        episodes = pending.episodes
+        if len(episodes) > 1:  # sorted, each once
+            episodes = tuple(sorted(set(episodes)))
+        info = LocationRow(pending.id, pending.name, pending.visit_count, episodes)
         if location_row_problem(info) is not None:
             try:
                 LocationInfo(**info._asdict())
@@ -414,7 +415,6 @@ class _Parser:
         (``exporters.fast_blocks``), every other block line by line. Gives what
         ``run_lines`` over the whole text gives."""
         number = 1
-        read_memory = read_memory_block
         blocks = text.split("\n\n")
         count = len(blocks)
         index = 0
@@ -429,23 +429,15 @@ class _Parser:
             if block.startswith(MEMORY_BLOCK_START):
                 location = self.location
                 if location is not None and not self.skipping_location and self.memory is None:
-                    memory = read_memory(block)
-                    if memory is not None:
-                        # The common case: a run of memories, each read in one match. The
-                        # empty line between two of them changes nothing in the state.
-                        append = location.memories.append
-                        append(memory)
-                        number += block.count("\n") + 1
-                        while index < count:
-                            block = blocks[index]
-                            if not block.startswith(MEMORY_BLOCK_START):
-                                break
-                            memory = read_memory(block)
-                            if memory is None:
-                                break
-                            append(memory)
-                            number += block.count("\n") + 2  # its lines and the one before
-                            index += 1
+                    # The common case: a run of memories, each read in one match, up to the
+                    # first block that is not one (the empty lines between them change
+                    # nothing in the state); that block is read again below.
+                    run, breaks = read_memory_run(blocks, index - 1)
+                    if run:
+                        location.memories += run
+                        index += len(run) - 1
+                        # each block's lines and the empty line after it (but the last's)
+                        number += breaks + 2 * len(run) - 1
                         continue
                     self.slow_memory_blocks += 1
             elif block == "---" or block == "### Memories":  # as run_lines reads them

@@ -35,6 +35,7 @@ __all__ = [
     "parse_memories_md",
     "parse_memories_md_rows",
     "parse_line_by_line",
+    "parse_rows_line_by_line",
     "read_canonical",
 ]
 
@@ -113,6 +114,12 @@ def read_canonical(text: str) -> list[LocationMemories] | None:
 def parse_line_by_line(text: str) -> ParseResult:
     """What ``parse_memories_md`` returns, always from the line parser (for tests and tools)."""
     return _parse(text, fast_blocks=False).as_models()
+
+
+def parse_rows_line_by_line(text: str) -> ParsedRows:
+    """What ``parse_memories_md_rows`` returns, always from the line parser, under the same
+    conditions (the line parser alone, as bench/markdown_bench.py times it)."""
+    return _parse(text, fast_blocks=False)
 
 
 def _parse(text: str, fast_blocks: bool) -> ParsedRows:

@@ -188,6 +188,7 @@ def memory_of_row(row: MemoryRow) -> Memory:
 
 _ID_MIN = LOCATION_RULES["id"].minimum or 0
 _VISITS_MIN = LOCATION_RULES["visit_count"].minimum or 0
+_INT_ONLY = {int}
 
 
 class LocationRow(NamedTuple):
@@ -209,7 +210,7 @@ def location_row_problem(row: LocationRow) -> str | None:
         and type(visit_count) is int
         and visit_count >= _VISITS_MIN
         and type(episodes) is tuple
-        and all(type(episode) is int for episode in episodes)
+        and set(map(type, episodes)) <= _INT_ONLY
     ):
         return None  # the common case, decided at once from LOCATION_RULES
     for (name, rule), value in zip(LOCATION_RULES.items(), row, strict=False):
