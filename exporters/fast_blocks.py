@@ -34,7 +34,7 @@ from exporters.memory_block import (
     memory_numbers_problem,
 )
 from memstore.md_rows import MemoryRow, memory_row_problem
-from memstore.models import MEMORY_RULES, Status
+from memstore.models import MEMORY_RULES, Status, turns_problem
 
 __all__ = [
     "LOCATION_BLOCK_START",
@@ -100,12 +100,14 @@ _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 #: blank) and holds no NUL; the text is one line not starting as structure would (``#``,
 #: ``*``, ``[``, a space or tab, ``---``); the episode (1 to 999) and the score change
 #: (-999 to +999) are written as the renderer writes them (the keys of ``_EPISODES`` and
-#: ``_SCORES``); the turn is at most SHORT_DIGITS digits (no range). The header line ends
+#: ``_SCORES``); the turn (or each end of a turn range, which ``turns_problem`` checks) is at
+#: most SHORT_DIGITS digits. The header line ends
 #: at ``)*``, which holds no other ``*`` and no ``** *(``: the title splits off as there.
 _PLAIN_BLOCK = re.compile(
     rf"\*\*\[([^]]+)\] ([^\x00-\x20*][^\n\x00*]{{0,{_TITLE_MAX - 1}}})\*\* \*\("
     r"Ep([1-9][0-9]{0,2}), "
-    rf"T([0-9]{{1,{SHORT_DIGITS}}})(|, [+-](?:0|[1-9][0-9]{{0,2}}))\)\*"
+    rf"T([0-9]{{1,{SHORT_DIGITS}}}(?:-[0-9]{{1,{SHORT_DIGITS}}})?)"
+    r"(|, [+-](?:0|[1-9][0-9]{0,2}))\)\*"
     rf"(?:\n(?=[^#*\[ \t\n])(?!---)|\Z)(.{{0,{_TEXT_MAX}}})",
     re.DOTALL,  # the text is checked for line breaks in Python (faster than [^\n]* here)
 )
@@ -157,6 +159,7 @@ def read_memory_run(blocks: list[str], start: int) -> tuple[list[MemoryRow], int
                 and block.isascii()  # O(1): a str knows
                 and "\\" not in block
                 and "\n" not in body
+                and ("-" not in turns or turns_problem(turns) is None)
             ):
                 category, persistence, status = kind
                 append(
@@ -205,6 +208,7 @@ def _read_struck_block(block: str) -> MemoryRow | None:
         or "\n" in body
         or len(title) > _TITLE_MAX
         or len(body) > _TEXT_MAX
+        or ("-" in turns and turns_problem(turns) is not None)
     ):
         return None
     category, persistence, status = kind

@@ -98,6 +98,15 @@ EDGES = [
     + "9" * 19
     + ' by "x"]\n~~x~~',
     '**[NOTE - CORE] lamp** *(Ep3, T1)*\n[Invalidated at T2: "x"]\n~~x~~',
+    '**[NOTE - CORE - SUPERSEDED] lamp** *(Ep3, T1-2)*\n[Superseded at T2 by "x"]\n~~x~~',
+    '**[NOTE - CORE - SUPERSEDED] lamp** *(Ep3, T2-1)*\n[Superseded at T2 by "x"]\n~~x~~',
+    "**[NOTE - CORE - SUPERSEDED] lamp** *(Ep3, T1-"
+    + "9" * 19
+    + ')*\n[Superseded at T2 by "x"]\n~~x~~',
+    "**[NOTE - CORE] The lamp** *(Ep3, T12-" + "9" * 18 + ")*\nx",
+    "**[NOTE - CORE] The lamp** *(Ep3, T12-" + "9" * 19 + ")*\nx",
+    "**[NOTE - CORE] The lamp** *(Ep3, T12-12)*\nx",
+    "**[NOTE - CORE] The lamp** *(Ep3, T12--13)*\nx",
 ]
 
 
@@ -122,6 +131,7 @@ def test_edge_blocks_read_as_the_general_reader_reads_them() -> None:
     assert read_memory_block(PLAIN) is not None
     assert read_memory_block(STRUCK) is not None
     assert read_memory_block(INVALIDATED) is not None
+    assert read_memory_block("**[NOTE - CORE] The lamp** *(Ep3, T12-14)*\nx") is not None
 
 
 #: Small edits of a rendered block: characters that the common cases refuse or accept.
