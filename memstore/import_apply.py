@@ -307,7 +307,9 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
                 if c.id != memory_id
             ]
             at = None if memory.superseded_at_turn is None else (episode, memory.superseded_at_turn)
-            ordered = _successor_order(candidates, memory_id, at)
+            ordered = (
+                candidates if len(candidates) < 2 else _successor_order(candidates, memory_id, at)
+            )
             successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
             if successor is not None:
                 next_of[memory_id] = successor.id

@@ -95,6 +95,11 @@ def _location_change(old: LocationLike | None, new: LocationLike) -> LocationCha
     return LocationChange(new.id, old, new.name, visits, episodes)
 
 
+#: builds a NamedTuple from its values without the Python-level ``__new__`` of the class
+#: (the plan's loop makes one key and one change per memory of the file)
+_new = tuple.__new__
+
+
 def plan_import(
     current: Iterable[Entry],
     incoming: Iterable[Entry],
@@ -177,7 +182,7 @@ def plan_import(
         titled: dict[str, int] = {}  # memories so far in this section, by title
         for memory in entry.memories:
             title = memory.title
-            key = MemoryKey(location_id, title, memory.episode, memory.turns)
+            key = _new(MemoryKey, (location_id, title, memory.episode, memory.turns))
             nth = titled.get(title, 0)
             titled[title] = nth + 1
             if memory.episode > MAX_EPISODE:
@@ -218,7 +223,9 @@ def plan_import(
                     )
                 )
             else:
-                changes.append(MemoryChange(added, location_id, location_name, None, memory))
+                changes.append(
+                    _new(MemoryChange, (added, location_id, location_name, None, memory, 0, ()))
+                )
 
     missing: list[MemoryChange] = []
     seen: dict[MemoryKey, int] = {}
