@@ -438,6 +438,11 @@ class _Parser:
                         index += len(run) - 1
                         # each block's lines and the empty line after it (but the last's)
                         number += breaks + 2 * len(run) - 1
+                        if index < count and blocks[index] == "---":
+                            # the separator after a location's memories, read as below
+                            self.in_stray_text = False
+                            index += 1
+                            number += 2
                         continue
                     self.slow_memory_blocks += 1
             elif block == "---" or block == "### Memories":  # as run_lines reads them
@@ -446,6 +451,11 @@ class _Parser:
                 continue
             elif block.startswith(LOCATION_BLOCK_START) and self._location_block(block, number):
                 number += 2
+                if index < count and blocks[index] == "### Memories":
+                    # the heading under a location's header, read as below
+                    self.in_stray_text = False
+                    index += 1
+                    number += 2
                 continue
             lines = block.split("\n")
             self.run_lines(lines, number)
