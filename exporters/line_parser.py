@@ -62,6 +62,7 @@ _MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
 _STRUCTURE_STARTS = frozenset("#*- \t")
 
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
+_new = tuple.__new__  # a NamedTuple from its values, without its Python-level __new__
 
 
 class _PendingMemory:
@@ -170,7 +171,7 @@ class _Parser:
         episodes = pending.episodes
         if len(episodes) > 1:  # sorted, each once
             episodes = tuple(sorted(set(episodes)))
-        info = LocationRow(pending.id, pending.name, pending.visit_count, episodes)
+        info = _new(LocationRow, (pending.id, pending.name, pending.visit_count, episodes))
         if location_row_problem(info) is not None:
             try:
                 LocationInfo(**info._asdict())
@@ -180,7 +181,7 @@ class _Parser:
                     f"location {pending.id} is invalid ({first_error(error)}): location skipped",
                 )
                 return
-        self.locations.append(LocationRows(info, tuple(pending.memories)))
+        self.locations.append(_new(LocationRows, (info, tuple(pending.memories))))
 
     # -- line kinds ------------------------------------------------------------------
 
@@ -434,7 +435,7 @@ class _Parser:
                     # nothing in the state); that block is read again below.
                     run, breaks = read_memory_run(blocks, index - 1)
                     if run:
-                        location.memories += run
+                        location.memories = location.memories + run if location.memories else run
                         index += len(run) - 1
                         # each block's lines and the empty line after it (but the last's)
                         number += breaks + 2 * len(run) - 1
