@@ -318,5 +318,17 @@ def read_location_block(block: str) -> tuple[int, str, int, tuple[int, ...]] | N
     if match is None:
         return None
     raw_id, name, raw_visits, raw_episodes = match.groups()
-    episodes = () if raw_episodes == "none" else tuple(map(int, raw_episodes.split(", ")))
-    return int(raw_id), unescape(name), int(raw_visits), episodes
+    ints = _INTS.__getitem__
+    episodes = () if raw_episodes == "none" else tuple(map(ints, raw_episodes.split(", ")))
+    return ints(raw_id), unescape(name) if "\\" in name else name, ints(raw_visits), episodes
+
+
+class _Ints(dict[str, int]):
+    """The numbers a file usually holds, by their digits (a lookup is cheaper than
+    ``int()``); any other is read by ``int()``."""
+
+    def __missing__(self, digits: str) -> int:
+        return int(digits)
+
+
+_INTS = _Ints({str(n): n for n in range(1000)})

@@ -115,6 +115,8 @@ class _PendingLocation:
     episodes: tuple[int, ...] = ()
     visits_seen: bool = False
     memories: list[MemoryRow] = field(default_factory=list)
+    #: read in one match (fast_blocks): its values are ones LocationInfo accepts
+    checked: bool = False
 
 
 class _Parser:
@@ -172,7 +174,7 @@ class _Parser:
         if len(episodes) > 1:  # sorted, each once
             episodes = tuple(sorted(set(episodes)))
         info = _new(LocationRow, (pending.id, pending.name, pending.visit_count, episodes))
-        if location_row_problem(info) is not None:
+        if not pending.checked and location_row_problem(info) is not None:
             try:
                 LocationInfo(**info._asdict())
             except ValidationError as error:
@@ -468,10 +470,9 @@ class _Parser:
         found = read_location_block(block)
         if found is None or found[0] in self.seen_ids:
             return False
-        location_id, name, visits, episodes = found
         self.finish_location()
-        self.seen_ids.add(location_id)
-        self.location = _PendingLocation(number, location_id, name, visits, episodes, True)
+        self.seen_ids.add(found[0])
+        self.location = _PendingLocation(number, *found, True, [], True)
         return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
