@@ -14,6 +14,7 @@ from exporters.fast_blocks import (
     read_memory_block,
     read_memory_run,
 )
+from exporters.parse import parse_memories_md_rows, parse_rows_line_by_line
 from memstore.md_rows import memory_row_problem
 from memstore.models import LocationInfo, LocationMemories, Memory
 from tests.test_memories_md_roundtrip import any_memories, canonical_memories
@@ -176,3 +177,29 @@ def test_a_run_is_read_as_block_by_block(blocks: list[str]) -> None:
     if blocks:
         last = read_memory_block(blocks[-1])
         assert read_memory_run(blocks, len(blocks) - 1)[0] == ([] if last is None else [last])
+
+
+def _file_of(blocks: list[str]) -> str:
+    return (
+        "# Location Memories\n\n## Location 5: Room\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n" + "\n\n".join(blocks) + "\n\n---\n\n## Location 6: Next\n"
+        "**Visits:** 0 | **Episodes:** none\n\n### Memories\n\n**[BOGUS] x** *(Ep1, T1)*\n"
+    )
+
+
+def test_a_file_of_edge_blocks_reads_as_line_by_line_with_the_same_line_numbers() -> None:
+    text = _file_of(EDGES)
+
+    fast = parse_memories_md_rows(text)
+
+    assert fast == parse_rows_line_by_line(text)
+    assert fast.problems  # the edges hold problems, each at its line
+    assert fast.problems[-1].line == text.count("\n")
+
+
+@PROPERTY
+@given(st.lists(st.one_of(edited_blocks(), st.sampled_from(EDGES)), max_size=8))
+def test_runs_of_blocks_read_as_line_by_line(blocks: list[str]) -> None:
+    text = _file_of(blocks)
+
+    assert parse_memories_md_rows(text) == parse_rows_line_by_line(text)
