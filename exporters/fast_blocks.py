@@ -184,6 +184,8 @@ def read_memory_run(blocks: list[str], start: int) -> tuple[list[MemoryRow], int
                 if not body:
                     without_text += 1
                 continue
+        if not block.startswith(MEMORY_BLOCK_START):  # the run ends (at "---", mostly)
+            break
         row = _read_struck_block(block) or read_general_memory_block(block)
         if row is None:
             break
