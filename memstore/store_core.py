@@ -196,13 +196,13 @@ class StoreCore:
                 finally:
                     self._depth -= 1
                 return
-            self._conn.info[BEGIN_KEY] = begin
             self._depth = 1
             try:
+                self._conn.info[BEGIN_KEY] = begin  # (reconnects after a lost connection)
                 with self._conn.begin():
                     yield self._conn
             except Exception as exc:
-                refused = self._refusal(exc)
+                refused = self._refusal(exc, writing=begin != "BEGIN")
                 if refused is None:
                     raise
                 raise refused from exc
@@ -211,7 +211,9 @@ class StoreCore:
                 if begin != "BEGIN":
                     self._forget(forget)
 
-    def _refusal(self, exc: BaseException, *, connected: bool = True) -> Exception | None:
+    def _refusal(
+        self, exc: BaseException, *, connected: bool = True, writing: bool = False
+    ) -> Exception | None:
         """memstore's one-line error for what the database refused (None: not a refusal,
         raise it as it is). Nothing was written: the transaction was rolled back."""
         kind = failure_kind(exc)
@@ -223,12 +225,21 @@ class StoreCore:
         if kind == "gone":
             if not connected:
                 return DatabaseUnavailable(f"cannot connect to {where}: {why}")
-            self._conn.invalidate()  # the next call connects again (a new ephemeral tier)
+            try:
+                self._conn.invalidate()  # the next call connects again (a new ephemeral tier)
+            except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
+                pass
             self._data_version = None
+            # lost in the middle of a commit, a write may have reached the disk: say so
+            outcome = (
+                "what this call was writing may or may not have been committed (look before "
+                "writing it again)"
+                if writing
+                else "nothing was written"
+            )
             return DatabaseUnavailable(
-                f"lost the connection to {where} ({why}); nothing was written, and this "
-                f"agent's ephemeral memories went with the connection; the next call "
-                f"connects again"
+                f"lost the connection to {where} ({why}); {outcome}; this agent's "
+                f"ephemeral memories went with the connection; the next call connects again"
             )
         if kind == "nul":
             return UnstorableText(
@@ -297,7 +308,8 @@ class StoreCore:
 
     def _check_cache(self) -> None:
         """Drop the caches if another connection committed since they were filled."""
-        version = change_token(self._conn)
+        with self.guarded():
+            version = change_token(self._conn)
         if version != self._data_version:
             self._forget()
             self._data_version = version
