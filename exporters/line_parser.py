@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from pydantic import ValidationError
 
@@ -57,11 +58,10 @@ _METADATA = re.compile(
     r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
 )
 _MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
-
 #: First characters of lines that may be structure (or blank); others are always text.
 _STRUCTURE_STARTS = frozenset("#*- \t")
-
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
+_LOCATION_ROW = itemgetter(0)
 _new = tuple.__new__  # a NamedTuple from its values, without its Python-level __new__
 
 
@@ -164,7 +164,8 @@ class _Parser:
         location.memories.append(memory)
 
     def finish_location(self) -> None:
-        self.finish_memory()
+        if self.memory is not None or self.skipping_memory:
+            self.finish_memory()
         pending = self.location
         self.location = None
         self.skipping_location = False
@@ -477,7 +478,7 @@ class _Parser:
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
         self.finish_location()
-        self.locations.sort(key=lambda entry: entry.location.id)
+        self.locations.sort(key=_LOCATION_ROW)  # by id: no two kept locations share one
         return self.locations, self.problems
 
 
