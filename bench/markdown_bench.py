@@ -23,9 +23,11 @@ of every row on top, is timed too.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import io
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -169,6 +171,7 @@ def issue_day_line_parser() -> Callable[[str], Any] | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     folder = tempfile.mkdtemp(prefix="memstore-issue-day-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     packages = ("exporters", "memstore")
