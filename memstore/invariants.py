@@ -14,9 +14,13 @@ reference line for some.
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 from sqlalchemy import Connection, func, select
 
 from memstore.dialect import greatest
+from memstore.executor import run
 from memstore.models import TEXT_MAX, TITLE_MAX, Category, Persistence, Status
 from memstore.schema import (
     ephemeral_memories,
@@ -120,12 +124,26 @@ def _describe(location_id: int, title: str) -> str:
     return f"location {location_id} {shown!r}"
 
 
-def _links(
-    conn: Connection, tier: str, table, links, successor_column
-) -> tuple[list[str], dict[int, int]]:  # type: ignore[no-untyped-def]
-    problems: list[str] = []
+_TIERS = {
+    "persistent": (memories, memory_links, memory_links.c.superseded_by_id),
+    "ephemeral": (
+        ephemeral_memories,
+        ephemeral_memory_links,
+        ephemeral_memory_links.c.superseded_by_id,
+    ),
+}
+
+
+_COUNTER = select(store_meta.c.change_counter)
+_STAMPED = select(func.max(greatest(memories.c.created_version, memories.c.changed_version)))
+
+
+@cache
+def _link_query(tier: str) -> Any:
+    """Every link of a tier with its memory and its successor's location (built once)."""
+    table, links, successor_column = _TIERS[tier]
     successor = table.alias("successor")
-    rows = conn.execute(
+    return (
         select(
             links.c.memory_id,
             successor_column,
@@ -141,6 +159,11 @@ def _links(
         )
         .order_by(links.c.memory_id)
     )
+
+
+def _links(conn: Connection, tier: str) -> tuple[list[str], dict[int, int]]:
+    problems: list[str] = []
+    rows = run(conn, _link_query(tier), {})
     next_of: dict[int, int] = {}
     for memory_id, successor_id, location_id, title, status, successor_location in rows:
         where = _describe(location_id, title)
@@ -161,8 +184,9 @@ def _links(
     return problems, next_of
 
 
-def _cycles(tier: str, next_of: dict[int, int], titles: dict[int, tuple[int, str]]) -> list[str]:
-    problems = []
+def _cycles(next_of: dict[int, int]) -> list[list[int]]:
+    """The cycles the successor links form, each as its memory ids in link order."""
+    cycles = []
     done: set[int] = set()
     for start in sorted(next_of):
         path: list[int] = []
@@ -173,11 +197,9 @@ def _cycles(tier: str, next_of: dict[int, int], titles: dict[int, tuple[int, str
             on_path.add(node)
             node = next_of.get(node)
         if node is not None and node in on_path:
-            cycle = path[path.index(node) :]
-            names = " -> ".join(_describe(*titles[n]) for n in cycle if n in titles)
-            problems.append(f"{tier} supersession links form a cycle: {names}")
+            cycles.append(path[path.index(node) :])
         done.update(path)
-    return problems
+    return cycles
 
 
 def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[str]:
@@ -188,36 +210,29 @@ def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[s
     import; a PostgreSQL server keeps its own pages and foreign keys).
     """
     problems: list[str] = []
-    tiers = (
-        ("persistent", memories, memory_links, memory_links.c.superseded_by_id),
-        (
-            "ephemeral",
-            ephemeral_memories,
-            ephemeral_memory_links,
-            ephemeral_memory_links.c.superseded_by_id,
-        ),
-    )
-    for tier, table, links, successor_column in tiers:
-        found, next_of = _links(conn, tier, table, links, successor_column)
+    for tier, (table, _links_table, _successor) in _TIERS.items():
+        found, next_of = _links(conn, tier)
         problems.extend(found)
-        if next_of:
-            ids = set(next_of) | set(next_of.values())
+        cycles = _cycles(next_of)
+        if cycles:  # the titles, only to say which memories
+            ids = sorted({n for cycle in cycles for n in cycle})
             titles = {
                 row.id: (row.location_id, row.title)
                 for row in conn.execute(
                     select(table.c.id, table.c.location_id, table.c.title).where(
-                        table.c.id.in_(sorted(ids))
+                        table.c.id.in_(ids)
                     )
                 )
             }
-            problems.extend(_cycles(tier, next_of, titles))
-    counter = conn.execute(select(store_meta.c.change_counter)).scalar()
+            for cycle in cycles:
+                names = " -> ".join(_describe(*titles[n]) for n in cycle if n in titles)
+                problems.append(f"{tier} supersession links form a cycle: {names}")
+    found_counter = run(conn, _COUNTER, {}).fetchone()
+    counter = found_counter[0] if found_counter is not None else None
     if counter is None:
         problems.append("the change counter (store_meta) is missing")
     else:
-        stamped = conn.execute(
-            select(func.max(greatest(memories.c.created_version, memories.c.changed_version)))
-        ).scalar()
+        stamped = run(conn, _STAMPED, {}).fetchone()[0]
         if stamped is not None and stamped > counter:
             problems.append(
                 f"memories are stamped with version {stamped}, past the change counter {counter}"
