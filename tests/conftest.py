@@ -17,7 +17,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_cluster import PgClusterError, require_or_skip, shared_cluster, unavailable_reason
+from pg_cluster import (
+    PgCluster,
+    PgClusterError,
+    require_or_skip,
+    shared_cluster,
+    unavailable_reason,
+)
 
 from memstore.invariants import check_invariants
 from memstore.models import Memory
@@ -117,18 +123,38 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | P
         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-@functools.cache
-def _test_database() -> tuple[str, str]:
-    """(URL, libpq conninfo) of one database in the session's cluster; each test gets a
-    schema of its own in it (far cheaper than a database each)."""
+def _cluster() -> PgCluster:
+    """The session's throwaway PostgreSQL cluster; where none can start, the test skips
+    saying why (or fails, with MEMSTORE_REQUIRE_POSTGRES=1)."""
     reason = unavailable_reason()
     if reason is not None:
         require_or_skip(reason)
     try:
-        cluster = shared_cluster()
+        return shared_cluster()
     except PgClusterError as exc:
         require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
+
+
+@functools.cache
+def _test_database() -> tuple[str, str]:
+    """(URL, libpq conninfo) of one database in the session's cluster; each test gets a
+    schema of its own in it (far cheaper than a database each)."""
+    cluster = _cluster()
     return cluster.create_database("memstore_tests"), cluster.conninfo("memstore_tests")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> PgCluster:
+    """The session's throwaway PostgreSQL cluster, for tests that administer it."""
+    return _cluster()
+
+
+@pytest.fixture
+def pg_database(pg_cluster: PgCluster) -> Iterator[str]:
+    """A new, empty PostgreSQL database of the test's own (its URL), dropped afterwards."""
+    name = f"db_{uuid.uuid4().hex[:16]}"
+    yield pg_cluster.create_database(name)
+    pg_cluster.drop_database(name)
 
 
 @pytest.fixture

@@ -3,34 +3,17 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
-from pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
-from pg_cluster import unavailable_reason as pg_unavailable
 from sqlalchemy import create_engine, inspect
 
 import memstore.cli as cli
 from memstore.connection import HEAD_REVISION
 
 
-@pytest.fixture(scope="module")
-def cluster() -> PgCluster:
-    reason = pg_unavailable()
-    if reason is not None:
-        require_or_skip(reason)
-    try:
-        return shared_cluster()
-    except PgClusterError as exc:
-        require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
-
-
 @pytest.fixture
-def url(cluster: PgCluster) -> Iterator[str]:
-    name = f"cli_{uuid.uuid4().hex[:16]}"
-    yield cluster.create_database(name)
-    cluster.drop_database(name)
+def url(pg_database: str) -> str:
+    """A new, empty database of the test's own (conftest's pg_database)."""
+    return pg_database
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -66,7 +49,7 @@ def test_db_current_reads_a_server_s_revision_and_creates_nothing(
 
 
 def test_a_server_that_cannot_be_reached_is_one_error_line(
-    capsys: pytest.CaptureFixture[str], cluster: PgCluster
+    capsys: pytest.CaptureFixture[str], pg_cluster: object
 ) -> None:
     unreachable = "postgresql+psycopg://memstore:secret-pw@127.0.0.1:1/memstore"
     for argv in (["db", "current"], ["stats"], ["show", "1"], ["db", "upgrade"]):

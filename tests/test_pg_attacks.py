@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
+from pg_cluster import PgCluster, PgClusterError, require_or_skip
 from pg_cluster import unavailable_reason as pg_unavailable
 
 from memstore.errors import (
@@ -52,16 +52,10 @@ AGENTS = 8
 # --- where the stores live -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster() -> PgCluster:
-    """The session's shared throwaway cluster (fast, not durable)."""
-    reason = pg_unavailable()
-    if reason is not None:
-        require_or_skip(reason)
-    try:
-        return shared_cluster()
-    except PgClusterError as exc:
-        require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
+@pytest.fixture
+def cluster(pg_cluster: PgCluster) -> PgCluster:
+    """The session's shared throwaway cluster (fast, not durable; conftest's pg_cluster)."""
+    return pg_cluster
 
 
 def _schema_url(cluster: PgCluster, dbname: str = "pg_attacks") -> str:

@@ -9,15 +9,11 @@ import socket
 import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.config import Config
-from pg_cluster import PgCluster, PgClusterError, require_or_skip, shared_cluster
-from pg_cluster import unavailable_reason as pg_unavailable
 from sqlalchemy import create_engine, text
 
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, StoreBusy
@@ -27,22 +23,10 @@ from memstore.store import MemoryStore
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def cluster() -> PgCluster:
-    reason = pg_unavailable()
-    if reason is not None:
-        require_or_skip(reason)
-    try:
-        return shared_cluster()
-    except PgClusterError as exc:
-        require_or_skip(f"the test PostgreSQL cluster did not start: {exc}")
-
-
 @pytest.fixture
-def url(cluster: PgCluster) -> Iterator[str]:
-    name = f"pg_{uuid.uuid4().hex[:16]}"
-    yield cluster.create_database(name)
-    cluster.drop_database(name)
+def url(pg_database: str) -> str:
+    """A new, empty database of the test's own (conftest's pg_database)."""
+    return pg_database
 
 
 def alembic_config(url: str) -> Config:
