@@ -37,7 +37,6 @@ from memstore.errors import (
 from memstore.migrations_dir import known_revisions
 from memstore.schema import HEAD_REVISION, ephemeral_ddl
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 #: info key telling the "begin" listener which BEGIN to emit
@@ -122,12 +121,11 @@ def check_existing(target: Target) -> bool:
         raise NotAMemstoreDatabase(f"{path} is not a file")
     if path.stat().st_size == 0:
         return True
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
-    if header != SQLITE_HEADER:
-        raise NotAMemstoreDatabase(
-            f"{path} is not a SQLite database (so not a memstore database); left untouched"
-        )
+    # Only SQLite opens the file: closing a descriptor of our own would release every
+    # POSIX lock this process holds on it, the SHARED locks of its open WAL connections
+    # among them, and another process closing its connection would then delete the WAL
+    # under them (tests/test_posix_locks.py). SQLite keeps such descriptors until its locks
+    # are gone, and says "file is not a database" for a file that is not one.
     try:
         probe = sqlite3.connect(read_only_uri(path), uri=True)
         try:
@@ -139,6 +137,10 @@ def check_existing(target: Target) -> bool:
         finally:
             probe.close()
     except sqlite3.DatabaseError as exc:
+        if "file is not a database" in str(exc):
+            raise NotAMemstoreDatabase(
+                f"{path} is not a SQLite database (so not a memstore database); left untouched"
+            ) from exc
         raise NotAMemstoreDatabase(
             f"{path} cannot be read as SQLite ({exc}); left untouched"
         ) from exc
