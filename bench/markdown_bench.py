@@ -73,7 +73,10 @@ def sentence(rng: random.Random, words: int) -> str:
     return " ".join(chosen).capitalize() + "."
 
 
-def build(locations: int, per_location: int, seed: int = 1) -> list[LocationMemories]:
+def build(
+    locations: int, per_location: int, seed: int = 1, accented: bool = False
+) -> list[LocationMemories]:
+    """A file's worth of memories; ``accented`` gives every text a non-ASCII word."""
     rng = random.Random(seed)
     entries = []
     for location_id in range(1, locations + 1):
@@ -81,6 +84,8 @@ def build(locations: int, per_location: int, seed: int = 1) -> list[LocationMemo
         for index in range(per_location):
             title = sentence(rng, rng.randint(4, 8))[:-1]
             text = " ".join(sentence(rng, rng.randint(10, 18)) for _ in range(rng.randint(2, 4)))
+            if accented:
+                text += " Über die Brücke, café."
             fields = {
                 "category": rng.choice(list(Category)),
                 "title": title,
@@ -199,11 +204,16 @@ def main() -> int:
         f"{'target ms':>10}  median vs target"
     )
     failed = False
-    for count, (locations, per_location, runs) in {
-        1_100: (110, 10, 41),
-        10_000: (1_000, 10, 11),
-    }.items():
-        entries = build(locations, per_location)
+    # the third case: every text with a non-ASCII word, which the one-match path leaves to
+    # the general reader (measured, not a target: a known regression, see the README)
+    for count, (locations, per_location, runs, accented) in (
+        (1_100, (110, 10, 41, False)),
+        (10_000, (1_000, 10, 11, False)),
+        (1_100, (110, 10, 41, True)),
+    ):
+        entries = build(locations, per_location, accented=accented)
+        if accented:
+            print(f"{'':>9} the same 1,100 memories, every text with a non-ASCII word:")
         text = render_memories_md(entries)
         result = parse_memories_md(text)
         assert result.problems == () and list(result.locations) == entries, "round trip"
@@ -247,6 +257,8 @@ def main() -> int:
         for name, baseline in baselines:
             ratio = baseline[0] / parse_ms[0]
             verdict = "ok" if ratio >= PARSE_SPEEDUP else "UNDER"
+            if accented:
+                verdict = "measured, no target"
             failed = failed or verdict == "UNDER"
             print(
                 f"{'':>9} parse is {ratio:.2f}x faster than {name} "

@@ -124,9 +124,9 @@ def memory_row_problem(row: MemoryRow) -> str | None:
     """
     (category, title, text, episode, turns, score, persistence, status, by, turn, at, reason) = row
     if (
-        # The common case, decided at once from MEMORY_RULES' limits and checks: ASCII
-        # texts and a well-formed link or none. Everything else goes through the table
-        # rule by rule.
+        # The common case, decided at once from MEMORY_RULES' limits and checks: an ASCII
+        # title, a text of any script with no lone surrogate, and a well-formed link or
+        # none. Everything else goes through the table rule by rule.
         type(category) is Category
         and type(persistence) is Persistence
         and type(status) is Status
@@ -137,7 +137,7 @@ def memory_row_problem(row: MemoryRow) -> str | None:
         and not title.isspace()  # title_problem, for an ASCII title with no NUL
         and type(text) is str
         and len(text) <= _TEXT_MAX
-        and text.isascii()
+        and (text.isascii() or _SURROGATE.search(text) is None)  # the text's whole rule
         and type(episode) is int
         and episode >= _EPISODE_MIN
         and type(turns) is str
