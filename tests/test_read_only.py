@@ -79,9 +79,7 @@ def test_a_write_command_on_a_read_only_database_says_so_in_one_line(
     assert "[SQL" not in err and "INSERT" not in err and "UPDATE" not in err
 
 
-def test_a_store_opened_read_only_reads_and_refuses_writes(
-    database: Path, mem: MakeMemory
-) -> None:
+def test_a_store_opened_read_only_reads_and_refuses_writes(database: Path, mem: MakeMemory) -> None:
     with MemoryStore.open(database, read_only=True) as store:
         assert [m.title for m in store.memories(15)] == ["Mailbox", "Leaflet"]
         with pytest.raises(ReadOnlyDatabase, match="read-only database"):
@@ -91,8 +89,6 @@ def test_a_store_opened_read_only_reads_and_refuses_writes(
         assert store.get_persistent_count() == 2
 
 
-def test_opening_a_read_only_database_for_writing_is_refused(
-    locked: Path, mem: MakeMemory
-) -> None:
+def test_opening_a_read_only_database_for_writing_is_refused(locked: Path, mem: MakeMemory) -> None:
     with pytest.raises(ReadOnlyDatabase, match=f"read-only database: {locked}"):
         MemoryStore.open(locked)
