@@ -92,7 +92,7 @@ class StoreCore:
         try:
             self._conn: Connection = self._engine.connect()
         except Exception as exc:
-            refused = self._refusal(exc, connected=False)
+            refused = self.refusal(exc, connected=False)
             if refused is None:
                 raise
             raise refused from None
@@ -202,7 +202,7 @@ class StoreCore:
                 with self._conn.begin():
                     yield self._conn
             except Exception as exc:
-                refused = self._refusal(exc, writing=begin != "BEGIN")
+                refused = self.refusal(exc, writing=begin != "BEGIN")
                 if refused is None:
                     raise
                 raise refused from exc
@@ -211,7 +211,7 @@ class StoreCore:
                 if begin != "BEGIN":
                     self._forget(forget)
 
-    def _refusal(
+    def refusal(
         self, exc: BaseException, *, connected: bool = True, writing: bool = False
     ) -> Exception | None:
         """memstore's one-line error for what the database refused (None: not a refusal,
@@ -263,18 +263,6 @@ class StoreCore:
         )
 
     @contextmanager
-    def guarded(self) -> Iterator[None]:
-        """Run a read outside the store's transactions (the per-turn view) with the same
-        errors as inside them."""
-        try:
-            yield
-        except Exception as exc:
-            refused = self._refusal(exc)
-            if refused is None:
-                raise
-            raise refused from exc
-
-    @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:
         """Call ``callback(sql)`` with every statement the store's connection runs while
         the block runs (SQLite: with its parameters expanded); for tests and debugging."""
@@ -308,8 +296,13 @@ class StoreCore:
 
     def _check_cache(self) -> None:
         """Drop the caches if another connection committed since they were filled."""
-        with self.guarded():
+        try:
             version = change_token(self._conn)
+        except Exception as exc:
+            refused = self.refusal(exc)
+            if refused is None:
+                raise
+            raise refused from exc
         if version != self._data_version:
             self._forget()
             self._data_version = version

@@ -55,11 +55,17 @@ class StoreReads(StoreCore):
         connection has committed or a write left the view incomplete.
         """
         check_location_id(location_id)
-        with self._lock, self.guarded():
+        with self._lock:
             self._check_cache()
             text = self._views.text(location_id)
             if text is None:
-                text = self._load_view(location_id)
+                try:
+                    text = self._load_view(location_id)
+                except Exception as exc:
+                    refused = self.refusal(exc)
+                    if refused is None:
+                        raise
+                    raise refused from exc
         return text
 
     def _load_view(self, location_id: int) -> str:
