@@ -10,8 +10,10 @@ MEMSTORE_REQUIRE_POSTGRES=1 (as in CI).
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +197,24 @@ def _no_memstore_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     MEMSTORE_MODEL must not reach them (MemoryStore.open reads the configuration)."""
     for variable in ("MEMSTORE_DB", "MEMSTORE_MODEL", "MEMSTORE_API_BASE"):
         monkeypatch.delenv(variable, raising=False)
+
+
+@contextmanager
+def write_lock_held(store: MemoryStore) -> Iterator[None]:
+    """While the block runs, another thread holds a write transaction open on ``store``
+    (so every other writer waits, then gets StoreBusy); released when the block ends."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.transaction(write=True):
+            entered.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert entered.wait(30), "the holder never got the write lock"
+        yield
+    finally:
+        release.set()
+        holder.join()

@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import write_lock_held
 from pg_cluster import PgCluster, PgClusterError, require_or_skip
 from pg_cluster import unavailable_reason as pg_unavailable
 
@@ -165,7 +166,7 @@ def incompressible(length: int, seed: int = 18) -> str:
 
 
 # =============================================================================================
-# Defects: these fail today
+# Defects found by the review: each failed before its fix (the two still open are xfail)
 # =============================================================================================
 
 
@@ -176,7 +177,7 @@ def test_a_server_restart_makes_the_next_call_a_memstore_error_not_a_raw_psycopg
     with MemoryStore.open(url) as store:
         assert store.add_memory(1, "Here", note("Before the restart"))
         restart(own_cluster)
-        with pytest.raises(MemstoreError):  # today: psycopg.errors.AdminShutdown
+        with pytest.raises(MemstoreError):  # was: psycopg.errors.AdminShutdown
             store.add_memory(1, "Here", note("After the restart"))
 
 
@@ -187,7 +188,7 @@ def test_after_a_server_restart_the_store_works_again_or_says_the_server_is_unav
     with MemoryStore.open(url) as store:
         assert store.add_memory(1, "Here", note("Before the restart"))
         restart(own_cluster)
-        for attempt in range(3):  # today: AdminShutdown, then "the connection is closed" forever
+        for attempt in range(3):  # was: AdminShutdown, then "the connection is closed" forever
             try:
                 store.add_memory(1, "Here", note(f"After the restart {attempt}"))
             except DatabaseUnavailable:
@@ -197,7 +198,7 @@ def test_after_a_server_restart_the_store_works_again_or_says_the_server_is_unav
 def test_read_only_open_of_an_empty_database_says_there_is_no_memstore_database(
     database: str | Path,
 ) -> None:
-    # SQLite: NotAMemstoreDatabase "no memstore database at PATH"; PostgreSQL today:
+    # SQLite: NotAMemstoreDatabase "no memstore database at PATH"; PostgreSQL before the fix:
     # ReadOnlyDatabase "read-only database: URL; nothing was written" (what `memstore stats`,
     # `show`, `check` and `export` print on an empty server database too)
     with pytest.raises(NotAMemstoreDatabase):
@@ -209,22 +210,9 @@ def test_two_memstore_databases_in_two_schemas_do_not_block_each_other(
 ) -> None:
     one_url, other_url = _schema_url(cluster), _schema_url(cluster)
     with MemoryStore.open(one_url) as one, MemoryStore.open(other_url, busy_timeout_s=0.5) as other:
-        entered, release = threading.Event(), threading.Event()
-
-        def import_in_the_first() -> None:
-            with one.transaction(write=True):
-                entered.set()
-                release.wait(20)
-
-        holder = threading.Thread(target=import_in_the_first)
-        holder.start()
-        try:
-            assert entered.wait(20)
-            # today: StoreBusy naming the other schema's URL (one advisory lock per database)
+        with write_lock_held(one):
+            # was: StoreBusy naming the other schema's URL (one advisory lock per database)
             assert other.add_memory(1, "Elsewhere", note("Independent"))
-        finally:
-            release.set()
-            holder.join()
 
 
 @pytest.mark.parametrize(
@@ -244,7 +232,7 @@ def test_an_integer_past_64_bits_raises_the_same_error_on_both_backends(
     database: str | Path, call: Callable[[MemoryStore], Any]
 ) -> None:
     # SQLite: OverflowError ("Python int too large to convert to SQLite INTEGER");
-    # PostgreSQL today: psycopg.errors.NumericValueOutOfRange
+    # PostgreSQL was: psycopg.errors.NumericValueOutOfRange
     with MemoryStore.open(database) as store:
         with pytest.raises((OverflowError, ValueError)):
             call(store)
@@ -302,7 +290,7 @@ def test_a_fleet_running_db_upgrade_at_once_on_a_new_database_all_succeed(pg_url
         _out, err = upgrade.communicate(timeout=120)
         if upgrade.returncode != 0:
             failures.append(err.strip().splitlines()[-1])
-    # today most fail: "internal error: IntegrityError ... pg_type_typname_nsp_index"
+    # most failed: "internal error: IntegrityError ... pg_type_typname_nsp_index"
     assert failures == []
 
 
@@ -314,7 +302,7 @@ def test_a_role_without_create_on_public_gets_a_memstore_error(cluster: PgCluste
     with psycopg.connect(cluster.conninfo("postgres"), autocommit=True) as admin:
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
     try:
-        with pytest.raises(MemstoreError):  # today: sqlalchemy ProgrammingError with the DDL
+        with pytest.raises(MemstoreError):  # was: sqlalchemy ProgrammingError with the DDL
             MemoryStore.open(url.replace("postgres@", f"{role}@"))
     finally:
         cluster.drop_database(name)
@@ -332,7 +320,7 @@ def test_a_role_that_may_only_read_gets_read_only_database_on_a_write(cluster: P
         owner.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
     try:
         with MemoryStore.open(url.replace("postgres@", f"{role}@")) as store:
-            # SQLite: a database the process cannot write is ReadOnlyDatabase; today:
+            # SQLite: a database the process cannot write is ReadOnlyDatabase; PostgreSQL was:
             # psycopg.errors.InsufficientPrivilege (and `memstore` prints "internal error")
             with pytest.raises(ReadOnlyDatabase):
                 store.add_memory(1, "Here", note("Not allowed"))
@@ -345,7 +333,7 @@ def test_a_role_that_may_only_read_gets_read_only_database_on_a_write(cluster: P
 def test_a_url_naming_a_schema_that_does_not_exist_is_a_memstore_error(cluster: PgCluster) -> None:
     cluster_url = _schema_url(cluster).split("?")[0]
     missing = f"{cluster_url}?options=-csearch_path%3Dno_such_schema_{uuid.uuid4().hex[:8]}"
-    # today: sqlalchemy ProgrammingError (DuplicateTable "memories": the search path became
+    # was: sqlalchemy ProgrammingError (DuplicateTable "memories": the search path became
     # "None", pg_temp, and the schema was being created among the temporary tables)
     with pytest.raises(MemstoreError):
         MemoryStore.open(missing)
@@ -354,7 +342,7 @@ def test_a_url_naming_a_schema_that_does_not_exist_is_a_memstore_error(cluster: 
 def test_get_status_reports_the_database_size_on_both_backends(database: str | Path) -> None:
     with MemoryStore.open(database) as store:
         store.add_memory(1, "Here", note("Something"))
-        # PostgreSQL today: 0 (and `memstore stats` prints "database size: 0 bytes")
+        # PostgreSQL was: 0 (and `memstore stats` prints "database size: 0 bytes")
         assert store.get_status()["database_bytes"] > 0
 
 
@@ -387,7 +375,7 @@ def test_importing_a_file_with_a_nul_character_into_a_server_is_not_an_internal_
     assert exported.returncode == 0, exported.stderr
     MemoryStore.open(pg_url).close()
     imported = memstore("--db", pg_url, "import", str(tmp_path / "M.md"), "--apply")
-    # today: "memstore: internal error: ValueError: ... cannot store the NUL character"
+    # was: "memstore: internal error: ValueError: ... cannot store the NUL character"
     assert "internal error" not in imported.stderr, imported.stderr
 
 
@@ -492,23 +480,10 @@ def test_acknowledged_writes_survive_a_server_restart(own_cluster: PgCluster) ->
 
 def test_no_connection_is_left_idle_in_transaction_after_errors(pg_url: str) -> None:
     with MemoryStore.open(pg_url) as holder, MemoryStore.open(pg_url, busy_timeout_s=0.3) as store:
-        entered, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with holder.transaction(write=True):
-                entered.set()
-                release.wait(20)
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            assert entered.wait(20)
+        with write_lock_held(holder):
             with pytest.raises(StoreBusy):
                 store.add_memory(1, "Here", note("Blocked"))
             assert backend_state(store) == "idle"
-        finally:
-            release.set()
-            thread.join()
         for raised in (RuntimeError("user code"), KeyboardInterrupt()):
             with pytest.raises(type(raised)):
                 with store.transaction(write=True):
@@ -672,7 +647,7 @@ def test_a_role_without_the_temp_privilege_gets_a_memstore_error(cluster: PgClus
         owner.execute(f'CREATE SCHEMA app AUTHORIZATION "{role}"')
     agent_url = url.replace("postgres@", f"{role}@") + "?options=-csearch_path%3Dapp"
     try:
-        # today: sqlalchemy ProgrammingError "permission denied to create temporary tables"
+        # was: sqlalchemy ProgrammingError "permission denied to create temporary tables"
         with pytest.raises(MemstoreError):
             MemoryStore.open(agent_url)
     finally:
@@ -716,7 +691,7 @@ def test_the_reviewer_loop_against_three_writer_processes_loses_nothing_on_a_ser
 def test_trace_sql_traces_on_both_backends(database: str | Path) -> None:
     seen: list[str] = []
     with MemoryStore.open(database) as store:
-        with store.trace_sql(seen.append):  # PostgreSQL today: NotImplementedError
+        with store.trace_sql(seen.append):  # PostgreSQL was: NotImplementedError
             store.add_memory(1, "Here", note("Traced"))
     assert any("INSERT" in statement.upper() for statement in seen)
 
@@ -735,7 +710,7 @@ def test_eval_given_a_server_url_never_makes_a_folder_named_after_it(tmp_path: P
         cwd=tmp_path,
         check=False,
     )
-    # today: it plays on SQLite files under ./postgresql+psycopg:/agent:S3cret-pw@127.0.0.1:5432/
+    # was: it plays on SQLite files under ./postgresql+psycopg:/agent:S3cret-pw@127.0.0.1:5432/
     # fleet/, writing the password into the file system, and says nothing about it
     made = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")]
     assert not any("S3cret-pw" in name for name in made), made
@@ -768,7 +743,7 @@ def test_a_long_action_that_moves_the_player_does_not_break_the_agent_loop(
         moved = ZMachineContext(
             location_before=2, location_after=3, location_after_name="Far", score_after=5
         )
-        # PostgreSQL today: psycopg.errors.ProgramLimitExceeded (uq_map_connections_from_id_
+        # PostgreSQL was: psycopg.errors.ProgramLimitExceeded (uq_map_connections_from_id_
         # action_key), here and on every later turn, flush and close: the map event stays pending
         manager.record_action_outcome(2, "North", action, "Somehow you end up elsewhere.", moved)
         took = ZMachineContext(
@@ -850,7 +825,7 @@ def test_a_write_cut_off_in_its_commit_never_says_nothing_was_written_when_it_wa
         with MemoryStore.open(url) as again:
             stored = {m.title for m in again.memories(1)}
         assert "In doubt" in stored  # it was committed
-        if "raised" in outcome:  # today: DatabaseUnavailable "...; nothing was written, ..."
+        if "raised" in outcome:  # was: DatabaseUnavailable "...; nothing was written, ..."
             assert "nothing was written" not in str(outcome["raised"]), outcome["raised"]
     finally:
         admin.close()
@@ -952,9 +927,8 @@ def test_every_call_while_the_server_is_down_is_database_unavailable(
         try:
             with pytest.raises(DatabaseUnavailable):  # the lost connection
                 store.add_memory(1, "Here", note("While down"))
-            # the store now tries to connect again: today the refused connection escapes as
-            # sqlalchemy.exc.OperationalError (store_core._transaction sets conn.info before
-            # its try; memories() reads change_token outside any guard)
+            # the store now tries to connect again, and is refused: still one line (it was
+            # a raw sqlalchemy.exc.OperationalError, from outside the transaction's guard)
             with pytest.raises(DatabaseUnavailable):
                 store.add_memory(1, "Here", note("While down"))
             with pytest.raises(DatabaseUnavailable):

@@ -8,12 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.config import Config
+from conftest import write_lock_held
 from sqlalchemy import create_engine, text
 
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, StoreBusy
@@ -125,22 +125,9 @@ def test_the_ephemeral_tier_belongs_to_one_store(url: str) -> None:
 
 def test_a_writer_waits_for_another_and_then_reports_busy(url: str) -> None:
     with MemoryStore.open(url) as holder, MemoryStore.open(url, busy_timeout_s=0.3) as other:
-        entered, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with holder.transaction(write=True):
-                entered.set()
-                release.wait(10)
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            assert entered.wait(10)
+        with write_lock_held(holder):
             with pytest.raises(StoreBusy, match="busy timeout; nothing was written"):
                 other.add_memory(2, "There", note("Blocked"))
-        finally:
-            release.set()
-            thread.join()
         assert other.add_memory(2, "There", note("Blocked"))  # and works once it is free
         assert [m.title for m in holder.memories(2)] == ["Blocked"]
 
