@@ -791,6 +791,15 @@ def test_a_write_cut_off_in_its_commit_never_says_nothing_was_written_when_it_wa
             assert store.add_memory(1, "Here", note("Before"))
             admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
             admin.execute("SELECT pg_reload_conf()")
+            # the store's backend reloads its settings between statements, after the signal
+            # arrives: wait until it has (else its next commit may not wait for a standby)
+            settled = time.monotonic() + 20
+            while True:
+                with store.transaction(write=False) as conn:
+                    names = conn.exec_driver_sql("SHOW synchronous_standby_names").scalar()
+                if names == "nobody" or time.monotonic() > settled:
+                    break
+                time.sleep(0.05)
             backend = store._conn.connection.driver_connection.info.backend_pid
             outcome: dict[str, Any] = {}
 
