@@ -19,10 +19,16 @@ from __future__ import annotations
 from alembic import context
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.util import CommandError
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine, event
 
 from memstore.config import load_config
-from memstore.connection import Target, check_existing, resolve_target
+from memstore.connection import (
+    BEGIN_KEY,
+    DEFAULT_BUSY_TIMEOUT_S,
+    Target,
+    check_existing,
+    resolve_target,
+)
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew
 from memstore.schema import metadata
 
@@ -65,6 +71,31 @@ def refuse_data_loss(migration_context: MigrationContext, target: Target) -> Non
             )
 
 
+def one_sqlite_transaction(engine: Engine) -> None:
+    """Run a SQLite migration as ONE transaction that holds the write lock from its start.
+
+    Python's sqlite3 driver, left to itself, begins a transaction only at the first INSERT
+    or UPDATE: the CREATE of a batch rebuild's temporary table ran before it, on its own, so
+    a rebuild that failed afterwards (a row the new table refuses, a lock not granted) left
+    ``_alembic_tmp_<table>`` behind and every later upgrade failed on it. Here the driver
+    issues no BEGIN of its own and every transaction is ``BEGIN IMMEDIATE``, as memstore's
+    writers' are: the migration waits for another process's write (memstore's busy timeout)
+    instead of failing halfway, and a failure rolls all of it back.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(DEFAULT_BUSY_TIMEOUT_S * 1000)}")
+        # batch mode rebuilds tables: dropping one must not cascade to the rows of another
+        # (a no-op inside a transaction, so it is set here, before any)
+        dbapi_connection.execute("PRAGMA foreign_keys = OFF")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        connection.exec_driver_sql(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
+
+
 def revision_label(migration_context: MigrationContext) -> str:
     heads = migration_context.get_current_heads()
     return ", ".join(heads) if heads else "base"
@@ -87,14 +118,16 @@ def run_migrations_online() -> None:
     target = database_target()
     refuse_foreign(target)
     engine = create_engine(target.url.render_as_string(hide_password=False))
+    if engine.dialect.name == "sqlite":
+        one_sqlite_transaction(engine)
     with engine.connect() as connection:
-        if connection.dialect.name == "sqlite":
-            connection.exec_driver_sql("PRAGMA foreign_keys = OFF")  # batch table rebuilds
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True
         )
         migration_context = context.get_context()
+        if getattr(migration_context.opts.get("fn"), "__name__", None) == "display_version":
+            connection.info[BEGIN_KEY] = "BEGIN"  # `current` only reads: no write lock
         refuse_data_loss(migration_context, target)
         config.print_stdout(f"database: {target.display}")
         config.print_stdout(f"revision before: {revision_label(migration_context)}")

@@ -253,3 +253,23 @@ def test_the_alembic_command_refuses_downgrade_base_then_allows_it(populated: Pa
     )
     assert code == 0, output
     assert revision(populated) is None and "revision after: base" in output.splitlines()
+
+
+# --- how it takes the database's lock -------------------------------------------------------
+
+
+def test_current_reads_without_waiting_for_another_processes_write(tmp_path: Path) -> None:
+    """`current` only reads: it must not queue behind a writer for the busy timeout (30 s),
+    as it would if it began its transaction for writing as an upgrade does."""
+    db = tmp_path / "busy.db"
+    MemoryStore.open(db).close()  # WAL: a reader never waits for a writer
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("UPDATE locations SET visit_count = visit_count + 1")
+    try:
+        cfg, out = config(db)
+        command.current(cfg)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert f"{HEAD_REVISION} (head)" in out.getvalue()

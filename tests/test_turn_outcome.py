@@ -144,12 +144,14 @@ def test_upgrade_to_0007_adds_an_empty_outcome_and_keeps_every_row(tmp_path: Pat
     before, turns = snapshot(db), turn_rows(db)
     assert turns  # the populated database has turn records
     command.upgrade(alembic_config(db), "0007")
-    assert revision(db) == "0007" == HEAD_REVISION
+    assert revision(db) == "0007"
     assert snapshot(db) == before and turn_rows(db) == turns
     with sqlite3.connect(db) as conn:
         assert {row[0] for row in conn.execute("SELECT outcome FROM turn_records")} == {None}
         with pytest.raises(sqlite3.IntegrityError):
             conn.execute("UPDATE turn_records SET outcome = 'meh'")
+    command.upgrade(alembic_config(db), "head")
+    assert revision(db) == HEAD_REVISION
     with MemoryStore.open(db) as store:
         manager = SimpleMemoryManager(store, MemstoreConfig(), run_id="new")
         manager.record_action_outcome(BEHIND_HOUSE, "Behind House", "north", WALL, here())

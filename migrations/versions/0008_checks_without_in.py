@@ -1,0 +1,90 @@
+"""CHECK constraints on lists of values written as ``=`` tests joined by OR, not ``IN (...)``.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-11-24
+
+SQLite 3.40 evaluates ``column IN ('a', 'b', ...)`` inside a CHECK by building a temporary
+b-tree for the list, each time a row is written: the three such checks of ``memories`` cost
+an import of 1,100 memories 4 ms, more than the rows' own insert, and every durable add or
+supersede a few microseconds. ``column = 'a' OR column = 'b' ...`` accepts exactly the same
+values (NULL included: neither form rejects it) and costs a few comparisons.
+
+Every row already satisfies the new checks (they are the same rules), so nothing is
+rewritten but the constraints; on SQLite each table is rebuilt by alembic's batch mode with
+its rows as they are. The downgrade puts the ``IN`` forms back.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0008"
+down_revision = "0007"
+branch_labels = None
+depends_on = None
+
+# The value lists as of this revision (a migration keeps its own copy).
+CATEGORIES = ["SUCCESS", "FAILURE", "DISCOVERY", "DANGER", "NOTE"]
+STATUSES = ["ACTIVE", "TENTATIVE", "SUPERSEDED"]
+PERSISTENCES = ["core", "permanent"]
+MODES = ["llm", "offline"]
+OUTCOMES = ["ok", "refused", "repeated", "died"]
+DIRECTIONS = [
+    "north",
+    "south",
+    "east",
+    "west",
+    "northeast",
+    "northwest",
+    "southeast",
+    "southwest",
+    "up",
+    "down",
+    "in",
+    "out",
+]
+
+
+def one_of(column: str, values: list[str]) -> str:
+    return "(" + " OR ".join(f"{column} = {v!r}" for v in values) + ")"
+
+
+def in_list(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def checks(form) -> dict[str, dict[str, str]]:  # noqa: ANN001 - one_of or in_list
+    """The constraints this revision rewrites, by table and name, in one form."""
+    return {
+        "memories": {
+            "category_known": form("category", CATEGORIES),
+            "status_known": form("status", STATUSES),
+            "persistence_known": form("persistence", PERSISTENCES),
+        },
+        "synthesis_decisions": {"mode_known": form("mode", MODES)},
+        "turn_records": {"outcome_known": "outcome IS NULL OR " + form("outcome", OUTCOMES)},
+        "map_connections": {
+            "direction_known": (
+                f"direction IS NULL OR ({form('direction', DIRECTIONS)} AND action_key = direction)"
+            )
+        },
+        "map_exit_failures": {"direction_known": form("direction", DIRECTIONS)},
+        "map_pruned_exits": {"direction_known": form("direction", DIRECTIONS)},
+    }
+
+
+def rewrite(form) -> None:  # noqa: ANN001 - one_of or in_list
+    for table, constraints in checks(form).items():
+        with op.batch_alter_table(table) as batch:  # SQLite: rebuilt; PostgreSQL: ALTER
+            for name, sqltext in constraints.items():
+                batch.drop_constraint(op.f(f"ck_{table}_{name}"), type_="check")
+                batch.create_check_constraint(op.f(f"ck_{table}_{name}"), sqltext)
+
+
+def upgrade() -> None:
+    rewrite(one_of)
+
+
+def downgrade() -> None:
+    rewrite(in_list)
