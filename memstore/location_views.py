@@ -48,6 +48,10 @@ class LocationViews:
         self.views[location_id] = view
         return self.text(location_id) or ""
 
+    def holds(self, location_id: int) -> bool:
+        """Is a view of this location kept (so that a write there must update it)?"""
+        return location_id in self.views
+
     def changed(
         self, location_id: int, removed: Iterable[tuple[int, int]], added: Iterable[ViewRow]
     ) -> None:

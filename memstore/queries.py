@@ -48,22 +48,22 @@ TIERS = (("persistent", memories), ("ephemeral", ephemeral_memories))
 
 # Statements used on every turn are built once: building a Core statement costs more than
 # running it. Parameters are bound by name at execution.
-FIND_LIVE = {
-    tier: select(table.c.id, table.c.persistence, table.c.episode).where(
-        table.c.location_id == bindparam("location_id"),
-        table.c.title == bindparam("title"),
-        table.c.status != SUPERSEDED_LITERAL,
-    )
-    for tier, table in TIERS
-}
 INSERT_MEMORY = {tier: insert(table).returning(table.c.id) for tier, table in TIERS}
 TIER_NAMES = ("persistent", "ephemeral")
-#: (tier number, id) of the live memories titled exactly so here, in both tiers at once
-LIVE_TITLE_ANYWHERE = union_all(
+#: the live memories here titled exactly ``title`` or ``other_title``, in both tiers at once
+#: (tier number, id, persistence, episode, title); no ORDER BY, which would sort both halves
+#: in temporary b-trees (the caller sorts the few rows)
+LIVE_TITLED = union_all(
     *(
-        select(literal_column(str(number)), table.c.id).where(
+        select(
+            literal_column(str(number)).label("tier"),
+            table.c.id,
+            table.c.persistence,
+            table.c.episode,
+            table.c.title,
+        ).where(
             table.c.location_id == bindparam("location_id"),
-            table.c.title == bindparam("title"),
+            table.c.title.in_([bindparam("title"), bindparam("other_title")]),
             table.c.status != SUPERSEDED_LITERAL,
         )
         for number, (_tier, table) in enumerate(TIERS)

@@ -59,7 +59,8 @@ def check_reason(reason: object) -> str:
     return reason
 
 
-def memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
+def memory_row(location_id: int, memory: Memory, created_at: str | None = None) -> dict[str, Any]:
+    """The row of a memory written now (or at ``created_at``, the write's own time)."""
     start, end = parse_turns(memory.turns)
     return {
         "location_id": location_id,
@@ -72,7 +73,7 @@ def memory_row(location_id: int, memory: Memory) -> dict[str, Any]:
         "score_change": memory.score_change,
         "persistence": memory.persistence.value,
         "status": memory.status.value,
-        "created_at": now(),
+        "created_at": created_at or now(),
     }
 
 

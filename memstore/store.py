@@ -33,16 +33,14 @@ from memstore.models import (
 )
 from memstore.queries import (
     ENSURE_LOCATION,
-    FIND_LIVE,
     INSERT_DECISION,
     INSERT_LINK,
     INSERT_MEMORY,
     INSERT_TURNS,
-    LIVE_TITLE_ANYWHERE,
+    LIVE_TITLED,
     MARK_SUPERSEDED,
     TIER_NAMES,
     TIER_NUMBER,
-    TIERS,
     VISIT_EPISODE,
     VISIT_LOCATION,
 )
@@ -73,14 +71,16 @@ from memstore.versions import (
 
 
 class _Version:
-    """The version of one write transaction: taken from the counter when first needed,
-    so a transaction that changes no persistent memory leaves the counter alone."""
+    """The version of one write transaction, taken from the counter when first needed (so
+    a transaction that changes no persistent memory leaves the counter alone), and its
+    time: every row the transaction writes carries the same ``created_at``."""
 
-    __slots__ = ("conn", "value")
+    __slots__ = ("conn", "stamp", "value")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.value: int | None = None
+        self.stamp = now()
 
     def get(self) -> int:
         if self.value is None:
@@ -89,9 +89,13 @@ class _Version:
 
 
 class _Live(NamedTuple):
+    """A live memory as LIVE_TITLED reads it."""
+
+    tier: str
     id: int
     persistence: str
     episode: int
+    title: str
 
 
 class MemoryStore(StoreReads):
@@ -139,7 +143,26 @@ class MemoryStore(StoreReads):
         return episode
 
     @staticmethod
+    def _live_titled(
+        conn: Connection, location_id: int, title: str, other_title: str | None = None
+    ) -> list[_Live]:
+        """The live memories here titled exactly ``title`` (or ``other_title``), in both
+        tiers, the persistent tier first: one statement."""
+        params = {
+            "location_id": location_id,
+            "title": title,
+            "other_title": title if other_title is None else other_title,
+        }
+        return [
+            _Live(TIER_NAMES[tier], memory_id, persistence, episode, found)
+            for tier, memory_id, persistence, episode, found in sorted(
+                _run(conn, LIVE_TITLED, params)
+            )
+        ]
+
+    @classmethod
     def _live_title_exists(
+        cls,
         conn: Connection,
         location_id: int,
         title: str,
@@ -147,11 +170,9 @@ class MemoryStore(StoreReads):
     ) -> bool:
         """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
         skip = set(excluded)
-        params = {"location_id": location_id, "title": title}
-        for tier_number, memory_id in _run(conn, LIVE_TITLE_ANYWHERE, params):
-            if (TIER_NAMES[tier_number], memory_id) not in skip:
-                return True
-        return False
+        return any(
+            (live.tier, live.id) not in skip for live in cls._live_titled(conn, location_id, title)
+        )
 
     def _insert(
         self,
@@ -164,7 +185,7 @@ class MemoryStore(StoreReads):
     ) -> tuple[str, int]:
         """Insert a memory; ``location_known``: a persistent memory there proves the
         location row exists already."""
-        row = memory_row(location_id, memory)
+        row = memory_row(location_id, memory, version.stamp)
         tier = Tier.of(memory.persistence)
         if tier == "persistent":
             if not location_known:
@@ -192,15 +213,11 @@ class MemoryStore(StoreReads):
         self._changed(location_id, (), [(added, memory)])
         return True
 
-    @staticmethod
-    def _find_live(conn: Connection, location_id: int, title: str) -> tuple[str, Any] | None:
+    @classmethod
+    def _find_live(cls, conn: Connection, location_id: int, title: str) -> _Live | None:
         """The non-superseded memory with exactly this title: persistent tier first."""
-        params = {"location_id": location_id, "title": title}
-        for tier, _table in TIERS:
-            row = _run(conn, FIND_LIVE[tier], params).fetchone()
-            if row is not None:
-                return tier, _Live(*row)
-        return None
+        found = cls._live_titled(conn, location_id, title)
+        return found[0] if found else None
 
     def supersede_memory(
         self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
@@ -222,14 +239,16 @@ class MemoryStore(StoreReads):
         # an ephemeral memory can only supersede an ephemeral one: the file is not touched
         session = new_memory.persistence is Persistence.EPHEMERAL
         with (self._session_write if session else self._write)(forget=None) as conn:
-            found = self._find_live(conn, location_id, old_memory_title)
-            if found is None:
+            # the old memory and any other holder of the new title, in one statement
+            live = self._live_titled(conn, location_id, old_memory_title, new_memory.title)
+            old = next((found for found in live if found.title == old_memory_title), None)
+            if old is None:
                 return SupersedeOutcome.NOT_FOUND
-            tier, old = found
+            tier = old.tier
             if not Persistence(old.persistence).may_be_superseded_by(new_memory.persistence):
                 # would lose a game mechanic or spawn state after reset
                 return SupersedeOutcome.FORBIDDEN_TRANSITION
-            if self._live_title_exists(conn, location_id, new_memory.title, [(tier, old.id)]):
+            if any(found.title == new_memory.title and found is not old for found in live):
                 return SupersedeOutcome.DUPLICATE_TITLE
             version = _Version(conn)
             self._mark_superseded(conn, tier, old.id, version)
@@ -238,6 +257,7 @@ class MemoryStore(StoreReads):
             )
             self._link(
                 conn,
+                version,
                 tier,
                 old.id,
                 new_memory.episode,
@@ -259,6 +279,7 @@ class MemoryStore(StoreReads):
     @staticmethod
     def _link(
         conn: Connection,
+        version: _Version,
         tier: str,
         memory_id: int,
         episode: int,
@@ -272,7 +293,7 @@ class MemoryStore(StoreReads):
             "episode": episode,
             "turn": turn,
             "reason": reason,
-            "created_at": now(),
+            "created_at": version.stamp,
         }
         row["superseded_by_id"] = None
         if tier == "ephemeral":
@@ -331,14 +352,22 @@ class MemoryStore(StoreReads):
         with self._write(forget=None) as conn:
             version = _Version(conn)
             for title in titles:
-                found = self._find_live(conn, location_id, title)
-                if found is None:
+                old = self._find_live(conn, location_id, title)
+                if old is None:
                     results[title] = False
                     continue
-                tier, old = found
+                tier = old.tier
                 self._mark_superseded(conn, tier, old.id, version)
                 # the clock's episode, never one before the memory's own
-                self._link(conn, tier, old.id, max(at_episode, old.episode), at_turn, reason=reason)
+                self._link(
+                    conn,
+                    version,
+                    tier,
+                    old.id,
+                    max(at_episode, old.episode),
+                    at_turn,
+                    reason=reason,
+                )
                 removed.append((tier, old.id))
                 results[title] = True
         self._changed(location_id, removed, ())
@@ -385,10 +414,10 @@ class MemoryStore(StoreReads):
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
                 for title in supersede_titles:
-                    found = self._find_live(conn, location_id, title)
-                    if found is None or any(t == title for _tier, _id, t in superseded):
+                    old = self._find_live(conn, location_id, title)
+                    if old is None or any(t == title for _tier, _id, t in superseded):
                         continue
-                    tier, old = found
+                    tier = old.tier
                     if not Persistence(old.persistence).may_be_superseded_by(
                         new_memory.persistence
                     ):
@@ -405,7 +434,7 @@ class MemoryStore(StoreReads):
                     self._mark_superseded(conn, tier, old_id, version)
                 successor = self._insert(conn, location_id, location_name, new_memory, version)
                 for tier, old_id, _title in superseded:
-                    self._link(conn, tier, old_id, episode, turn, successor=successor)
+                    self._link(conn, version, tier, old_id, episode, turn, successor=successor)
                     removed.append((tier, old_id))
                 new_row.append((successor, new_memory))
                 added = True
@@ -413,12 +442,12 @@ class MemoryStore(StoreReads):
                 superseded = []
             invalidated: list[str] = []
             for title in invalidate:
-                found = self._find_live(conn, location_id, title)
-                if found is None:
+                old = self._find_live(conn, location_id, title)
+                if old is None:
                     continue
-                tier, old = found
+                tier = old.tier
                 self._mark_superseded(conn, tier, old.id, version)
-                self._link(conn, tier, old.id, episode, turn, reason=invalidation_reason)
+                self._link(conn, version, tier, old.id, episode, turn, reason=invalidation_reason)
                 removed.append((tier, old.id))
                 invalidated.append(title)
             applied = AppliedSynthesis(
@@ -467,8 +496,12 @@ class MemoryStore(StoreReads):
         removed: Iterable[tuple[str, int]],
         added: Iterable[tuple[tuple[str, int], Memory]],
     ) -> None:
-        """After a committed write here: the view gains and loses rows, the live list goes."""
+        """After a committed write here: the view gains and loses rows, the live list goes.
+        With no view kept here, nothing is built (a row's line and tokens cost more than
+        the rest of this)."""
         self._live_cache.pop(location_id, None)
+        if not self._views.holds(location_id):
+            return
         markers = self.config.show_persistence_markers
         gone = [(TIER_NUMBER[tier], memory_id) for tier, memory_id in removed]
         rows = [
