@@ -70,6 +70,9 @@ SLOW_TESTS = frozenset(
         "test_a_reader_that_goes_away_gets_no_broken_pipe_error",
     }
 )
+#: fixtures that start a server (PostgreSQL; the fake OpenAI server, reached through
+#: litellm, whose import alone takes 2.4 s): every test using one is ``slow``
+SERVER_FIXTURES = frozenset({"pg_cluster", "pg_database", "server"})
 
 
 BACKENDS = ("sqlite", "postgresql")
@@ -89,7 +92,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.property)
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
-        if module in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
+        if (
+            module in SLOW_MODULES
+            or getattr(item, "originalname", item.name) in SLOW_TESTS
+            or SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.slow)
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("database") == "postgresql":

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,24 @@ def alembic_config(db: Path) -> Config:
     config = Config(str(ROOT / "alembic.ini"))
     config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
     return config
+
+
+#: an empty database at each revision, made by alembic once per test session
+_AT_REVISION: dict[str, Path] = {}
+
+
+def new_database_at(db: Path, revision: str) -> None:
+    """Make ``db`` an empty database at ``revision``: alembic upgrades a new file from base
+    once per session and revision, and later calls copy that file (the tests then fill and
+    upgrade their own copy). The copies share the identity revision 0004 gives a database."""
+    made = _AT_REVISION.get(revision)
+    if made is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"memstore-at-{revision}-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        made = folder / "empty.db"
+        command.upgrade(alembic_config(made), revision)
+        _AT_REVISION[revision] = made
+    shutil.copyfile(made, db)
 
 
 def populate_0002(db: Path) -> None:
@@ -108,7 +129,7 @@ def revision(db: Path) -> str:
 @pytest.fixture
 def old_db(tmp_path: Path) -> Path:
     db = tmp_path / "old.db"
-    command.upgrade(alembic_config(db), "0002")
+    new_database_at(db, "0002")
     assert revision(db) == "0002" and "flagged_memories" not in tables(db)
     populate_0002(db)
     return db

@@ -13,12 +13,18 @@ from memstore.models import Memory
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
-from tests.test_migration_0003 import alembic_config, populate_0002, revision, snapshot
+from tests.test_migration_0003 import (
+    alembic_config,
+    new_database_at,
+    populate_0002,
+    revision,
+    snapshot,
+)
 
 
 def populated_0003(tmp_path: Path) -> Path:
     db = tmp_path / "old.db"
-    command.upgrade(alembic_config(db), "0002")
+    new_database_at(db, "0002")
     populate_0002(db)
     command.upgrade(alembic_config(db), "0003")
     return db

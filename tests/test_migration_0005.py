@@ -12,7 +12,13 @@ from memstore.errors import SchemaOutOfDate
 from memstore.flagged import FlaggedMemories, normalise
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
-from tests.test_migration_0003 import alembic_config, populate_0002, revision, snapshot
+from tests.test_migration_0003 import (
+    alembic_config,
+    new_database_at,
+    populate_0002,
+    revision,
+    snapshot,
+)
 from tests.test_store_schema import schema_of
 
 #: contents flagged before 0005, as an agent wrote them: case, runs of whitespace (tabs,
@@ -31,7 +37,7 @@ FLAGGED_COLUMNS = (
 
 def populated_0004(tmp_path: Path) -> Path:
     db = tmp_path / "old.db"
-    command.upgrade(alembic_config(db), "0004")
+    new_database_at(db, "0004")
     populate_0002(db)
     conn = sqlite3.connect(db)
     with conn:

@@ -14,7 +14,13 @@ from alembic import command
 
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
-from tests.test_migration_0003 import alembic_config, populate_0002, revision, snapshot
+from tests.test_migration_0003 import (
+    alembic_config,
+    new_database_at,
+    populate_0002,
+    revision,
+    snapshot,
+)
 from tests.test_store_schema import schema_of
 
 REBUILT = (
@@ -30,7 +36,7 @@ REBUILT = (
 def populated_0007(tmp_path: Path) -> Path:
     """A 0007 database holding memories, a decision, a turn record and a map."""
     db = tmp_path / "old.db"
-    command.upgrade(alembic_config(db), "0007")
+    new_database_at(db, "0007")
     populate_0002(db)
     conn = sqlite3.connect(db)
     with conn:
