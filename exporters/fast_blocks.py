@@ -1,4 +1,4 @@
-"""The fast path of the Memories.md reader: one memory block laid out exactly as the
+r"""The fast path of the Memories.md reader: one memory block laid out exactly as the
 renderer writes it, read in one match, or declined.
 
 The renderer separates every piece of the file by one blank line, so splitting the text on
@@ -12,11 +12,22 @@ reads as never depends on the fast path. Memories are built through
 without this path agree on any text (tests/test_memories_md_canonical.py).
 
 ``read_memory_run`` reads a run of memory blocks (the reader's inner loop). Its common
-cases, a block in the plainest layout (``_PLAIN_BLOCK``: ASCII, nothing escaped, one text
-line) and a struck SUPERSEDED one (``_STRUCK_BLOCK``), are read by one regex each with
-almost no check in Python: every value they take is one the model's rules accept, and a
-property test checks that they give what ``read_general_memory_block`` gives for any block
+cases, a block in the plainest layout (``_PLAIN_BLOCK``: nothing escaped, one text line)
+and a struck SUPERSEDED one (``_STRUCK_BLOCK``), are read by one regex each with almost no
+check in Python: every value they take is one the model's rules accept, and a property
+test checks that they give what ``read_general_memory_block`` gives for any block
 (tests/test_md_fast_blocks.py).
+
+Text in any script takes them too (``_unicode_allowed``). Neither reader treats a
+character beyond ASCII as structure: the line reader splits the file at ``\n`` only
+(``str.split``, after ``\r\n`` became ``\n``; never ``splitlines()``, which would split at
+U+0085, U+2028, U+001C and more), strips and compares only spaces and tabs
+(``strip(" \t")``, ``[ \t]``), and reads the lines of a block in these layouts with
+``FAST_HEADER``, ``REFERENCE`` and plain text, whose patterns, like these, use no ``\s``,
+``\d``, ``\w`` or case folding. So U+0085, U+2028, U+3000, U+00A0 and their kin are text
+to both readers alike. The one place the two could part is the model's rules, which see
+unicode: a title or a reason blank to ``str.strip()`` (U+3000 alone), and lone surrogates
+in a title or a text; ``_unicode_allowed`` declines those blocks.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ from exporters.memory_block import (
     memory_numbers_problem,
 )
 from memstore.md_rows import MemoryRow, memory_row_problem
-from memstore.models import MEMORY_RULES, Status, turns_problem
+from memstore.models import MEMORY_RULES, Status, reason_problem, title_problem, turns_problem
 
 __all__ = [
     "LOCATION_BLOCK_START",
@@ -94,10 +105,11 @@ _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 #: The common case of ``_MEMORY_BLOCK``, read with almost no check in Python: a block
 #: matching it (its title and text within MEMORY_RULES' lengths) whose kind is not
 #: SUPERSEDED (no reference line, no strike-through), with no backslash (nothing to
-#: unescape) and all ASCII, holds values the model accepts as they stand (``memory_row_problem``
-#: passes; tests/test_md_fast_blocks.py checks it) and reads as ``_MEMORY_BLOCK`` reads it.
-#: The title does not start with a space, a control character or ``*`` (so it is not
-#: blank) and holds no NUL; the text is one line not starting as structure would (``#``,
+#: unescape), and all ASCII or passing ``_unicode_allowed``, holds values the model accepts
+#: as they stand (``memory_row_problem`` passes; tests/test_md_fast_blocks.py checks it) and
+#: reads as ``_MEMORY_BLOCK`` reads it.
+#: The title does not start with a space, a control character or ``*`` (so an ASCII one
+#: is not blank) and holds no NUL; the text is one line not starting as structure would (``#``,
 #: ``*``, ``[``, a space or tab, ``---``); the episode (1 to 999) and the score change
 #: (-999 to +999) are written as the renderer writes them (the keys of ``_EPISODES`` and
 #: ``_SCORES``); the turn (or each end of a turn range, which ``turns_problem`` checks) is at
@@ -115,9 +127,10 @@ _PLAIN_BLOCK = re.compile(
 _STRUCK_KINDS = {text: kind for text, kind in _KINDS.items() if kind[2] is _SUPERSEDED}
 #: The common case of a SUPERSEDED memory, read as ``_PLAIN_BLOCK`` reads the others (the
 #: same conditions, the same header): its reference line as the renderer writes it (a turn,
-#: the episode when it is another, a successor title or a reason of printable ASCII with no
-#: ``"``; the reason not starting with a space or a control character, so not blank), then
-#: its text on one line, struck through.
+#: the episode when it is another, a successor title or a reason with no ``"`` and no line
+#: break; the reason not starting with a space or a control character, so an ASCII one is
+#: not blank, and any other is checked by ``reason_problem``), then its text on one line,
+#: struck through.
 _EPISODE = "([1-9][0-9]{0,2})"
 _TURN = f"([0-9]{{1,{SHORT_DIGITS}}})"
 _STRUCK_BLOCK = re.compile(
@@ -156,10 +169,10 @@ def read_memory_run(blocks: list[str], start: int) -> tuple[list[MemoryRow], int
             kind = kinds.get(kind_text)
             if (
                 kind is not None
-                and block.isascii()  # O(1): a str knows
                 and "\\" not in block
                 and "\n" not in body
                 and ("-" not in turns or turns_problem(turns) is None)
+                and (block.isascii() or _unicode_allowed(title, block))  # O(1): a str knows
             ):
                 category, persistence, status = kind
                 append(
@@ -205,12 +218,18 @@ def _read_struck_block(block: str) -> MemoryRow | None:
     kind = _STRUCK_KINDS.get(kind_text)
     if (
         kind is None
-        or not block.isascii()
         or "\\" in block
         or "\n" in body
         or len(title) > _TITLE_MAX
         or len(body) > _TEXT_MAX
         or ("-" in turns and turns_problem(turns) is not None)
+        or not (
+            block.isascii()
+            or (
+                _unicode_allowed(title, block)
+                and (reason is None or reason.isascii() or reason_problem(reason) is None)
+            )
+        )
     ):
         return None
     category, persistence, status = kind
@@ -234,6 +253,27 @@ def _read_struck_block(block: str) -> MemoryRow | None:
             reason,
         ),
     )
+
+
+def _unicode_allowed(title: str, block: str) -> bool:
+    """Whether a block that is not all ASCII may be read by ``_PLAIN_BLOCK`` or
+    ``_STRUCK_BLOCK`` all the same: the rules of MEMORY_RULES that see beyond ASCII hold.
+
+    The title, of at most ``_TITLE_MAX`` characters by the pattern, must not be blank to
+    the model (``title_problem``: ``str.strip()`` drops U+3000, U+0085, U+00A0 and the
+    rest of unicode's whitespace; an ASCII title starting as the pattern says is never
+    blank). The title and the text, length-limited fields, must hold no surrogate (in a
+    str every surrogate is lone; the model refuses them there): UTF-8 refuses exactly the
+    surrogates, and encoding is several times faster than a regex search. The block is
+    encoded whole: its other parts are ASCII by the patterns, but for a successor title or
+    a reason, which may hold surrogates (the model takes them there); such a rare block is
+    declined, and ``read_general_memory_block`` reads it instead.
+    """
+    try:
+        block.encode()
+    except UnicodeEncodeError:
+        return False
+    return title.isascii() or title_problem(title) is None
 
 
 def read_memory_block(block: str) -> MemoryRow | None:

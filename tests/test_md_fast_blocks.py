@@ -1,22 +1,24 @@
 """The common cases of the fast path (exporters.fast_blocks: a plain memory block, a struck
 SUPERSEDED one, read with almost no check in Python) give exactly what the general block
-reader gives, and only rows that the model accepts; a run of blocks is read as block by
-block, with its line breaks counted."""
+reader gives, and only rows that the model accepts, in any script; a run of blocks is read
+as block by block, with its line breaks counted."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from exporters import render_memories_md
+from exporters import fast_blocks, render_memories_md
 from exporters.fast_blocks import (
     read_general_memory_block,
     read_memory_block,
     read_memory_run,
 )
+from exporters.memory_block import HEADER_STARTS
 from exporters.parse import parse_memories_md_rows, parse_rows_line_by_line
-from memstore.md_rows import memory_row_problem
-from memstore.models import LocationInfo, LocationMemories, Memory
+from memstore.md_rows import MemoryRow, memory_row_problem
+from memstore.models import LocationInfo, LocationMemories, Memory, Status
 from tests.test_memories_md_roundtrip import any_memories, canonical_memories
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -203,3 +205,247 @@ def test_runs_of_blocks_read_as_line_by_line(blocks: list[str]) -> None:
     text = _file_of(blocks)
 
     assert parse_memories_md_rows(text) == parse_rows_line_by_line(text)
+
+
+# --- text beyond ASCII ---------------------------------------------------------------------
+#
+# The one-match path reads blocks in any script; it must read each exactly as the general
+# reader and the line reader do, or decline it. Python treats the characters below as
+# whitespace (str.strip(), str.split(), re's \s) or line boundaries (str.splitlines()):
+# the line reader must not, and the model's title and reason rules do (blank titles).
+
+#: Every character that is whitespace to Python or a line boundary to str.splitlines(),
+#: but " ", "\t" and "\n" (checked against the unicode tables below), and U+FEFF.
+UNICODE_SPACES = [
+    "\x0b",
+    "\x0c",
+    "\r",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "\x1f",
+    "\x85",
+    "\xa0",
+    "\u1680",
+    *[chr(code) for code in range(0x2000, 0x200B)],
+    "\u2028",
+    "\u2029",
+    "\u202f",
+    "\u205f",
+    "\u3000",
+    "\ufeff",  # the byte-order mark: not whitespace, dropped only at the file's start
+]
+#: Combining marks (alone, they combine with what the format puts before them).
+COMBINING = ["\u0301", "e\u0301", "\u0338", "\u20dd", "\u200d", "\u0345"]
+#: Multi-byte scripts and punctuation (two, three and four bytes in UTF-8).
+SCRIPTS = [
+    "é",
+    "—",
+    "“quotes”",
+    "火",
+    "한국어",
+    "Ωμέγα",
+    "עברית",
+    "😀",
+    "👩\u200d👧",
+    "ſ",
+    "ı",
+    "K",
+]
+#: Lone surrogates: the model refuses them in a title or a text, takes them elsewhere.
+SURROGATES = ["\ud800", "\udfff", "\ud83d\ude00"]
+UNICODE_PIECES = UNICODE_SPACES + COMBINING + SCRIPTS + SURROGATES
+
+
+def test_the_unicode_spaces_are_all_of_pythons_whitespace_and_line_boundaries() -> None:
+    special = {
+        char
+        for char in map(chr, range(0x110000))
+        if char.isspace() or len(f"a{char}b".splitlines()) > 1
+    }
+    assert special - {" ", "\t", "\n"} == set(UNICODE_SPACES) - {"\ufeff"}
+
+
+unicode_piece = st.one_of(
+    st.sampled_from(UNICODE_PIECES),
+    st.characters(),  # any code point, surrogates too
+    st.sampled_from(["x", "a b", " ", "-", "*", '"', "\\", "\n"]),
+)
+unicode_text = st.lists(unicode_piece, max_size=8).map("".join)
+
+
+def unicode_lines(min_size: int = 0) -> st.SearchStrategy[str]:
+    """Texts that keep a block in the common layout more often (one line, no markup)."""
+    pieces = st.one_of(st.sampled_from(UNICODE_PIECES), st.sampled_from(["x", "a b"]))
+    return st.lists(pieces, min_size=min_size, max_size=6).map("".join)
+
+
+@st.composite
+def unicode_blocks(draw: st.DrawFn) -> str:
+    """A memory block in the renderer's layout with text beyond ASCII in its title, text,
+    successor or reason, as written by hand (so lone surrogates and blank titles too), maybe
+    edited further. Most keep the layout the one-match path takes, so that its acceptances
+    are tested as much as its refusals."""
+    (_category, _persistence, status), start = draw(st.sampled_from(list(HEADER_STARTS.items())))
+    text = st.one_of(unicode_lines(), unicode_lines(), unicode_lines(), unicode_text)
+    title = st.one_of(unicode_lines(1), unicode_lines(1), unicode_lines(1), unicode_text)
+    header = (
+        f"{start}{draw(title)}** *(Ep{draw(st.integers(1, 1000))}, T{draw(st.integers(0, 99))}"
+        f"{draw(st.sampled_from(['', ', +5', ', -0']))})*"
+    )
+    body = draw(text)
+    if status is Status.SUPERSEDED:
+        turn, link = draw(st.integers(0, 99)), draw(text)
+        reference = draw(
+            st.sampled_from(
+                [f'[Superseded at T{turn} by "{link}"]', f'[Invalidated at T{turn}: "{link}"]']
+            )
+        )
+        lines = [header, reference, f"~~{body}~~"]
+    else:
+        lines = [header, body] if body else [header]
+    block = "\n".join(lines)
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        at = draw(st.integers(0, len(block)))
+        block = block[:at] + draw(st.sampled_from(UNICODE_PIECES)) + block[at:]
+    return block
+
+
+@PROPERTY
+@given(unicode_blocks())
+def test_any_unicode_block_reads_as_the_general_reader_reads_it(block: str) -> None:
+    _same(block)
+
+
+@PROPERTY
+@given(st.lists(st.one_of(unicode_blocks(), edited_blocks()), max_size=8))
+def test_runs_of_unicode_blocks_read_as_line_by_line(blocks: list[str]) -> None:
+    text = _file_of(blocks)
+
+    fast, by_lines = parse_memories_md_rows(text), parse_rows_line_by_line(text)
+
+    assert fast.locations == by_lines.locations
+    assert fast.problems == by_lines.problems  # the same problems, at the same lines
+
+
+def _without_the_general_reader(block: str, monkeypatch: pytest.MonkeyPatch) -> MemoryRow | None:
+    """What the one-match patterns alone (``_PLAIN_BLOCK``, ``_STRUCK_BLOCK``) read of a block."""
+
+    def refuse(block: str) -> None:
+        return None
+
+    with monkeypatch.context() as patch:
+        patch.setattr(fast_blocks, "read_general_memory_block", refuse)
+        return read_memory_block(block)
+
+
+def _plain(title: str, text: str) -> str:
+    return f"**[NOTE - CORE] {title}** *(Ep3, T12)*" + (f"\n{text}" if text else "")
+
+
+def _struck(title: str, text: str, link: str) -> str:
+    return f"**[NOTE - CORE - SUPERSEDED] {title}** *(Ep3, T12)*\n[{link}]\n~~{text}~~"
+
+
+@pytest.mark.parametrize("char", UNICODE_SPACES + COMBINING + SCRIPTS)
+def test_a_text_beyond_ascii_takes_the_one_match_path_whole(
+    char: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # U+0085, U+2028, U+001C..U+001F split a str.splitlines() line: not a Memories.md line
+    for text in (char, f"a{char}b", f"a{char}", f"{char}b", f"a {char} b"):
+        for block in (
+            _plain("The lamp", text),
+            _struck("The lamp", text, 'Superseded at T13 by "Lamp"'),
+            _struck("The lamp", text, f'Invalidated at T13: "Why{char}"'),
+        ):
+            _same(block)
+            row = _without_the_general_reader(block, monkeypatch)
+            assert row is not None, block
+            assert row.text == text
+            assert read_memory_block(block) == row
+
+
+@pytest.mark.parametrize("char", UNICODE_SPACES + COMBINING + SCRIPTS)
+def test_a_title_beyond_ascii_is_read_unless_it_is_blank(
+    char: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for title in (char, f"{char}x", f"x{char}", f"x{char}y", char * 3):
+        blank = not title.strip()
+        for block in (
+            _plain(title, "It is brass."),
+            _struck(title, "It is brass.", 'Superseded at T13 by "Lamp"'),
+        ):
+            _same(block)
+            row = read_memory_block(block)
+            assert (row is None) == blank, block  # U+3000 alone is a blank title
+            if row is not None:
+                assert row.title == title
+            if blank or title[0] <= " ":  # the patterns decline an ASCII space or control first
+                assert _without_the_general_reader(block, monkeypatch) is None
+            else:
+                assert _without_the_general_reader(block, monkeypatch) == row
+
+
+@pytest.mark.parametrize("char", UNICODE_SPACES)
+def test_a_blank_reason_beyond_ascii_is_declined(char: str) -> None:
+    for reason in (char, f"{char}x", f"x{char}", char * 2):
+        block = _struck("The lamp", "It is brass.", f'Invalidated at T13: "{reason}"')
+        _same(block)
+        row = read_memory_block(block)
+        assert (row is None) == (not reason.strip()), block
+        assert row is None or row.invalidation_reason == reason
+
+
+@pytest.mark.parametrize("surrogate", SURROGATES)
+def test_lone_surrogates_are_declined_in_a_title_or_text_but_kept_in_a_link(
+    surrogate: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for block in (
+        _plain(f"The lamp{surrogate}", "It is brass."),
+        _plain("The lamp", f"It is brass{surrogate}."),
+        _struck("The lamp", f"café{surrogate}", 'Superseded at T13 by "Lamp"'),
+    ):
+        _same(block)
+        assert read_memory_block(block) is None  # the model refuses it: a problem
+    for link in (
+        f'Superseded at T13 by "Lamp{surrogate}"',
+        f'Invalidated at T13: "Why{surrogate}"',
+    ):
+        block = _struck("The lamp", "café", link)
+        _same(block)
+        row = read_memory_block(block)
+        assert row is not None and surrogate in (row.superseded_by or row.invalidation_reason or "")
+        # a block with a surrogate is left to the general reader, which takes it
+        assert _without_the_general_reader(block, monkeypatch) is None
+
+
+def test_a_file_of_unicode_blocks_reads_as_line_by_line_with_the_same_line_numbers() -> None:
+    blocks = [
+        _plain("Lamp", "Line\u2028separator, next\x85line, file\x1cseparator."),
+        _plain("\u3000", "A blank title: a problem at this line."),
+        _plain("Lamp\ud800", "A lone surrogate in the title: a problem."),
+        _plain("火", "\u3000Ideographic space first, then 火 and 😀 and e\u0301."),
+        _struck("Troll", "Über die Brücke — “café”", 'Invalidated at T13: "\xa0"'),
+        _struck("Troll", "Über die Brücke", 'Invalidated at T13: "\u2003Proven\u2003"'),
+        _plain("\ufeffBOM", "\ufeff"),
+        # Markers that unicode case folding turns into known ones ("ſ".upper() == "S",
+        # "ı".upper() == "I"): the line reader's lenient header reads them, the one-match
+        # patterns decline them.
+        "**[NOTE - CORE - ſUPERSEDED] Long s** *(Ep3, T12)*\nx",
+        "**[NOTE - PERMANENT - TENTATıVE] Dotless i** *(Ep3, T12)*\nx",
+    ]
+    text = _file_of(blocks)
+
+    fast, by_lines = parse_memories_md_rows(text), parse_rows_line_by_line(text)
+
+    assert fast == by_lines
+    memories = fast.locations[0].memories
+    assert memories[0].text == "Line\u2028separator, next\x85line, file\x1cseparator."
+    assert memories[-3].text == "\ufeff"
+    assert [m.status for m in memories[-2:]] == [Status.SUPERSEDED, Status.TENTATIVE]
+    lines = text.split("\n")
+    assert [lines[p.line - 1][:20] for p in fast.problems[:3]] == [
+        _plain("\u3000", "")[:20],
+        _plain("Lamp\ud800", "")[:20],
+        _struck("Troll", "", "")[:20],
+    ]
