@@ -213,9 +213,16 @@ def check_writable(target: Target) -> None:
 
 
 def create_store_engine(
-    target: Target, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, read_only: bool = False
+    target: Target,
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    *,
+    read_only: bool = False,
+    answer_timeout_s: float | None = None,
 ) -> Engine:
     """An engine with exactly one connection, WAL, durable commits and the ephemeral tier.
+
+    ``answer_timeout_s`` bounds each wait for a PostgreSQL server's answer
+    (memstore.pg_connection.AnswerWatch); SQLite has no server to wait for.
 
     ``read_only`` opens the file for reading only (``read_only_uri``): no schema is created,
     the journal mode is left as it is, and any write fails (ReadOnlyDatabase).
@@ -223,7 +230,9 @@ def create_store_engine(
     if target.is_server:
         from memstore.pg_connection import create_server_engine
 
-        return create_server_engine(target, busy_timeout_s, read_only=read_only)
+        return create_server_engine(
+            target, busy_timeout_s, read_only=read_only, answer_timeout_s=answer_timeout_s
+        )
     if read_only and target.path is not None:
         uri = read_only_uri(target.path)
         engine = create_engine(

@@ -14,11 +14,23 @@
 * **Whether another process wrote:** ``pg_current_snapshot()`` changes whenever any
   transaction commits or starts writing; the store's caches key on it as SQLite's on
   ``PRAGMA data_version``.
+* **No wait without bound.** ``lock_timeout`` bounds waits for locks, but a server whose
+  process stops answering (stopped, swapped out, a network that drops packets without a
+  reset) leaves a call waiting forever: the kernel keeps acknowledging, so no TCP timeout
+  fires. Every wait for the server's answer is watched (``AnswerWatch``): one that lasts
+  longer than the answer timeout has its connection shut down, so the call fails with
+  DatabaseUnavailable and the next call connects again.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
+import time
+import weakref
 import zlib
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -39,6 +51,61 @@ WRITE_LOCK_BASE = 0x6D656D73  # "mems"
 #: where the pool record keeps its connection's lock key
 LOCK_KEY = "memstore_write_lock"
 CONNECT_TIMEOUT_S = 10
+#: how much longer than the busy timeout (a lock wait, the longest a statement waits for
+#: other agents) one answer of the server may take by default, before the call is abandoned
+ANSWER_MARGIN_S = 60.0
+
+
+class AnswerWatch:
+    """Bounds every wait of one store's connection for its server's answer.
+
+    The driver marks each wait (``_WatchedConnection.wait``: every statement and commit
+    waits there); a thread of the watch's own looks a few times a second, and shuts down
+    the socket of a wait older than ``limit_s``. The driver then sees the connection closed
+    (an OperationalError that SQLAlchemy takes for a disconnect), so the call ends with
+    DatabaseUnavailable and the next call connects again. ``fired`` says that it was this
+    watch that closed it.
+    """
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.fired = False
+        self._waiting: tuple[float, int] | None = None  # (since, socket) of the wait now
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="memstore-answer", daemon=True)
+        self._thread.start()
+
+    def begin(self, fileno: int) -> None:
+        self._waiting = (time.monotonic(), fileno)
+
+    def end(self) -> None:
+        self._waiting = None
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _watch(self) -> None:
+        period = min(0.5, max(0.02, self.limit_s / 10))
+        while not self._closed.wait(period):
+            waiting = self._waiting
+            if waiting is None or time.monotonic() - waiting[0] <= self.limit_s:
+                continue
+            self._waiting = None
+            self.fired = True
+            try:  # on a duplicate of the descriptor: the driver still owns (and closes) its own
+                with socket.socket(fileno=os.dup(waiting[1])) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed: the wait has ended
+                pass
+
+
+#: each engine's watch (create_server_engine)
+_WATCHES: weakref.WeakKeyDictionary[Engine, AnswerWatch] = weakref.WeakKeyDictionary()
+
+
+def answer_watch(engine: Engine) -> AnswerWatch | None:
+    """The watch of a server engine's connection; None for an engine of SQLite."""
+    return _WATCHES.get(engine)
 
 
 def write_lock_key(schema: str) -> int:
@@ -68,6 +135,7 @@ def server_tables(target: Target) -> tuple[set[str], str | None]:
     engine = create_engine(
         target.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
     )
+    watch = watched(engine, ANSWER_MARGIN_S)
     try:
         with engine.connect() as conn:
             tables = set(
@@ -91,16 +159,62 @@ def server_tables(target: Target) -> tuple[set[str], str | None]:
         raise unavailable(target, exc) from None
     finally:
         engine.dispose()
+        watch.close()
 
 
-def create_server_engine(target: Target, busy_timeout_s: float, *, read_only: bool) -> Engine:
-    """An engine with exactly one connection to the server, holding the ephemeral tier."""
+def watched(engine: Engine, limit_s: float) -> AnswerWatch:
+    """Watch every wait of ``engine``'s connections for the server's answer (AnswerWatch);
+    the watch stops with the engine, or at its ``close()``."""
+    watch = AnswerWatch(limit_s)
+    _WATCHES[engine] = watch
+    weakref.finalize(engine, watch.close)
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect, _record, cargs, cparams) -> Any:  # type: ignore[no-untyped-def]
+        # the dialect's own arguments, to psycopg's Connection with its waits watched
+        driver = _watched_connection_class().connect(*cargs, **cparams)
+        driver.memstore_watch = watch
+        return driver
+
+    return watch
+
+
+@cache
+def _watched_connection_class() -> Any:
+    """psycopg's Connection, with every wait for the server's answer marked for its watch."""
+    import psycopg
+
+    class _WatchedConnection(psycopg.Connection):  # type: ignore[type-arg]
+        memstore_watch: AnswerWatch | None = None
+
+        def wait(self, *args: Any, **kwargs: Any) -> Any:
+            watch = self.memstore_watch
+            if watch is None:
+                return super().wait(*args, **kwargs)
+            watch.begin(self.fileno())
+            try:
+                return super().wait(*args, **kwargs)
+            finally:
+                watch.end()
+
+    return _WatchedConnection
+
+
+def create_server_engine(
+    target: Target, busy_timeout_s: float, *, read_only: bool, answer_timeout_s: float | None
+) -> Engine:
+    """An engine with exactly one connection to the server, holding the ephemeral tier.
+
+    ``answer_timeout_s`` bounds each wait for the server's answer (default: the busy
+    timeout and ANSWER_MARGIN_S): see AnswerWatch."""
+    limit = answer_timeout_s if answer_timeout_s is not None else busy_timeout_s + ANSWER_MARGIN_S
     engine = create_engine(
         target.url,
         poolclass=StaticPool,
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
         execution_options={"schema_translate_map": TRANSLATE},
     )
+    watched(engine, limit)
     ddl = ephemeral_ddl(engine.dialect)
     busy_ms = max(1, int(busy_timeout_s * 1000))
 

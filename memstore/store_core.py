@@ -10,6 +10,7 @@ committed durably before the call returns.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ from memstore.errors import (
 from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
 from memstore.models import Memory
+from memstore.pg_connection import answer_watch
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,
@@ -68,8 +70,16 @@ class StoreCore:
         config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         read_only: bool = False,
+        answer_timeout_s: float | None = None,
     ) -> None:
         """Use ``MemoryStore.open``; this assumes the target was checked."""
+        if answer_timeout_s is not None and not (
+            type(answer_timeout_s) in (int, float) and 0 < answer_timeout_s < math.inf
+        ):
+            raise ValueError(
+                f"answer_timeout_s must be a finite number of seconds above 0, "
+                f"got {answer_timeout_s!r}"
+            )
         self.target = target
         self.read_only = read_only
         self.config = config or MemstoreConfig()
@@ -88,7 +98,10 @@ class StoreCore:
             check_writable(target)
         if is_new and target.path is not None:
             target.path.parent.mkdir(parents=True, exist_ok=True)
-        self._engine = create_store_engine(target, busy_timeout_s, read_only=read_only)
+        self._engine = create_store_engine(
+            target, busy_timeout_s, read_only=read_only, answer_timeout_s=answer_timeout_s
+        )
+        self._watch = answer_watch(self._engine)
         try:
             self._conn: Connection = self._engine.connect()
         except Exception as exc:
@@ -126,6 +139,7 @@ class StoreCore:
         config: MemstoreConfig | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         read_only: bool = False,
+        answer_timeout_s: float | None = None,
     ) -> Self:
         """Open (or create, at the head schema revision) a memstore database.
 
@@ -140,16 +154,29 @@ class StoreCore:
         ``read_only`` opens an existing database for reading only (it works in a read-only
         folder too; every write raises ReadOnlyDatabase). A database the process cannot
         write is refused when opened for writing (ReadOnlyDatabase: "read-only database").
+
+        On a PostgreSQL server, ``busy_timeout_s`` bounds the wait for another agent's
+        write and ``answer_timeout_s`` (default: the busy timeout and 60 s) each wait for
+        the server's answer: a server that stops answering ends the call with
+        DatabaseUnavailable, and the next call connects again.
         """
         config = config or load_config()
         target = resolve_target(path_or_url if path_or_url is not None else config.db)
-        return cls(target, config=config, busy_timeout_s=busy_timeout_s, read_only=read_only)
+        return cls(
+            target,
+            config=config,
+            busy_timeout_s=busy_timeout_s,
+            read_only=read_only,
+            answer_timeout_s=answer_timeout_s,
+        )
 
     def close(self) -> None:
         """Close the connection; the ephemeral tier goes with it."""
         with self._lock:
             self._conn.close()
             self._engine.dispose()
+            if self._watch is not None:
+                self._watch.close()
 
     @property
     def closed(self) -> bool:
@@ -230,6 +257,9 @@ class StoreCore:
             except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
                 pass
             self._data_version = None
+            if self._watch is not None and self._watch.fired:
+                self._watch.fired = False
+                why = f"it did not answer within {self._watch.limit_s:g} s"
             # lost in the middle of a commit, a write may have reached the disk: say so
             outcome = (
                 "what this call was writing may or may not have been committed (look before "

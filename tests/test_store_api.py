@@ -466,3 +466,12 @@ def test_cached_view_sees_writes_from_another_connection(db_path: Path, mem: Mak
         writer.invalidate_memory(9, "Grating in the leaves", "it was a pile of leaves")
         assert reader.get_location_memory(9) == ""
         assert reader.memories(9) == []
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), "5", True])
+def test_an_answer_timeout_that_is_not_a_positive_number_of_seconds_is_refused(
+    tmp_path: Path, seconds: object
+) -> None:
+    with pytest.raises(ValueError, match="answer_timeout_s must be a finite number of seconds"):
+        MemoryStore.open(tmp_path / "m.db", answer_timeout_s=seconds)  # type: ignore[arg-type]
+    assert not (tmp_path / "m.db").exists()
