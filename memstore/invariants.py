@@ -202,15 +202,22 @@ def _cycles(next_of: dict[int, int]) -> list[list[int]]:
     return cycles
 
 
-def check_invariants(conn: Connection, *, sqlite_checks: bool = False) -> list[str]:
-    """Every broken rule, one line each (empty: the database is sound).
+def check_invariants(
+    conn: Connection,
+    *,
+    sqlite_checks: bool = False,
+    tiers: tuple[str, ...] = ("persistent", "ephemeral"),
+) -> list[str]:
+    """Every broken rule, one line each (empty: the database is sound), in ``tiers`` (a
+    store's ``tiers``: a read-only store on a server has no ephemeral tier).
 
     With ``sqlite_checks``, every row's values and, on SQLite, its ``integrity_check`` and
     ``foreign_key_check`` too (they read the whole file: ``memstore check``, not every
     import; a PostgreSQL server keeps its own pages and foreign keys).
     """
     problems: list[str] = []
-    for tier, (table, _links_table, _successor) in _TIERS.items():
+    for tier in tiers:
+        table = _TIERS[tier][0]
         found, next_of = _links(conn, tier)
         problems.extend(found)
         cycles = _cycles(next_of)

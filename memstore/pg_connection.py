@@ -2,7 +2,8 @@
 
 * **One pinned connection per store** (a StaticPool, as on SQLite). The ephemeral tier is
   that connection's own temporary tables (``pg_temp.memories``, ``pg_temp.memory_links``),
-  created when it connects, never visible to another agent, dropped when it closes. The
+  created when it connects, never visible to another agent, dropped when it closes. A
+  read-only store has none (``StoreCore.tiers``), so it can read a hot standby. The
   statements name the tier's schema ``ephemeral``; the engine translates it to ``pg_temp``,
   and the search path puts ``pg_temp`` last so unqualified names are the shared tables.
 * **Writers one at a time, as on SQLite.** Every write transaction starts by taking one
@@ -232,9 +233,11 @@ def create_server_engine(
         # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
         cursor.execute("SET synchronous_commit = on")
         if read_only:
+            # no ephemeral tier: it could hold nothing (every write is refused), and a hot
+            # standby (a read replica) refuses to create even temporary tables
             cursor.execute("SET default_transaction_read_only = on")
         try:
-            for statement in ddl:
+            for statement in () if read_only else ddl:
                 cursor.execute(statement)
         except Exception as exc:  # noqa: BLE001 - a server's refusal, said in one line
             dbapi_connection.rollback()

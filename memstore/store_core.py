@@ -82,6 +82,11 @@ class StoreCore:
             )
         self.target = target
         self.read_only = read_only
+        #: the tiers this store's connection holds: a read-only store on a server has no
+        #: ephemeral tier (memstore.pg_connection), so its reads leave that tier out
+        self.tiers: tuple[str, ...] = (
+            ("persistent",) if read_only and target.is_server else ("persistent", "ephemeral")
+        )
         self.config = config or MemstoreConfig()
         self._lock = threading.RLock()
         self._depth = 0  # transactions open on this store (nested ones join the outer)
@@ -223,6 +228,11 @@ class StoreCore:
                 finally:
                     self._depth -= 1
                 return
+            if self.read_only and begin != "BEGIN":
+                raise ReadOnlyDatabase(
+                    f"read-only database: {self.target.display} was opened read-only; "
+                    f"nothing was written"
+                )
             self._depth = 1
             try:
                 self._conn.info[BEGIN_KEY] = begin  # (reconnects after a lost connection)

@@ -25,8 +25,8 @@ from memstore.models import (
     Status,
     check_location_id,
 )
-from memstore.queries import EPHEMERAL_LIVE, LIVE, VIEW_QUERY, load_query, row_type
-from memstore.retrieval import EPHEMERAL, PERSISTENT, ContextRow, ViewRow, view_row
+from memstore.queries import EPHEMERAL_LIVE, LIVE, TIER_NUMBER, VIEW_QUERY, load_query, row_type
+from memstore.retrieval import ContextRow, ViewRow, view_row
 from memstore.rows import to_memory
 from memstore.schema import (
     HEAD_REVISION,
@@ -73,7 +73,8 @@ class StoreReads(StoreCore):
         rows: list[ViewRow] = []
         total = 0
         params = {"location_id": location_id}
-        for tier_name, tier in (("persistent", PERSISTENT), ("ephemeral", EPHEMERAL)):
+        for tier_name in self.tiers:
+            tier = TIER_NUMBER[tier_name]
             found = _run(self._conn, VIEW_QUERY[tier_name], params).fetchall()
             if found:
                 total += found[0][-1]  # the tier's live memories here (a window count)
@@ -199,6 +200,10 @@ class StoreReads(StoreCore):
 
     def get_ephemeral_count(self, location_id: int | None = None) -> int:
         """Non-superseded ephemeral memories at a location, or everywhere."""
+        if "ephemeral" not in self.tiers:
+            if location_id is not None:
+                check_location_id(location_id)
+            return 0
         return self._count(ephemeral_memories, location_id)
 
     def get_persistent_count(self, location_id: int | None = None) -> int:
@@ -210,7 +215,7 @@ class StoreReads(StoreCore):
         check_location_id(location_id)
         breakdown = {p.value: 0 for p in Persistence}
         with self._read() as conn:
-            for table in (memories, ephemeral_memories):
+            for table in (memories, ephemeral_memories)[: len(self.tiers)]:
                 rows = conn.execute(
                     select(table.c.persistence, func.count())
                     .where(table.c.location_id == location_id, table.c.status != "SUPERSEDED")
@@ -249,7 +254,7 @@ class StoreReads(StoreCore):
         check_location_id(location_id)
         with self._read() as conn:
             loaded = self._load(conn, location_id=location_id, include_superseded=True)
-            edges = self._edges(conn, location_id)
+            edges = self._edges(conn, location_id, ephemeral="ephemeral" in self.tiers)
         by_key = {(tier, mid): memory for tier, mid, memory in loaded}
         order = {(tier, mid): i for i, (tier, mid, _m) in enumerate(loaded)}
         neighbours: dict[tuple[str, int], set[tuple[str, int]]] = {}
@@ -267,7 +272,9 @@ class StoreReads(StoreCore):
         return [by_key[key] for key in oldest_first(seen, edges, order)]
 
     @staticmethod
-    def _edges(conn: Connection, location_id: int) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+    def _edges(
+        conn: Connection, location_id: int, *, ephemeral: bool
+    ) -> list[tuple[tuple[str, int], tuple[str, int]]]:
         edges: list[tuple[tuple[str, int], tuple[str, int]]] = []
         rows = conn.execute(
             select(memory_links.c.memory_id, memory_links.c.superseded_by_id)
@@ -277,6 +284,8 @@ class StoreReads(StoreCore):
             )
         )
         edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
+        if not ephemeral:
+            return edges
         ephemeral_rows = conn.execute(
             select(
                 ephemeral_memory_links.c.memory_id,
@@ -299,10 +308,12 @@ class StoreReads(StoreCore):
         *,
         location_id: int | None,
         include_superseded: bool,
-        tiers: tuple[str, ...] = ("persistent", "ephemeral"),
+        tiers: tuple[str, ...] | None = None,
     ) -> list[tuple[str, int, Memory]]:
-        """Memories with their supersession details, as (tier, id, Memory)."""
+        """Memories with their supersession details, as (tier, id, Memory), of ``tiers``
+        (default: every tier the store has)."""
         out: list[tuple[str, int, Memory]] = []
+        tiers = self.tiers if tiers is None else tiers
         params = {"location_id": location_id} if location_id is not None else {}
         for tier in tiers:
             query = load_query(tier, location_id is not None, include_superseded)
@@ -366,9 +377,13 @@ class StoreReads(StoreCore):
                 ).all()
             )
             location_count = conn.execute(select(func.count()).select_from(locations)).scalar_one()
-            ephemeral = conn.execute(
-                select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
-            ).scalar_one()
+            ephemeral = (
+                conn.execute(
+                    select(func.count()).select_from(ephemeral_memories).where(EPHEMERAL_LIVE)
+                ).scalar_one()
+                if "ephemeral" in self.tiers
+                else 0
+            )
             size = 0
             if self.target.is_server:  # the schema's tables with their indexes and TOAST
                 size = int(

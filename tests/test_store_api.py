@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from memstore.config import MemstoreConfig
+from memstore.errors import ReadOnlyDatabase
 from memstore.models import Memory, Status
 from memstore.store import MemoryStore
 from tests.conftest import MakeMemory
@@ -475,3 +476,23 @@ def test_an_answer_timeout_that_is_not_a_positive_number_of_seconds_is_refused(
     with pytest.raises(ValueError, match="answer_timeout_s must be a finite number of seconds"):
         MemoryStore.open(tmp_path / "m.db", answer_timeout_s=seconds)  # type: ignore[arg-type]
     assert not (tmp_path / "m.db").exists()
+
+
+def test_a_read_only_store_refuses_every_write_the_session_tier_included(
+    tmp_path: Path, mem: MakeMemory
+) -> None:
+    """Was: on SQLite a read-only store wrote ephemeral memories (its attached in-memory
+    tier) while refusing every other write."""
+    path = tmp_path / "m.db"
+    with MemoryStore.open(path) as store:
+        assert store.add_memory(5, "Cellar", mem(title="Trap door"))
+    with MemoryStore.open(path, read_only=True) as reader:
+        assert reader.tiers == ("persistent", "ephemeral")  # SQLite attaches it all the same
+        with pytest.raises(ReadOnlyDatabase, match="opened read-only; nothing was written"):
+            reader.add_memory(5, "Cellar", mem(title="Lamp", persistence="ephemeral"))
+        with pytest.raises(ReadOnlyDatabase, match="opened read-only"):
+            reader.reset_episode()
+        with pytest.raises(ReadOnlyDatabase, match="opened read-only"):
+            reader.supersede_memory(5, "Cellar", "Trap door", mem(title="Open door"))
+        assert [m.title for m in reader.memories(5)] == ["Trap door"]
+        assert reader.get_ephemeral_count() == 0
