@@ -159,7 +159,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
 
     with ctx.open_store(read_only=True) as store:
         with store.transaction(write=False) as conn:
-            problems = check_invariants(conn, sqlite_checks=True, tiers=store.tiers)
+            problems = check_invariants(conn, sqlite_checks=True)
     for problem in problems:
         ctx.print(f"  {problem}")
     if problems:

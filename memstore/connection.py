@@ -41,6 +41,21 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 #: info key telling the "begin" listener which BEGIN to emit
 BEGIN_KEY = "memstore_begin"
+#: info key of a connection's pool record: the tiers it holds (``store_tiers``)
+TIERS_KEY = "memstore_tiers"
+BOTH_TIERS = ("persistent", "ephemeral")
+
+
+def store_tiers(target: Target, read_only: bool) -> tuple[str, ...]:
+    """The tiers a store's connection holds. A read-only store on a server has no ephemeral
+    tier: it could hold nothing (every write is refused), and a hot standby (a read
+    replica) refuses to create even temporary tables."""
+    return ("persistent",) if read_only and target.is_server else BOTH_TIERS
+
+
+def connection_tiers(conn: Connection) -> tuple[str, ...]:
+    """The tiers the store's connection ``conn`` holds (``store_tiers``)."""
+    return conn.info.get(TIERS_KEY, BOTH_TIERS)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

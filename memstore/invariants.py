@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from memstore.connection import connection_tiers
 from memstore.dialect import greatest
 from memstore.executor import run
 from memstore.models import TEXT_MAX, TITLE_MAX, Category, Persistence, Status
@@ -206,17 +207,16 @@ def check_invariants(
     conn: Connection,
     *,
     sqlite_checks: bool = False,
-    tiers: tuple[str, ...] = ("persistent", "ephemeral"),
 ) -> list[str]:
-    """Every broken rule, one line each (empty: the database is sound), in ``tiers`` (a
-    store's ``tiers``: a read-only store on a server has no ephemeral tier).
+    """Every broken rule, one line each (empty: the database is sound), in the tiers the
+    store's connection holds (a read-only store on a server has no ephemeral tier).
 
     With ``sqlite_checks``, every row's values and, on SQLite, its ``integrity_check`` and
     ``foreign_key_check`` too (they read the whole file: ``memstore check``, not every
     import; a PostgreSQL server keeps its own pages and foreign keys).
     """
     problems: list[str] = []
-    for tier in tiers:
+    for tier in connection_tiers(conn):
         table = _TIERS[tier][0]
         found, next_of = _links(conn, tier)
         problems.extend(found)

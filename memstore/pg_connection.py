@@ -3,7 +3,7 @@
 * **One pinned connection per store** (a StaticPool, as on SQLite). The ephemeral tier is
   that connection's own temporary tables (``pg_temp.memories``, ``pg_temp.memory_links``),
   created when it connects, never visible to another agent, dropped when it closes. A
-  read-only store has none (``StoreCore.tiers``), so it can read a hot standby. The
+  read-only store has none (``connection.store_tiers``), so it can read a hot standby. The
   statements name the tier's schema ``ephemeral``; the engine translates it to ``pg_temp``,
   and the search path puts ``pg_temp`` last so unqualified names are the shared tables.
 * **Writers one at a time, as on SQLite.** Every write transaction starts by taking one
@@ -38,7 +38,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
-from memstore.connection import BEGIN_KEY, Target
+from memstore.connection import BEGIN_KEY, TIERS_KEY, Target, store_tiers
 from memstore.errors import DatabaseUnavailable, UnsupportedDatabase
 from memstore.schema import (
     EPHEMERAL_SCHEMA,
@@ -233,11 +233,10 @@ def create_server_engine(
         # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
         cursor.execute("SET synchronous_commit = on")
         if read_only:
-            # no ephemeral tier: it could hold nothing (every write is refused), and a hot
-            # standby (a read replica) refuses to create even temporary tables
             cursor.execute("SET default_transaction_read_only = on")
+        record.info[TIERS_KEY] = tiers = store_tiers(target, read_only)
         try:
-            for statement in () if read_only else ddl:
+            for statement in ddl if "ephemeral" in tiers else ():
                 cursor.execute(statement)
         except Exception as exc:  # noqa: BLE001 - a server's refusal, said in one line
             dbapi_connection.rollback()

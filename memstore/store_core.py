@@ -31,6 +31,7 @@ from memstore.connection import (
     failure_kind,
     one_line,
     resolve_target,
+    store_tiers,
     upgrade_to_write,
 )
 from memstore.dialect import holds_integer
@@ -82,11 +83,8 @@ class StoreCore:
             )
         self.target = target
         self.read_only = read_only
-        #: the tiers this store's connection holds: a read-only store on a server has no
-        #: ephemeral tier (memstore.pg_connection), so its reads leave that tier out
-        self.tiers: tuple[str, ...] = (
-            ("persistent",) if read_only and target.is_server else ("persistent", "ephemeral")
-        )
+        #: the tiers this store's connection holds (its reads leave out a tier it has not)
+        self.tiers = store_tiers(target, read_only)
         self.config = config or MemstoreConfig()
         self._lock = threading.RLock()
         self._depth = 0  # transactions open on this store (nested ones join the outer)
