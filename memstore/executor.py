@@ -17,12 +17,15 @@ from sqlalchemy import Connection
 
 from memstore.dialect import resolve
 
-__all__ = ["run", "run_many"]
+__all__ = ["run", "run_many", "run_rows"]
 
 #: a compiled statement: its SQL, and the function that turns a row of parameters (by
 #: name) into what the driver takes (a tuple in SQLite's order, or a dict for psycopg)
 _Compiled = tuple[str, Callable[[dict[str, Any]], Any]]
 _COMPILED: dict[tuple[int, str, tuple[str, ...]], _Compiled] = {}
+#: the compiled statements whose positional parameters are their keys, in that order
+#: (``run_rows`` hands such rows to the driver as they are)
+_IN_KEY_ORDER: set[tuple[int, str, tuple[str, ...]]] = set()
 #: who is told each statement run on a driver connection, by the connection's id
 #: (MemoryStore.trace_sql on a server; SQLite's driver has a trace callback of its own)
 TRACERS: dict[int, Callable[[str], object]] = {}
@@ -45,6 +48,8 @@ def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compi
         order = tuple(compiled.positiontup) if compiled.positiontup is not None else None
         entry = (sql, _arranger(order, dict(compiled.params), keys))
         _COMPILED[(id(statement), dialect, keys)] = entry
+        if order == keys:  # a tuple of the keys' values is the driver's parameters already
+            _IN_KEY_ORDER.add((id(statement), dialect, keys))
     return entry
 
 
@@ -86,8 +91,26 @@ def run_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> No
     """``run`` for many rows with the same keys (one executemany)."""
     if rows:
         sql, arrange = _compiled(conn, statement, tuple(rows[0]))
-        driver = conn.connection.driver_connection
-        if TRACERS and id(driver) in TRACERS:
-            TRACERS[id(driver)](sql)
-        cursor = driver.cursor()  # type: ignore[union-attr]
-        cursor.executemany(sql, [arrange(row) for row in rows])
+        _executemany(conn, sql, [arrange(row) for row in rows])
+
+
+def run_rows(
+    conn: Connection, statement: Any, keys: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> None:
+    """``run_many`` for rows given as tuples of the values of ``keys``, in that order: a
+    bulk write (an import) builds no dict per row, and SQLite's driver takes the tuples as
+    they are when the statement's parameters come in that order."""
+    if not rows:
+        return
+    sql, arrange = _compiled(conn, statement, keys)
+    if (id(statement), conn.dialect.name, keys) in _IN_KEY_ORDER:
+        _executemany(conn, sql, rows)
+    else:
+        _executemany(conn, sql, [arrange(dict(zip(keys, row, strict=True))) for row in rows])
+
+
+def _executemany(conn: Connection, sql: str, parameters: list[Any]) -> None:
+    driver = conn.connection.driver_connection
+    if TRACERS and id(driver) in TRACERS:
+        TRACERS[id(driver)](sql)
+    driver.cursor().executemany(sql, parameters)  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 
 from memstore.dialect import OnConflict, greatest, resolve
 from memstore.errors import ImportConflict
-from memstore.executor import run, run_many
+from memstore.executor import run, run_many, run_rows
 from memstore.import_plan import ChangeKind, ImportPlan, MemoryChange, MemoryKey, MemoryLike
 from memstore.models import Category, Persistence, Status, parse_turns
 from memstore.rows import now
@@ -140,7 +140,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     if added:
         before = run(conn, LAST_ID, {}).fetchone()[0]
         stamp = now()
-        run_many(conn, INSERT_MEMORY, [_row(c, stamp, version) for c in added])
+        run_rows(conn, INSERT_MEMORY, _ROW_KEYS, [_row(c, stamp, version) for c in added])
         new_ids = [memory_id for (memory_id,) in run(conn, IDS_AFTER, {"after": before})]
         if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
             raise ImportConflict("the database changed while the import was writing")
@@ -187,28 +187,46 @@ _VALUES: dict[Any, str] = {
 }
 
 
-def _row(change: MemoryChange, stamp: str, version: int) -> dict[str, Any]:
-    """The values of a new memory's row."""
+#: the columns of a new memory's row, in ``_row``'s order
+_ROW_KEYS = (
+    "location_id",
+    "category",
+    "title",
+    "text",
+    "episode",
+    "turn_start",
+    "turn_end",
+    "score_change",
+    "persistence",
+    "status",
+    "created_at",
+    "created_version",
+    "changed_version",
+)
+
+
+def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
+    """The values of a new memory's row (``_ROW_KEYS``)."""
     memory = change.new
     assert memory is not None
     turns = memory.turns
     start, end = (int(turns), None) if turns.isdigit() else parse_turns(turns)
     values = _VALUES
-    return {
-        "location_id": change.location_id,
-        "category": values[memory.category],
-        "title": memory.title,
-        "text": memory.text,
-        "episode": memory.episode,
-        "turn_start": start,
-        "turn_end": end,
-        "score_change": memory.score_change,
-        "persistence": values[memory.persistence],
-        "status": values[memory.status],
-        "created_at": stamp,
-        "created_version": version,
-        "changed_version": version,
-    }
+    return (
+        change.location_id,
+        values[memory.category],
+        memory.title,
+        memory.text,
+        memory.episode,
+        start,
+        end,
+        memory.score_change,
+        values[memory.persistence],
+        values[memory.status],
+        stamp,
+        version,
+        version,
+    )
 
 
 def _has_link(memory: MemoryLike) -> bool:
