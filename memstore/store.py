@@ -13,7 +13,7 @@ per-execute overhead would otherwise be most of its time budget.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -23,6 +23,7 @@ from sqlalchemy import (
 
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
+from memstore.live_titles import find_live, live_title_exists, live_titled
 from memstore.map_store import write_map_events
 from memstore.models import (
     Memory,
@@ -37,9 +38,7 @@ from memstore.queries import (
     INSERT_LINK,
     INSERT_MEMORY,
     INSERT_TURNS,
-    LIVE_TITLED,
     MARK_SUPERSEDED,
-    TIER_NAMES,
     TIER_NUMBER,
     VISIT_EPISODE,
     VISIT_LOCATION,
@@ -56,7 +55,6 @@ from memstore.rows import (
     link_turn,
     live_after,
     memory_row,
-    now,
 )
 from memstore.schema import (
     ephemeral_memories,
@@ -64,38 +62,10 @@ from memstore.schema import (
 )
 from memstore.store_reads import StoreReads
 from memstore.versions import (
+    WriteVersion,
     allocate_episode,
-    next_version,
     record_history,
 )
-
-
-class _Version:
-    """The version of one write transaction, taken from the counter when first needed (so
-    a transaction that changes no persistent memory leaves the counter alone), and its
-    time: every row the transaction writes carries the same ``created_at``."""
-
-    __slots__ = ("conn", "stamp", "value")
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.value: int | None = None
-        self.stamp = now()
-
-    def get(self) -> int:
-        if self.value is None:
-            self.value = next_version(self.conn)
-        return self.value
-
-
-class _Live(NamedTuple):
-    """A live memory as LIVE_TITLED reads it."""
-
-    tier: str
-    id: int
-    persistence: str
-    episode: int
-    title: str
 
 
 class MemoryStore(StoreReads):
@@ -142,45 +112,13 @@ class MemoryStore(StoreReads):
         self.current_episode = episode
         return episode
 
-    @staticmethod
-    def _live_titled(
-        conn: Connection, location_id: int, title: str, other_title: str | None = None
-    ) -> list[_Live]:
-        """The live memories here titled exactly ``title`` (or ``other_title``), in both
-        tiers, the persistent tier first: one statement."""
-        params = {
-            "location_id": location_id,
-            "title": title,
-            "other_title": title if other_title is None else other_title,
-        }
-        return [
-            _Live(TIER_NAMES[tier], memory_id, persistence, episode, found)
-            for tier, memory_id, persistence, episode, found in sorted(
-                _run(conn, LIVE_TITLED, params)
-            )
-        ]
-
-    @classmethod
-    def _live_title_exists(
-        cls,
-        conn: Connection,
-        location_id: int,
-        title: str,
-        excluded: Iterable[tuple[str, int]] = (),
-    ) -> bool:
-        """Is a non-superseded memory titled exactly ``title`` here, in either tier?"""
-        skip = set(excluded)
-        return any(
-            (live.tier, live.id) not in skip for live in cls._live_titled(conn, location_id, title)
-        )
-
     def _insert(
         self,
         conn: Connection,
         location_id: int,
         name: str,
         memory: Memory,
-        version: _Version,
+        version: WriteVersion,
         location_known: bool = False,
     ) -> tuple[str, int]:
         """Insert a memory; ``location_known``: a persistent memory there proves the
@@ -207,17 +145,11 @@ class MemoryStore(StoreReads):
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
         session = memory.persistence is Persistence.EPHEMERAL
         with (self._session_write if session else self._write)(forget=None) as conn:
-            if self._live_title_exists(conn, location_id, memory.title):
+            if live_title_exists(conn, location_id, memory.title):
                 return False
-            added = self._insert(conn, location_id, location_name, memory, _Version(conn))
+            added = self._insert(conn, location_id, location_name, memory, WriteVersion(conn))
         self._changed(location_id, (), [(added, memory)])
         return True
-
-    @classmethod
-    def _find_live(cls, conn: Connection, location_id: int, title: str) -> _Live | None:
-        """The non-superseded memory with exactly this title: persistent tier first."""
-        found = cls._live_titled(conn, location_id, title)
-        return found[0] if found else None
 
     def supersede_memory(
         self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
@@ -240,7 +172,7 @@ class MemoryStore(StoreReads):
         session = new_memory.persistence is Persistence.EPHEMERAL
         with (self._session_write if session else self._write)(forget=None) as conn:
             # the old memory and any other holder of the new title, in one statement
-            live = self._live_titled(conn, location_id, old_memory_title, new_memory.title)
+            live = live_titled(conn, location_id, old_memory_title, new_memory.title)
             old = next((found for found in live if found.title == old_memory_title), None)
             if old is None:
                 return SupersedeOutcome.NOT_FOUND
@@ -250,7 +182,7 @@ class MemoryStore(StoreReads):
                 return SupersedeOutcome.FORBIDDEN_TRANSITION
             if any(found.title == new_memory.title and found is not old for found in live):
                 return SupersedeOutcome.DUPLICATE_TITLE
-            version = _Version(conn)
+            version = WriteVersion(conn)
             self._mark_superseded(conn, tier, old.id, version)
             new_tier, new_id = self._insert(
                 conn, location_id, location_name, new_memory, version, tier == "persistent"
@@ -268,7 +200,9 @@ class MemoryStore(StoreReads):
         return SupersedeOutcome.SUPERSEDED
 
     @staticmethod
-    def _mark_superseded(conn: Connection, tier: str, memory_id: int, version: _Version) -> None:
+    def _mark_superseded(
+        conn: Connection, tier: str, memory_id: int, version: WriteVersion
+    ) -> None:
         if tier == "persistent":
             at = version.get()
             record_history(conn, (memory_id,), at)
@@ -279,7 +213,7 @@ class MemoryStore(StoreReads):
     @staticmethod
     def _link(
         conn: Connection,
-        version: _Version,
+        version: WriteVersion,
         tier: str,
         memory_id: int,
         episode: int,
@@ -350,9 +284,9 @@ class MemoryStore(StoreReads):
         results: dict[str, bool] = {}
         removed: list[tuple[str, int]] = []
         with self._write(forget=None) as conn:
-            version = _Version(conn)
+            version = WriteVersion(conn)
             for title in titles:
-                old = self._find_live(conn, location_id, title)
+                old = find_live(conn, location_id, title)
                 if old is None:
                     results[title] = False
                     continue
@@ -410,11 +344,11 @@ class MemoryStore(StoreReads):
         removed: list[tuple[str, int]] = []
         new_row: list[tuple[tuple[str, int], Memory]] = []
         with self._write(forget=None) as conn:
-            version = _Version(conn)
+            version = WriteVersion(conn)
             superseded: list[tuple[str, int, str]] = []
             if new_memory is not None:
                 for title in supersede_titles:
-                    old = self._find_live(conn, location_id, title)
+                    old = find_live(conn, location_id, title)
                     if old is None or any(t == title for _tier, _id, t in superseded):
                         continue
                     tier = old.tier
@@ -424,7 +358,7 @@ class MemoryStore(StoreReads):
                         continue
                     superseded.append((tier, old.id, title))
             added = False
-            if new_memory is not None and not self._live_title_exists(
+            if new_memory is not None and not live_title_exists(
                 conn,
                 location_id,
                 new_memory.title,
@@ -442,7 +376,7 @@ class MemoryStore(StoreReads):
                 superseded = []
             invalidated: list[str] = []
             for title in invalidate:
-                old = self._find_live(conn, location_id, title)
+                old = find_live(conn, location_id, title)
                 if old is None:
                     continue
                 tier = old.tier

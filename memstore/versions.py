@@ -21,6 +21,7 @@ from memstore.dialect import greatest
 from memstore.errors import MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
+from memstore.rows import now
 from memstore.schema import (
     location_episodes,
     memories,
@@ -32,6 +33,7 @@ from memstore.schema import (
 )
 
 __all__ = [
+    "WriteVersion",
     "allocate_episode",
     "create_identity",
     "identity",
@@ -126,6 +128,24 @@ def identity(conn: Connection) -> ExportBase:
 def next_version(conn: Connection) -> int:
     """Advance the change counter (inside the caller's write transaction); the new value."""
     return int(run(conn, _BUMP, {}).fetchone()[0])
+
+
+class WriteVersion:
+    """The version of one write transaction, taken from the counter when first needed (so
+    a transaction that changes no persistent memory leaves the counter alone), and its
+    time: every row the transaction writes carries the same ``created_at``."""
+
+    __slots__ = ("conn", "stamp", "value")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.value: int | None = None
+        self.stamp = now()
+
+    def get(self) -> int:
+        if self.value is None:
+            self.value = next_version(self.conn)
+        return self.value
 
 
 def record_history(

@@ -30,20 +30,7 @@ STATUSES = ["ACTIVE", "TENTATIVE", "SUPERSEDED"]
 PERSISTENCES = ["core", "permanent"]
 MODES = ["llm", "offline"]
 OUTCOMES = ["ok", "refused", "repeated", "died"]
-DIRECTIONS = [
-    "north",
-    "south",
-    "east",
-    "west",
-    "northeast",
-    "northwest",
-    "southeast",
-    "southwest",
-    "up",
-    "down",
-    "in",
-    "out",
-]
+DIRECTIONS = "north south east west northeast northwest southeast southwest up down in out".split()
 
 
 def one_of(column: str, values: list[str]) -> str:
