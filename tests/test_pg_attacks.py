@@ -877,7 +877,7 @@ def test_a_write_cut_off_in_its_commit_never_says_nothing_was_written_when_it_wa
         admin.close()
 
 
-def test_read_only_commands_work_on_a_hot_standby(own_cluster: PgCluster) -> None:
+def test_read_only_commands_work_on_a_hot_standby(own_cluster: PgCluster, tmp_path: Path) -> None:
     # a reviewer reading a read replica of the fleet's database (show, stats, export)
     url = own_cluster.create_database("replicated")
     with MemoryStore.open(url) as store:
@@ -914,6 +914,14 @@ def test_read_only_commands_work_on_a_hot_standby(own_cluster: PgCluster) -> Non
         for command in (("show", "79"), ("stats",), ("check",), ("export", "--out", "-")):
             done = memstore("--db", replica, *command)
             assert done.returncode == 0, (command, done.stderr)
+        reviewed = tmp_path / "Memories.md"
+        reviewed.write_text(
+            memstore("--db", replica, "export", "--out", "-").stdout.replace(
+                "What we learned: Sack of food.", "The sack holds a lunch."
+            )
+        )
+        planned = memstore("--db", replica, "import", str(reviewed))  # a dry run: it reads
+        assert planned.returncode == 0 and "changed 1" in planned.stdout, planned.stderr
         shown = memstore("--db", replica, "show", "79")
         assert "Sack of food" in shown.stdout, shown.stderr
     finally:
