@@ -150,14 +150,24 @@ class AppliedSynthesis(BaseModel):
         return bool(self.new_memory or self.superseded or self.invalidated)
 
 
-def live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...]:
-    """The live memories of a location after ``applied``, from those before it.
+def live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...] | None:
+    """The live memories of a location after ``applied``, from those before it, or None
+    when they cannot be told from the titles alone (read them again).
 
     What ``memories(location_id)`` would read back, in ``apply_synthesis``'s order: the
     superseded ones go, the new memory comes last among those of its tier (persistent
     before ephemeral; its turns as the database stores them), then the invalidated ones
-    go, the new one among them maybe. Live titles are unique at a location.
+    go, the new one among them maybe. ``applied`` names what went by title: a title live
+    in both tiers (an agent's ephemeral memory, and a persistent one another process
+    wrote under the same title) lost only its persistent memory, so None.
     """
+    touched = {*applied.superseded, *applied.invalidated}
+    if touched and len(live) != len({m.title for m in live}):
+        seen: set[str] = set()
+        for memory in live:
+            if memory.title in touched and memory.title in seen:
+                return None
+            seen.add(memory.title)
     superseded = set(applied.superseded)
     persistent: list[Memory] = []
     ephemeral: list[Memory] = []

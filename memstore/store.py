@@ -287,8 +287,8 @@ class MemoryStore(StoreReads):
             version = WriteVersion(conn)
             for title in titles:
                 old = find_live(conn, location_id, title)
-                if old is None:
-                    results[title] = False
+                if old is None:  # (a title listed twice: invalidated the first time)
+                    results.setdefault(title, False)
                     continue
                 tier = old.tier
                 self._mark_superseded(conn, tier, old.id, version)
@@ -410,8 +410,9 @@ class MemoryStore(StoreReads):
             if bookkeeping is not None:
                 self._bookkeeping(conn, bookkeeping)
         self._changed(location_id, removed, new_row)
-        if live_before is not None:
-            self._live_cache[location_id] = live_after(live_before, applied)
+        after = live_after(live_before, applied) if live_before is not None else None
+        if after is not None:  # else it is read again when asked for
+            self._live_cache[location_id] = after
         return applied
 
     def reset_episode(self) -> int:

@@ -133,7 +133,7 @@ def next_version(conn: Connection) -> int:
 class WriteVersion:
     """The version of one write transaction, taken from the counter when first needed (so
     a transaction that changes no persistent memory leaves the counter alone), and its
-    time: every row the transaction writes carries the same ``created_at``."""
+    time: the memories and links it writes carry the same ``created_at``."""
 
     __slots__ = ("conn", "stamp", "value")
 
