@@ -25,8 +25,9 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
         add_global_options(child, copy=True)
 
 
-def alembic_config(db: str, out: Any) -> Any:
-    """An alembic Config for ``db`` over the migrations shipped with memstore."""
+def alembic_config(db: str, out: Any, busy_timeout_s: float | None = None) -> Any:
+    """An alembic Config for ``db`` over the migrations shipped with memstore; a migration
+    waits ``busy_timeout_s`` for another process's lock (migrations/env.py)."""
     from alembic.config import Config
 
     from memstore.connection import resolve_target
@@ -36,6 +37,8 @@ def alembic_config(db: str, out: Any) -> Any:
     config.set_main_option("script_location", str(migrations_path()))
     url = resolve_target(db).url.render_as_string(hide_password=False)
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if busy_timeout_s is not None:
+        config.attributes["busy_timeout_s"] = busy_timeout_s
     return config
 
 
@@ -103,7 +106,7 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
     from alembic import command as alembic
     from alembic.util import CommandError
 
-    config = alembic_config(ctx.db, ctx.out)
+    config = alembic_config(ctx.db, ctx.out, ctx.args.busy_timeout)
     try:
         if args.db_command == "upgrade":
             alembic.upgrade(config, args.revision)

@@ -16,6 +16,8 @@ Each run prints the database it works on and its revision before and after.
 
 from __future__ import annotations
 
+import math
+
 from alembic import context
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.util import CommandError
@@ -71,7 +73,23 @@ def refuse_data_loss(migration_context: MigrationContext, target: Target) -> Non
             )
 
 
-def one_sqlite_transaction(engine: Engine) -> None:
+def busy_timeout_s() -> float:
+    """How long a migration waits for another process's lock: ``memstore --busy-timeout``
+    (``memstore db upgrade`` passes it as the config attribute ``busy_timeout_s``), alembic's
+    ``-x busy_timeout=SECONDS``, or memstore's default (30 s)."""
+    given = config.attributes.get("busy_timeout_s", x_args.get("busy_timeout"))
+    if given is None:
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise CommandError(f"busy_timeout must be a number of seconds from 0, got {given!r}")
+    return seconds
+
+
+def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
     """Run a SQLite migration as ONE transaction that holds the write lock from its start.
 
     Python's sqlite3 driver, left to itself, begins a transaction only at the first INSERT
@@ -79,14 +97,17 @@ def one_sqlite_transaction(engine: Engine) -> None:
     a rebuild that failed afterwards (a row the new table refuses, a lock not granted) left
     ``_alembic_tmp_<table>`` behind and every later upgrade failed on it. Here the driver
     issues no BEGIN of its own and every transaction is ``BEGIN IMMEDIATE``, as memstore's
-    writers' are: the migration waits for another process's write (memstore's busy timeout)
-    instead of failing halfway, and a failure rolls all of it back.
+    writers' are: the migration waits for another process's write (up to ``busy_s``)
+    instead of failing halfway, and a failure rolls all of it back. alembic is told the
+    DDL is transactional (``transactional_ddl``), so an upgrade over several revisions is
+    that one transaction too, not one per revision: another upgrade run at the same time
+    waits, then finds the database at head.
     """
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(DEFAULT_BUSY_TIMEOUT_S * 1000)}")
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
         # batch mode rebuilds tables: dropping one must not cascade to the rows of another
         # (a no-op inside a transaction, so it is set here, before any)
         dbapi_connection.execute("PRAGMA foreign_keys = OFF")
@@ -117,13 +138,17 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     target = database_target()
     refuse_foreign(target)
+    busy_s = busy_timeout_s()
     engine = create_engine(target.url.render_as_string(hide_password=False))
     if engine.dialect.name == "sqlite":
-        one_sqlite_transaction(engine)
+        one_sqlite_transaction(engine, busy_s)
     with engine.connect() as connection:
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
         context.configure(
-            connection=connection, target_metadata=target_metadata, render_as_batch=True
+            connection=connection,
+            target_metadata=target_metadata,
+            render_as_batch=True,
+            transactional_ddl=True,  # SQLite's here (one_sqlite_transaction); PostgreSQL's
         )
         migration_context = context.get_context()
         if getattr(migration_context.opts.get("fn"), "__name__", None) == "display_version":
@@ -138,6 +163,8 @@ def run_migrations_online() -> None:
                 from memstore.pg_connection import write_lock_key
 
                 schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
+                # lock waits bounded as the store's writers' are (the busy timeout)
+                connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(busy_s * 1000))}")
                 connection.exec_driver_sql(
                     f"SELECT pg_advisory_xact_lock({write_lock_key(str(schema))})"
                 )

@@ -3,18 +3,23 @@ databases: every row kept, the same rules enforced, and the table rebuilds atomi
 
 from __future__ import annotations
 
+import io
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from alembic import command
+from alembic.config import Config
 
+from memstore.flagged import FlaggedMemories
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 from tests.test_migration_0003 import (
+    ROOT,
     alembic_config,
     new_database_at,
     populate_0002,
@@ -204,3 +209,64 @@ def test_an_upgrade_beside_another_process_writing_loses_none_of_its_rows(
         bulk = conn.execute("SELECT count(*) FROM turn_records WHERE run_id = 'bulk'").fetchone()
     assert stored == acknowledged and bulk == (50_000,)
     assert revision(db) == HEAD_REVISION
+
+
+# --- PostgreSQL: the id sequence revision 0005 broke, repaired -------------------------------
+
+
+def pg_alembic_config(url: str) -> Config:
+    config = Config(str(ROOT / "alembic.ini"), stdout=io.StringIO())
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def test_postgresql_upgrade_repairs_the_flagged_id_sequence_0005_left_behind(
+    pg_database: str,
+) -> None:
+    """Revision 0005 used to rebuild flagged_memories on PostgreSQL: the new table's id
+    came from a new sequence, _alembic_tmp_flagged_memories_id_seq, at 1, below the copied
+    rows' ids, and the next flagged memory failed on the primary key. That state is made
+    here by hand at 0007; the upgrade to 0008 repairs it."""
+    command.upgrade(pg_alembic_config(pg_database), "0007")
+    conninfo = pg_database.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo) as conn:
+        for n in range(3):
+            conn.execute(
+                "INSERT INTO flagged_memories (content, importance, turn, location_name, "
+                "episode, session_id, created_at, content_key) "
+                "VALUES (%s, 5, 1, 'Dark', 1, 's', 'c', %s)",
+                (f"Thing {n}", f"thing {n}"),
+            )
+        conn.execute(
+            "ALTER SEQUENCE flagged_memories_id_seq RENAME TO _alembic_tmp_flagged_memories_id_seq"
+        )
+        conn.execute("SELECT setval('_alembic_tmp_flagged_memories_id_seq', 1, false)")
+    command.upgrade(pg_alembic_config(pg_database), "head")
+    with psycopg.connect(conninfo) as conn:
+        sequence = conn.execute("SELECT pg_get_serial_sequence('flagged_memories', 'id')")
+        assert sequence.fetchone()[0].endswith(".flagged_memories_id_seq")
+    with MemoryStore.open(pg_database) as store:
+        flagged = FlaggedMemories(store, session_id="after-0008")
+        assert flagged.add_flagged_memory("A new grue", 5, 1, None, "Dark")
+        assert sorted(m.content for m in flagged.all()) == [
+            "A new grue",
+            "Thing 0",
+            "Thing 1",
+            "Thing 2",
+        ]
+
+
+def test_postgresql_upgrade_through_0005_keeps_the_flagged_id_sequence(pg_database: str) -> None:
+    """0005 alters the column on PostgreSQL now (no rebuild): ids go on after the old rows."""
+    command.upgrade(pg_alembic_config(pg_database), "0004")
+    conninfo = pg_database.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo) as conn:
+        for n in range(3):
+            conn.execute(
+                "INSERT INTO flagged_memories (content, importance, turn, location_name, "
+                "episode, session_id, created_at) VALUES (%s, 5, 1, 'Dark', 1, 's', 'c')",
+                (f"Thing {n}",),
+            )
+    command.upgrade(pg_alembic_config(pg_database), "0005")
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT nextval('flagged_memories_id_seq')").fetchone() == (4,)

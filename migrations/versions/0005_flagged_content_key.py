@@ -39,13 +39,21 @@ def upgrade() -> None:
             sa.text(f"UPDATE {TABLE} SET content_key = :key WHERE id = :id"),
             [{"id": row_id, "key": normalise(content)} for row_id, content in rows],
         )
-    # rebuilt so the column is NOT NULL, as in a new database's table
-    with op.batch_alter_table(TABLE, recreate="always") as batch:
+    # NOT NULL, as in a new database's table: SQLite rebuilds the table for it; PostgreSQL
+    # alters the column (a rebuild there would give the id a new sequence, starting at 1)
+    with op.batch_alter_table(TABLE, recreate=_rebuild()) as batch:
         batch.alter_column("content_key", existing_type=sa.Text(), nullable=False)
     op.create_index(INDEX, TABLE, ["content_key"])
 
 
 def downgrade() -> None:
     op.drop_index(INDEX, table_name=TABLE)
-    with op.batch_alter_table(TABLE, recreate="always") as batch:
+    with op.batch_alter_table(TABLE, recreate=_rebuild()) as batch:
         batch.drop_column("content_key")
+
+
+def _rebuild() -> str:
+    """alembic's batch mode: rebuild the table on SQLite, ALTER it elsewhere. (This revision
+    rebuilt it on PostgreSQL too, until revision 0008 found that the rebuilt table's id
+    sequence started again at 1; 0008 repairs a database upgraded that way.)"""
+    return "always" if op.get_bind().dialect.name == "sqlite" else "auto"

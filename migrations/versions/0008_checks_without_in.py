@@ -13,10 +13,17 @@ values (NULL included: neither form rejects it) and costs a few comparisons.
 Every row already satisfies the new checks (they are the same rules), so nothing is
 rewritten but the constraints; on SQLite each table is rebuilt by alembic's batch mode with
 its rows as they are. The downgrade puts the ``IN`` forms back.
+
+On PostgreSQL it also repairs what revision 0005 did there until this revision: it rebuilt
+``flagged_memories``, and the rebuilt table's id came from a new sequence
+(``_alembic_tmp_flagged_memories_id_seq``) starting at 1, below the ids of the rows it
+copied, so the next flagged memory failed on the primary key. Every table's id sequence is
+moved past the table's largest id where it is behind, and that sequence gets its usual name.
 """
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
@@ -69,8 +76,49 @@ def rewrite(form) -> None:  # noqa: ANN001 - one_of or in_list
                 batch.create_check_constraint(op.f(f"ck_{table}_{name}"), sqltext)
 
 
+#: the tables whose id comes from a sequence on PostgreSQL (as of this revision)
+SERIAL_TABLES = (
+    "memories",
+    "memory_links",
+    "synthesis_decisions",
+    "turn_records",
+    "flagged_memories",
+    "memory_history",
+    "map_connections",
+)
+
+
+def repair_sequences() -> None:
+    """PostgreSQL: each table's id sequence past its largest id, under its usual name."""
+    conn = op.get_bind()
+    for table in SERIAL_TABLES:
+        sequence = conn.execute(
+            sa.text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table}
+        ).scalar()
+        if sequence is None:
+            continue
+        usual = f"{table}_id_seq"
+        if "_alembic_tmp_" in sequence:
+            free = conn.execute(sa.text("SELECT to_regclass(:name) IS NULL"), {"name": usual})
+            if free.scalar():
+                conn.execute(sa.text(f'ALTER SEQUENCE {sequence} RENAME TO "{usual}"'))
+                sequence = conn.execute(
+                    sa.text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table}
+                ).scalar()
+        last, called = conn.execute(sa.text(f"SELECT last_value, is_called FROM {sequence}")).one()
+        largest = conn.execute(sa.text(f'SELECT max(id) FROM "{table}"')).scalar()  # noqa: S608
+        following = last + 1 if called else last
+        if largest is not None and following <= largest:
+            conn.execute(
+                sa.text("SELECT setval(:sequence, :value, false)"),
+                {"sequence": sequence, "value": largest + 1},
+            )
+
+
 def upgrade() -> None:
     rewrite(one_of)
+    if op.get_bind().dialect.name == "postgresql":
+        repair_sequences()
 
 
 def downgrade() -> None:
