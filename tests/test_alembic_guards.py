@@ -273,3 +273,14 @@ def test_current_reads_without_waiting_for_another_processes_write(tmp_path: Pat
         writer.execute("ROLLBACK")
         writer.close()
     assert f"{HEAD_REVISION} (head)" in out.getvalue()
+
+
+@pytest.mark.parametrize("given", ["soon", "-1", "nan", "inf"])
+def test_a_busy_timeout_that_is_not_a_number_of_seconds_is_refused(
+    tmp_path: Path, given: str
+) -> None:
+    db = tmp_path / "new.db"
+    cfg, _out = config(db, f"busy_timeout={given}")
+    with pytest.raises(CommandError, match="busy_timeout must be a number of seconds"):
+        command.upgrade(cfg, "head")
+    assert not db.exists()  # refused before the file was touched
