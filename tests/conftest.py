@@ -180,22 +180,24 @@ def store(database: str | Path) -> Iterator[MemoryStore]:
         opened.close()
 
 
+def note(title: str = "A memory", persistence: str = "permanent", **fields: Any) -> Memory:
+    """A NOTE memory learned at turn 5 of episode 1, its text made from its title."""
+    values: dict[str, Any] = {
+        "category": "NOTE",
+        "title": title,
+        "text": f"What we learned: {title}.",
+        "episode": 1,
+        "turns": "5",
+        "score_change": 0,
+        "persistence": persistence,
+    }
+    values.update(fields)
+    return Memory(**values)
+
+
 @pytest.fixture
 def mem() -> MakeMemory:
-    def make(title: str = "A memory", persistence: str = "permanent", **fields: Any) -> Memory:
-        values: dict[str, Any] = {
-            "category": "NOTE",
-            "title": title,
-            "text": f"What we learned: {title}.",
-            "episode": 1,
-            "turns": "5",
-            "score_change": 0,
-            "persistence": persistence,
-        }
-        values.update(fields)
-        return Memory(**values)
-
-    return make
+    return note
 
 
 @pytest.fixture(autouse=True)

@@ -254,19 +254,3 @@ def test_postgresql_upgrade_repairs_the_flagged_id_sequence_0005_left_behind(
             "Thing 1",
             "Thing 2",
         ]
-
-
-def test_postgresql_upgrade_through_0005_keeps_the_flagged_id_sequence(pg_database: str) -> None:
-    """0005 alters the column on PostgreSQL now (no rebuild): ids go on after the old rows."""
-    command.upgrade(pg_alembic_config(pg_database), "0004")
-    conninfo = pg_database.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(conninfo) as conn:
-        for n in range(3):
-            conn.execute(
-                "INSERT INTO flagged_memories (content, importance, turn, location_name, "
-                "episode, session_id, created_at) VALUES (%s, 5, 1, 'Dark', 1, 's', 'c')",
-                (f"Thing {n}",),
-            )
-    command.upgrade(pg_alembic_config(pg_database), "0005")
-    with psycopg.connect(conninfo) as conn:
-        assert conn.execute("SELECT nextval('flagged_memories_id_seq')").fetchone() == (4,)

@@ -31,10 +31,10 @@ from alembic import command
 from alembic.config import Config
 
 from memstore.flagged import FlaggedMemories
-from memstore.models import Memory
 from memstore.rows import Bookkeeping, SupersedeOutcome
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
+from tests.conftest import note
 from tests.map_helpers import record_sample
 from tests.test_migration_0003 import alembic_config, new_database_at, revision
 from tests.test_migration_0008 import populated_0007
@@ -47,25 +47,22 @@ MEMSTORE = Path(sys.executable).with_name("memstore")
 # --- helpers --------------------------------------------------------------------------------
 
 
-def note(title: str, persistence: str = "permanent", **fields: Any) -> Memory:
-    values: dict[str, Any] = {
-        "category": "NOTE",
-        "title": title,
-        "text": f"What we learned: {title}.",
-        "episode": 1,
-        "turns": "5",
-        "score_change": 0,
-        "persistence": persistence,
-    }
-    values.update(fields)
-    return Memory(**values)
-
-
 def has_integer_key(conn: sqlite3.Connection, table: str) -> bool:
     """Is the table's rowid its INTEGER PRIMARY KEY (so a rebuild must keep it)?"""
     columns = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
     keys = [c for c in columns if c[5]]
     return len(keys) == 1 and keys[0][2].upper() == "INTEGER"
+
+
+def typed_columns(conn: sqlite3.Connection) -> Iterator[tuple[str, list[str], str]]:
+    """Each table but alembic's: its name, its columns, and a select list giving each value
+    with its SQLite storage class (typeof)."""
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'alembic_version'"
+    ).fetchall()
+    for (table,) in tables:
+        columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
+        yield table, columns, ", ".join(f'typeof("{c}"), "{c}"' for c in columns)
 
 
 def values_of(db: Path) -> dict[str, tuple[list[str], list[tuple[object, ...]]]]:
@@ -74,12 +71,7 @@ def values_of(db: Path) -> dict[str, tuple[list[str], list[tuple[object, ...]]]]
     conn = sqlite3.connect(db)
     try:
         found = {}
-        tables = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'alembic_version'"
-        ).fetchall()
-        for (table,) in tables:
-            columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
-            select = ", ".join(f'typeof("{c}"), "{c}"' for c in columns)
+        for table, columns, select in typed_columns(conn):
             rows = conn.execute(f'SELECT {select} FROM "{table}"').fetchall()  # noqa: S608
             found[table] = (columns, sorted(rows, key=repr))
         return found
@@ -93,12 +85,7 @@ def digest_of(db: Path) -> dict[str, str]:
     conn = sqlite3.connect(db)
     try:
         found = {}
-        tables = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'alembic_version'"
-        ).fetchall()
-        for (table,) in tables:
-            columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
-            select = ", ".join(f'typeof("{c}"), "{c}"' for c in columns)
+        for table, columns, select in typed_columns(conn):
             order = ", ".join(f'"{c}"' for c in columns)
             digest = hashlib.sha256()
             for row in conn.execute(f'SELECT {select} FROM "{table}" ORDER BY {order}'):  # noqa: S608
