@@ -62,6 +62,10 @@ MEMORY_KEYS = select(
     memories.c.turn_end,
     memories.c.status,
 ).order_by(memories.c.id)
+#: the same, of the memories titled as one of ``titles`` (an expanding list)
+TITLED_KEYS = MEMORY_KEYS.where(memories.c.title.in_(bindparam("titles", expanding=True)))
+#: titles asked for in one statement (SQLite allows 32,766 parameters)
+TITLES_AT_ONCE = 500
 SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
     memory_links.c.superseded_by_id.is_not(None)
 )
@@ -288,7 +292,13 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
         if memory.superseded_by is not None
     }
     superseded = Status.SUPERSEDED.value
-    for memory_id, location_id, title, episode, start, end, status in run(conn, MEMORY_KEYS, {}):
+    titles = sorted({title for _location_id, title in by_title})
+    rows = (
+        row
+        for at in range(0, len(titles), TITLES_AT_ONCE)
+        for row in conn.execute(TITLED_KEYS, {"titles": titles[at : at + TITLES_AT_ONCE]})
+    )
+    for memory_id, location_id, title, episode, start, end, status in rows:
         found = by_title.get((location_id, title))
         if found is not None:
             found.append(

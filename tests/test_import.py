@@ -529,3 +529,37 @@ def test_any_representable_file_imports_into_an_empty_database_losslessly(
                 chain = empty.history(entry.location.id, title)
                 expected = sum(1 for m in entry.memories if m.title == title)
                 assert sum(1 for m in chain if m.title == title) == expected
+
+
+def test_links_to_more_successor_titles_than_one_statement_asks_for_are_all_made(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    """The successors' rows are read by title, TITLES_AT_ONCE titles a statement: 520
+    distinct successor titles take two statements, and every link is made."""
+    from memstore.import_apply import TITLES_AT_ONCE
+    from memstore.store_import import import_memories
+
+    count = TITLES_AT_ONCE + 20
+    memories = []
+    for n in range(count):
+        memories.append(mem(f"New {n:03}", turns="9"))
+        memories.append(
+            mem(
+                f"Old {n:03}",
+                status="SUPERSEDED",
+                superseded_by=f"New {n:03}",
+                superseded_at_turn=9,
+                superseded_at_episode=1,
+            )
+        )
+    location = LocationMemories(
+        location=LocationInfo(id=64, name="West of House", visit_count=1, episodes=(1,)),
+        memories=tuple(memories),
+    )
+    outcome = import_memories(store, render_memories_md([location]), apply=True)
+    assert outcome.applied and len(outcome.plan.added) == 2 * count
+    for n in (0, TITLES_AT_ONCE - 1, TITLES_AT_ONCE, count - 1):
+        assert [m.title for m in store.history(64, f"New {n:03}")] == [
+            f"Old {n:03}",
+            f"New {n:03}",
+        ]
