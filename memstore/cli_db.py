@@ -91,13 +91,13 @@ def _server_revision(url: Any) -> str | None:
     """The revision in a database server's ``alembic_version`` table (None without one),
     read without writing; a server that does not answer within the connect timeout is a
     one-line error (DatabaseUnavailable)."""
-    from memstore.connection import resolve_target
+    from memstore.connection import answer_limit, resolve_target
     from memstore.pg_connection import server_tables
 
     location = (
         url.render_as_string(hide_password=False) if hasattr(url, "render_as_string") else url
     )
-    _tables, version = server_tables(resolve_target(str(location)))
+    _tables, version = server_tables(resolve_target(str(location)), answer_limit())
     return version
 
 

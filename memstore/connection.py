@@ -38,6 +38,20 @@ from memstore.migrations_dir import known_revisions
 from memstore.schema import HEAD_REVISION, ephemeral_ddl
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+#: how much longer than the busy timeout (a lock wait, the longest a statement waits for
+#: other agents) a server may stay silent by default before a call is abandoned
+ANSWER_MARGIN_S = 60.0
+
+
+def answer_limit(
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, answer_timeout_s: float | None = None
+) -> float:
+    """How long a PostgreSQL server may stay silent in one wait for its answer
+    (memstore.pg_connection.AnswerWatch): ``answer_timeout_s``, or by default the busy
+    timeout and ANSWER_MARGIN_S. Keep it above the busy timeout: a lock wait longer than
+    it is cut off as a lost connection."""
+    return answer_timeout_s if answer_timeout_s is not None else busy_timeout_s + ANSWER_MARGIN_S
+
 
 #: info key telling the "begin" listener which BEGIN to emit
 BEGIN_KEY = "memstore_begin"
@@ -116,8 +130,10 @@ def resolve_target(path_or_url: str | Path) -> Target:
     return Target(url.set(drivername="sqlite", database=str(path)), path)
 
 
-def check_existing(target: Target) -> bool:
+def check_existing(target: Target, *, answer_timeout_s: float | None = None) -> bool:
     """Look at an existing file without changing it. True if it is a new (empty) database.
+    A server is read with each wait for its answer bounded by ``answer_timeout_s``
+    (``answer_limit``'s default).
 
     Raises NotAMemstoreDatabase for anything that is not an empty file, an empty SQLite
     database or a memstore database; SchemaOutOfDate / SchemaTooNew for other revisions,
@@ -127,7 +143,7 @@ def check_existing(target: Target) -> bool:
     if target.is_server:
         from memstore.pg_connection import server_tables
 
-        tables, version = server_tables(target)
+        tables, version = server_tables(target, answer_limit(answer_timeout_s=answer_timeout_s))
         return judge_schema(target.display, tables, version, kind="PostgreSQL")
     path = target.path
     if path is None or not path.exists():
@@ -313,11 +329,13 @@ def upgrade_to_write(conn: Connection) -> None:
 def failure_kind(exc: BaseException) -> str | None:
     """What a database refused, in memstore's terms (SQLite's and PostgreSQL's errors alike):
 
-    "busy" a lock not granted within the busy timeout; "read-only" a write the database or
-    the role may not make; "gone" the server connection was lost (the server stopped,
-    restarted, or dropped us); "overflow" a number past 64 bits; "nul" text PostgreSQL
-    cannot hold (a NUL character); "too-long" text too long for one of PostgreSQL's index
-    entries; None for anything else (a bug: raised as it is).
+    "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
+    cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
+    conflict with recovery): nothing happened, try again; "read-only" a write the database
+    or the role may not make; "gone" the server connection was lost (the server stopped,
+    restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
+    bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
+    one of PostgreSQL's index entries; None for anything else (a bug: raised as it is).
     """
     if getattr(exc, "connection_invalidated", False):
         return "gone"
@@ -331,16 +349,19 @@ def failure_kind(exc: BaseException) -> str | None:
             return "gone"
         return {
             "55P03": "busy",  # lock_not_available (lock_timeout)
+            "40001": "conflict",  # serialization_failure (a standby: conflict with recovery)
+            "40P01": "conflict",  # deadlock_detected
             "25006": "read-only",  # read_only_sql_transaction
             "42501": "read-only",  # insufficient_privilege
             "22003": "overflow",  # numeric_value_out_of_range
             "54000": "too-long",  # program_limit_exceeded: an index entry past a page
         }.get(code)
-    if type(orig).__module__.startswith("psycopg") and kind in (
-        "OperationalError",
-        "InterfaceError",
+    if type(orig).__module__.startswith("psycopg") and any(
+        base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
     ):
-        return "gone"  # the connection is closed, or the server went away without a code
+        # the connection is closed, the server went away without a code, or a connection
+        # attempt timed out (ConnectionTimeout)
+        return "gone"
     if not isinstance(orig, sqlite3.OperationalError):
         return None
     message = str(orig)

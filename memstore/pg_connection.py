@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import threading
 import time
 import weakref
@@ -38,8 +39,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
-from memstore.connection import BEGIN_KEY, TIERS_KEY, Target, store_tiers
-from memstore.errors import DatabaseUnavailable, UnsupportedDatabase
+from memstore.connection import BEGIN_KEY, TIERS_KEY, Target, answer_limit, store_tiers
+from memstore.errors import DatabaseUnavailable, ReadOnlyDatabase, UnsupportedDatabase
 from memstore.schema import (
     EPHEMERAL_SCHEMA,
     EPHEMERAL_SCHEMA_POSTGRESQL,
@@ -52,9 +53,6 @@ WRITE_LOCK_BASE = 0x6D656D73  # "mems"
 #: where the pool record keeps its connection's lock key
 LOCK_KEY = "memstore_write_lock"
 CONNECT_TIMEOUT_S = 10
-#: how much longer than the busy timeout (a lock wait, the longest a statement waits for
-#: other agents) one answer of the server may take by default, before the call is abandoned
-ANSWER_MARGIN_S = 60.0
 
 
 class AnswerWatch:
@@ -62,10 +60,12 @@ class AnswerWatch:
 
     The driver marks each wait (``_WatchedConnection.wait``: every statement and commit
     waits there); a thread of the watch's own looks a few times a second, and shuts down
-    the socket of a wait older than ``limit_s``. The driver then sees the connection closed
-    (an OperationalError that SQLAlchemy takes for a disconnect), so the call ends with
-    DatabaseUnavailable and the next call connects again. ``fired`` says that it was this
-    watch that closed it.
+    the socket of a wait older than ``limit_s`` whose server has sent nothing for as long
+    (Linux says when a TCP socket last received data: a bulk write's pipeline, one long
+    wait that the server answers all along, is not cut off). The driver then sees the
+    connection closed (an OperationalError that SQLAlchemy takes for a disconnect), so the
+    call ends with DatabaseUnavailable and the next call connects again. ``fired`` says
+    that it was this watch that closed it.
     """
 
     def __init__(self, limit_s: float) -> None:
@@ -91,6 +91,9 @@ class AnswerWatch:
             waiting = self._waiting
             if waiting is None or time.monotonic() - waiting[0] <= self.limit_s:
                 continue
+            silent = _silent_s(waiting[1])
+            if silent is not None and silent <= self.limit_s:
+                continue  # still answering
             self._waiting = None
             self.fired = True
             try:  # on a duplicate of the descriptor: the driver still owns (and closes) its own
@@ -99,6 +102,27 @@ class AnswerWatch:
             except OSError:  # already closed: the wait has ended
                 pass
 
+
+def _silent_s(fileno: int) -> float | None:
+    """Seconds since the server last sent data on this TCP socket (Linux's TCP_INFO,
+    ``tcpi_last_data_recv``), or None where that is not known (a Unix socket, another
+    system)."""
+    try:
+        with socket.socket(fileno=os.dup(fileno)) as sock:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                return None
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+    except (OSError, AttributeError):  # closed meanwhile; no TCP_INFO here
+        return None
+    if len(info) < _LAST_DATA_RECV + 4:
+        return None
+    return int(struct.unpack_from("=I", info, _LAST_DATA_RECV)[0]) / 1000
+
+
+#: struct tcp_info (linux/tcp.h): 8 one-byte fields, then 32-bit ones; the 12th of those,
+#: at byte 52, is tcpi_last_data_recv (milliseconds)
+_LAST_DATA_RECV = 52
+_TCP_INFO_SIZE = 104
 
 #: each engine's watch (create_server_engine)
 _WATCHES: weakref.WeakKeyDictionary[Engine, AnswerWatch] = weakref.WeakKeyDictionary()
@@ -125,8 +149,9 @@ def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
     return DatabaseUnavailable(f"cannot connect to {target.display}: {detail}")
 
 
-def server_tables(target: Target) -> tuple[set[str], str | None]:
-    """The tables of the database's schema and its alembic revision, read without writing."""
+def server_tables(target: Target, answer_timeout_s: float) -> tuple[set[str], str | None]:
+    """The tables of the database's schema and its alembic revision, read without writing
+    (each wait for the server's answer bounded by ``answer_timeout_s``)."""
     try:
         import psycopg  # noqa: F401 - only to say what is missing
     except ImportError:
@@ -136,7 +161,7 @@ def server_tables(target: Target) -> tuple[set[str], str | None]:
     engine = create_engine(
         target.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
     )
-    watch = watched(engine, ANSWER_MARGIN_S)
+    watch = watched(engine, answer_timeout_s)
     try:
         with engine.connect() as conn:
             tables = set(
@@ -206,9 +231,9 @@ def create_server_engine(
 ) -> Engine:
     """An engine with exactly one connection to the server, holding the ephemeral tier.
 
-    ``answer_timeout_s`` bounds each wait for the server's answer (default: the busy
-    timeout and ANSWER_MARGIN_S): see AnswerWatch."""
-    limit = answer_timeout_s if answer_timeout_s is not None else busy_timeout_s + ANSWER_MARGIN_S
+    ``answer_timeout_s`` bounds each wait for the server's answer (default: connection.
+    answer_limit's): see AnswerWatch."""
+    limit = answer_limit(busy_timeout_s, answer_timeout_s)
     engine = create_engine(
         target.url,
         poolclass=StaticPool,
@@ -240,6 +265,11 @@ def create_server_engine(
                 cursor.execute(statement)
         except Exception as exc:  # noqa: BLE001 - a server's refusal, said in one line
             dbapi_connection.rollback()
+            if getattr(exc, "sqlstate", None) == "25006":  # read_only_sql_transaction
+                raise ReadOnlyDatabase(
+                    f"read-only database: {target.display} accepts no writes (a hot "
+                    f"standby?); open it read-only to read it"
+                ) from None
             raise DatabaseUnavailable(
                 f"cannot use {target.display}: the ephemeral tier (this agent's temporary "
                 f"tables) could not be made: {' '.join(str(exc).split())} (the role needs "

@@ -24,6 +24,7 @@ from memstore.connection import (
     BEGIN_KEY,
     DEFAULT_BUSY_TIMEOUT_S,
     Target,
+    answer_limit,
     change_token,
     check_existing,
     check_writable,
@@ -94,7 +95,8 @@ class StoreCore:
         self._data_version: object = None
         self._views = LocationViews(self.config.token_budget)
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
-        is_new = check_existing(target)
+        limit = answer_limit(busy_timeout_s, answer_timeout_s)
+        is_new = check_existing(target, answer_timeout_s=limit)
         if read_only and is_new and (target.path is not None or target.is_server):
             raise NotAMemstoreDatabase(f"no memstore database at {target.display}")
         if not read_only:
@@ -102,20 +104,25 @@ class StoreCore:
         if is_new and target.path is not None:
             target.path.parent.mkdir(parents=True, exist_ok=True)
         self._engine = create_store_engine(
-            target, busy_timeout_s, read_only=read_only, answer_timeout_s=answer_timeout_s
+            target, busy_timeout_s, read_only=read_only, answer_timeout_s=limit
         )
         self._watch = answer_watch(self._engine)
         try:
-            self._conn: Connection = self._engine.connect()
-        except Exception as exc:
-            refused = self.refusal(exc, connected=False)
-            if refused is None:
-                raise
-            raise refused from None
-        if is_new:
-            self._create_schema()
-        #: the clock used for links when a caller gives no turn; the manager keeps it current
-        self.current_episode = self._max_episode()
+            try:
+                self._conn: Connection = self._engine.connect()
+            except Exception as exc:
+                refused = self.refusal(exc, connected=False)
+                if refused is None:
+                    raise
+                raise refused from None
+            if is_new:
+                self._create_schema()
+            #: the clock used for links when a caller gives no turn; the manager keeps it
+            #: current
+            self.current_episode = self._max_episode()
+        except BaseException:
+            self._dispose()  # a store that failed to open keeps no connection or thread
+            raise
         self.current_turn = 0
 
     def _max_episode(self) -> int:
@@ -159,9 +166,10 @@ class StoreCore:
         write is refused when opened for writing (ReadOnlyDatabase: "read-only database").
 
         On a PostgreSQL server, ``busy_timeout_s`` bounds the wait for another agent's
-        write and ``answer_timeout_s`` (default: the busy timeout and 60 s) each wait for
-        the server's answer: a server that stops answering ends the call with
-        DatabaseUnavailable, and the next call connects again.
+        write and ``answer_timeout_s`` (default: the busy timeout and 60 s; keep it above
+        the busy timeout) how long the server may stay silent in one wait for its answer:
+        a server that stops answering ends the call with DatabaseUnavailable, and the next
+        call connects again.
         """
         config = config or load_config()
         target = resolve_target(path_or_url if path_or_url is not None else config.db)
@@ -177,9 +185,12 @@ class StoreCore:
         """Close the connection; the ephemeral tier goes with it."""
         with self._lock:
             self._conn.close()
-            self._engine.dispose()
-            if self._watch is not None:
-                self._watch.close()
+            self._dispose()
+
+    def _dispose(self) -> None:
+        self._engine.dispose()
+        if self._watch is not None:
+            self._watch.close()
 
     @property
     def closed(self) -> bool:
@@ -203,8 +214,9 @@ class StoreCore:
                 create_identity(conn)
                 alembic_version.create(conn, checkfirst=False)
                 conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
-        if made:
-            check_existing(self.target)  # the other process's schema: the same revision?
+        if made:  # the other process's schema: the same revision?
+            limit = self._watch.limit_s if self._watch is not None else None
+            check_existing(self.target, answer_timeout_s=limit)
 
     # --- transactions --------------------------------------------------------------------
 
@@ -258,6 +270,9 @@ class StoreCore:
         where = self.target.display
         why = one_line(exc) if self.target.is_server else ""
         if kind == "gone":
+            if self._watch is not None and self._watch.fired:
+                self._watch.fired = False
+                why = f"it did not answer within {self._watch.limit_s:g} s"
             if not connected:
                 return DatabaseUnavailable(f"cannot connect to {where}: {why}")
             try:
@@ -265,9 +280,6 @@ class StoreCore:
             except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
                 pass
             self._data_version = None
-            if self._watch is not None and self._watch.fired:
-                self._watch.fired = False
-                why = f"it did not answer within {self._watch.limit_s:g} s"
             # lost in the middle of a commit, a write may have reached the disk: say so
             outcome = (
                 "what this call was writing may or may not have been committed (look before "
@@ -295,6 +307,11 @@ class StoreCore:
         if kind == "read-only":
             because = f" ({why})" if why else ""
             return ReadOnlyDatabase(f"read-only database: {where}{because}; nothing was written")
+        if kind == "conflict":
+            return StoreBusy(
+                f"{where} cancelled this call for a conflict with another transaction ({why}); "
+                f"nothing was written; try again"
+            )
         return StoreBusy(
             f"{where} stayed locked by another process for longer than the busy timeout; "
             f"nothing was written"
