@@ -603,6 +603,7 @@ def test_db_upgrade_honours_the_busy_timeout_option(tmp_path: Path) -> None:
     assert revision(db) == "0007"
 
 
+@pytest.mark.slow  # another connection holds the lock for seconds
 def test_db_upgrade_with_the_lock_held_past_the_timeout_says_so_and_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -665,6 +666,7 @@ def test_two_db_upgrades_at_once_over_several_revisions_both_succeed(
     assert code == 0, err
 
 
+@pytest.mark.slow  # another connection holds the lock for seconds
 @pytest.mark.parametrize("journal", ["delete", "wal"])
 def test_alembic_current_reads_beside_a_writer_without_waiting(
     tmp_path: Path, journal: str
