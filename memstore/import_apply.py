@@ -144,7 +144,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     if added:
         before = run(conn, LAST_ID, {}).fetchone()[0]
         stamp = now()
-        run_rows(conn, INSERT_MEMORY, _ROW_KEYS, [_row(c, stamp, version) for c in added])
+        run_rows(conn, INSERT_MEMORY, NEW_MEMORY_COLUMNS, [_row(c, stamp, version) for c in added])
         new_ids = [memory_id for (memory_id,) in run(conn, IDS_AFTER, {"after": before})]
         if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
             raise ImportConflict("the database changed while the import was writing")
@@ -191,8 +191,9 @@ _VALUES: dict[Any, str] = {
 }
 
 
-#: the columns of a new memory's row, in ``_row``'s order
-_ROW_KEYS = (
+#: the columns of a new memory's row, in ``_row``'s order (the table's, so the driver
+#: takes the rows as they are: executor.run_rows)
+NEW_MEMORY_COLUMNS = (
     "location_id",
     "category",
     "title",
@@ -210,7 +211,7 @@ _ROW_KEYS = (
 
 
 def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
-    """The values of a new memory's row (``_ROW_KEYS``)."""
+    """The values of a new memory's row (``NEW_MEMORY_COLUMNS``)."""
     memory = change.new
     assert memory is not None
     turns = memory.turns

@@ -35,6 +35,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import NoReturn
 
@@ -338,6 +339,21 @@ class PgCluster:
     def drop_database(self, name: str) -> None:
         """DROP DATABASE ``name``, disconnecting whoever is still connected to it."""
         self._admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
+
+    def schema_url(self, dbname: str, *, prefix: str = "s_", query: str = "") -> str:
+        """A new empty schema in database ``dbname`` (made if missing), as a memstore URL
+        (each schema is a memstore database of its own); ``query`` goes before the
+        search path in the URL's query."""
+        import psycopg
+
+        try:
+            self.create_database(dbname)
+        except psycopg.errors.DuplicateDatabase:
+            pass
+        schema = f"{prefix}{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.conninfo(dbname), autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA "{schema}"')
+        return f"{self.url(dbname)}?{query}options=-csearch_path%3D{schema}"
 
 
 _shared: PgCluster | PgClusterError | None = None

@@ -59,16 +59,9 @@ def cluster(pg_cluster: PgCluster) -> PgCluster:
     return pg_cluster
 
 
-def _schema_url(cluster: PgCluster, dbname: str = "pg_attacks") -> str:
+def _schema_url(cluster: PgCluster) -> str:
     """A new empty schema in one database of the cluster, as a memstore URL."""
-    try:
-        cluster.create_database(dbname)
-    except psycopg.errors.DuplicateDatabase:
-        pass
-    schema = f"s_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(cluster.conninfo(dbname), autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    return f"{cluster.url(dbname)}?options=-csearch_path%3D{schema}"
+    return cluster.schema_url("pg_attacks")
 
 
 @pytest.fixture

@@ -271,15 +271,8 @@ def one_line_memstore_error(exc: BaseException | None) -> None:
 # --- where the stores live --------------------------------------------------------------------
 
 
-def _schema_url(cluster: PgCluster, dbname: str = "review_watch", query: str = "") -> str:
-    try:
-        cluster.create_database(dbname)
-    except psycopg.errors.DuplicateDatabase:
-        pass
-    schema = f"w_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(cluster.conninfo(dbname), autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    return f"{cluster.url(dbname)}?{query}options=-csearch_path%3D{schema}"
+def _schema_url(cluster: PgCluster, query: str = "") -> str:
+    return cluster.schema_url("review_watch", prefix="w_", query=query)
 
 
 @pytest.fixture
@@ -1044,24 +1037,10 @@ def test_every_read_and_read_only_command_works_on_a_hot_standby(
 
 # --- run_rows -----------------------------------------------------------------------------------
 
+
 INSERT_PERSISTENT = insert(memories)
 INSERT_EPHEMERAL = insert(ephemeral_memories)
 INSERT_ROOM = insert(locations)
-ROW_KEYS = (
-    "location_id",
-    "category",
-    "title",
-    "text",
-    "episode",
-    "turn_start",
-    "turn_end",
-    "score_change",
-    "persistence",
-    "status",
-    "created_at",
-    "created_version",
-    "changed_version",
-)
 HUGE = 2**63 - 1
 
 
