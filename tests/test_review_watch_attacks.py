@@ -47,12 +47,12 @@ from memstore.flagged import FlaggedMemories
 from memstore.invariants import check_invariants
 from memstore.map_store import MapStore
 from memstore.memory_tools import MemoryToolkit
-from memstore.models import Memory
 from memstore.pg_connection import CONNECT_TIMEOUT_S, write_lock_key
 from memstore.rows import Bookkeeping
 from memstore.schema import ephemeral_memories, locations, memories
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
+from tests.test_pg_attacks import note
 
 MEMSTORE = Path(sys.executable).with_name("memstore")
 #: how much later than its answer timeout a call may end (the watch looks a few times a
@@ -62,19 +62,6 @@ WATCH_THREAD = "memstore-answer"
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def note(title: str, persistence: str = "permanent", **fields: Any) -> Memory:
-    values: dict[str, Any] = {
-        "category": "NOTE",
-        "title": title,
-        "text": f"What we learned: {title}.",
-        "episode": 1,
-        "turns": "3",
-        "persistence": persistence,
-    }
-    values.update(fields)
-    return Memory(**values)
 
 
 def backend_pid(store: MemoryStore) -> int:
