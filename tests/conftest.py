@@ -209,15 +209,16 @@ def _no_memstore_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 
 @contextmanager
-def write_lock_held(store: MemoryStore) -> Iterator[None]:
+def write_lock_held(store: MemoryStore, seconds: float = 30) -> Iterator[None]:
     """While the block runs, another thread holds a write transaction open on ``store``
-    (so every other writer waits, then gets StoreBusy); released when the block ends."""
+    (so every other writer waits, then gets StoreBusy); released when the block ends, or
+    after ``seconds`` (then a writer waiting in the block gets the lock)."""
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         with store.transaction(write=True):
             entered.set()
-            release.wait(30)
+            release.wait(seconds)
 
     holder = threading.Thread(target=hold)
     holder.start()

@@ -419,22 +419,10 @@ def test_an_answer_slower_than_the_lock_wait_but_within_the_bound_is_waited_for(
         MemoryStore.open(pg_url) as other,
     ):
         store.add_memory(2, "There", note("First"))
-        entered = threading.Event()
-
-        def hold() -> None:  # another agent's write, 1.5 s long
-            with other.transaction(write=True):
-                entered.set()
-                time.sleep(1.5)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert entered.wait(30)
+        with write_lock_held(other, seconds=1.5):  # another agent's write, 1.5 s long
             started = time.monotonic()
             assert store.add_memory(2, "There", note("Second"))
             assert time.monotonic() - started >= 1.2
-        finally:
-            holder.join()
         assert {m.title for m in store.memories(2)} == {"First", "Second"}
 
 

@@ -22,8 +22,6 @@ import multiprocessing
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -36,6 +34,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import write_lock_held
 from map_helpers import ATTIC, KITCHEN, NORTH, WEST, record_sample
 from pg_cluster import PgCluster, PgClusterError, require_or_skip
 from pg_cluster import unavailable_reason as pg_unavailable
@@ -52,9 +51,8 @@ from memstore.rows import Bookkeeping
 from memstore.schema import ephemeral_memories, locations, memories
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
-from tests.test_pg_attacks import note
+from tests.test_pg_attacks import memstore, note
 
-MEMSTORE = Path(sys.executable).with_name("memstore")
 #: how much later than its answer timeout a call may end (the watch looks a few times a
 #: second; a loaded machine)
 MARGIN_S = 4.0
@@ -217,17 +215,6 @@ def first_query(index: int | None = None) -> Callable[[int, bytes], str | None]:
         return None
 
     return trigger
-
-
-def memstore(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(MEMSTORE), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        check=False,
-    )
 
 
 def memories_md(locations_count: int, per_location: int, title: str = "Fact") -> str:
@@ -682,23 +669,11 @@ def test_a_lock_wait_within_the_answer_timeout_in_several_waits_of_one_call_is_n
         MemoryStore.open(pg_url) as other,
     ):
         store.get_location_memory(1)
-        entered = threading.Event()
-
-        def hold() -> None:
-            with other.transaction(write=True):
-                entered.set()
-                time.sleep(1.0)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert entered.wait(30)
+        with write_lock_held(other, seconds=1.0):
             began = time.monotonic()
             assert FlaggedMemories(store).add_flagged_memory("A lock waited for", 5, 1, 1, "X")
             assert store.add_memory(1, "Here", note("After the lock"))
             assert time.monotonic() - began >= 0.8
-        finally:
-            holder.join(30)
         assert store._watch is not None and not store._watch.fired
 
 
