@@ -298,12 +298,66 @@ def create_store_engine(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
-        # Straight to the driver: SQLAlchemy's execute path would cost more than the BEGIN.
-        # A lock held past the busy timeout raises sqlite3.OperationalError here.
-        begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
-        connection.connection.driver_connection.execute(begin)
+        # A Core statement run inside memstore's own transaction (begin_transaction) joins
+        # it; one run outside any begins the transaction BEGIN_KEY names.
+        driver = connection.connection.driver_connection
+        if not driver.in_transaction:
+            driver.execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
     return engine
+
+
+class ConnectionLost(Exception):
+    """The store's connection was lost inside a transaction (``failure_kind``: "gone")."""
+
+    connection_invalidated = True
+
+
+def begin_transaction(conn: Connection, begin: str) -> None:
+    """Begin one of memstore's transactions on ``conn``'s driver connection: ``begin`` is
+    "BEGIN" (a read), "BEGIN DEFERRED" (the ephemeral tier only: no lock on the file) or
+    "BEGIN IMMEDIATE" (a write: the writers' lock, waited for up to the busy timeout; a
+    lock held past it raises the driver's error here).
+
+    Straight to the driver, as every statement is (memstore.executor): SQLAlchemy's own
+    transaction would cost more than the BEGIN and the COMMIT. A Core statement run on
+    ``conn`` inside it joins it (the engine's "begin" listener), and ``end_transaction``
+    ends both."""
+    conn.info[BEGIN_KEY] = begin
+    if conn.dialect.name == "postgresql":
+        from memstore.pg_connection import begin_server_transaction
+
+        begin_server_transaction(conn.connection, begin)
+    else:
+        conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+
+
+def end_transaction(conn: Connection, *, commit: bool) -> None:
+    """Commit (or roll back) the transaction ``begin_transaction`` began on ``conn``,
+    together with the one SQLAlchemy began inside it when a Core statement ran there.
+
+    A commit that fails is rolled back before its error is raised, so no transaction is
+    left open. A rollback that fails (the connection was lost) is not raised: the error
+    that made the caller roll back is the one to report, and a server ends a lost
+    connection's transaction itself."""
+    try:
+        # SQLAlchemy joined (its transaction, active or failed): it ends both, and knows it
+        if conn.get_transaction() is not None:
+            if commit:
+                conn.commit()
+                return
+            conn.rollback()  # (after a failed commit it leaves the driver's open)
+        elif commit:
+            if conn.invalidated:  # lost: never commit on the connection made again
+                raise ConnectionLost("the connection was lost before the commit")
+            conn.connection.driver_connection.commit()  # type: ignore[union-attr]
+            return
+        if not conn.invalidated:
+            conn.connection.driver_connection.rollback()  # type: ignore[union-attr]
+    except Exception:
+        if commit:
+            end_transaction(conn, commit=False)
+            raise
 
 
 def change_token(conn: Connection) -> object:

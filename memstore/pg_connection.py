@@ -281,23 +281,34 @@ def create_server_engine(
         # is its own, and memstore begins its transactions itself (commit() then commits)
         dbapi_connection.autocommit = True
 
+    from psycopg.pq import TransactionStatus
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
-        driver = connection.connection.driver_connection
-        begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
-        if begin == "BEGIN":
-            driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            return
-        driver.execute("BEGIN")
-        if begin == "BEGIN IMMEDIATE":
-            try:
-                take_write_lock(connection.connection)
-            except Exception:
-                driver.rollback()  # SQLAlchemy has no transaction to roll back yet
-                raise
-        # "BEGIN DEFERRED" (the ephemeral tier only): READ COMMITTED, no lock
+        # as on SQLite: a Core statement inside memstore's own transaction joins it
+        pooled = connection.connection
+        if pooled.driver_connection.info.transaction_status == TransactionStatus.IDLE:
+            begin_server_transaction(pooled, connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
     return engine
+
+
+def begin_server_transaction(pooled: Any, begin: str) -> None:
+    """memstore.connection.begin_transaction on a server: "BEGIN" reads one snapshot
+    (REPEATABLE READ); "BEGIN IMMEDIATE" takes the writers' lock (up to lock_timeout);
+    "BEGIN DEFERRED" (the ephemeral tier only) is READ COMMITTED, with no lock.
+    ``pooled``: SQLAlchemy's pooled connection (``conn.connection``)."""
+    driver = pooled.driver_connection
+    if begin == "BEGIN":
+        driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        return
+    driver.execute("BEGIN")
+    if begin == "BEGIN IMMEDIATE":
+        try:
+            take_write_lock(pooled)
+        except Exception:
+            driver.rollback()  # nothing of the transaction is left open
+            raise
 
 
 def take_write_lock(pooled: Any) -> None:

@@ -72,10 +72,10 @@ LIVE_TITLED = union_all(
 MARK_SUPERSEDED = {
     "persistent": update(memories)
     .where(memories.c.id == bindparam("memory_id"))
-    .values(status=Status.SUPERSEDED.value, changed_version=bindparam("version")),
+    .values(status=SUPERSEDED_LITERAL, changed_version=bindparam("version")),
     "ephemeral": update(ephemeral_memories)
     .where(ephemeral_memories.c.id == bindparam("memory_id"))
-    .values(status=Status.SUPERSEDED.value),
+    .values(status=SUPERSEDED_LITERAL),
 }
 INSERT_LINK = {"persistent": insert(memory_links), "ephemeral": insert(ephemeral_memory_links)}
 ENSURE_LOCATION = OnConflict(locations, ["id"])

@@ -205,7 +205,7 @@ class MemoryStore(StoreReads):
     ) -> None:
         if tier == "persistent":
             at = version.get()
-            record_history(conn, (memory_id,), at)
+            record_history(conn, (memory_id,), at, live=True)
             _run(conn, MARK_SUPERSEDED[tier], {"memory_id": memory_id, "version": at})
         else:
             _run(conn, MARK_SUPERSEDED[tier], {"memory_id": memory_id})

@@ -5,7 +5,9 @@
 ephemeral tier attached, or a PostgreSQL server with it in temporary tables) and the one
 way to run a transaction on it: ``transaction()`` (public, nestable) and the private
 begins the store's own writes and reads use. Every public write is one transaction,
-committed durably before the call returns.
+committed durably before the call returns. A transaction is begun and ended on the driver
+connection, as every statement is run (memstore.connection.begin_transaction,
+memstore.executor); a Core statement run inside it joins it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from memstore.connection import (
     DEFAULT_BUSY_TIMEOUT_S,
     Target,
     answer_limit,
+    begin_transaction,
     change_token,
     check_existing,
     check_writable,
     create_store_engine,
+    end_transaction,
     failure_kind,
     one_line,
     resolve_target,
@@ -244,10 +248,15 @@ class StoreCore:
                     f"nothing was written"
                 )
             self._depth = 1
+            conn = self._conn
             try:
-                self._conn.info[BEGIN_KEY] = begin  # (reconnects after a lost connection)
-                with self._conn.begin():
-                    yield self._conn
+                begin_transaction(conn, begin)
+                try:
+                    yield conn
+                except BaseException:
+                    end_transaction(conn, commit=False)
+                    raise
+                end_transaction(conn, commit=True)
             except Exception as exc:
                 refused = self.refusal(exc, writing=begin != "BEGIN")
                 if refused is None:

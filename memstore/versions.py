@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, null, select, update
 
 from exporters.base_line import ExportBase
 from memstore.dialect import greatest
@@ -58,35 +58,49 @@ _NEXT_EPISODE = (
 
 _successor = memories.alias("successor")
 _HISTORY_COLUMNS = [c.name for c in memory_history.columns if c.name != "id"]
-_RECORD = insert(memory_history).from_select(
-    _HISTORY_COLUMNS,
-    select(
-        memories.c.id,
-        memories.c.location_id,
-        memories.c.category,
-        memories.c.title,
-        memories.c.text,
-        memories.c.episode,
-        memories.c.turn_start,
-        memories.c.turn_end,
-        memories.c.score_change,
-        memories.c.persistence,
-        memories.c.status,
-        _successor.c.title,
-        memory_links.c.turn,
-        memory_links.c.episode,
-        memory_links.c.reason,
-        memories.c.created_version,
-        bindparam("version"),
-        bindparam("deleted"),
+
+
+def _record(live: bool) -> Any:
+    """The history row of a memory, with its link (a live memory has none: then the link's
+    columns are NULL and no join is made)."""
+    link: list[Any] = (
+        [null(), null(), null(), null()]
+        if live
+        else [_successor.c.title, memory_links.c.turn, memory_links.c.episode, memory_links.c.reason]
     )
-    .select_from(
-        memories.outerjoin(memory_links, memory_links.c.memory_id == memories.c.id).outerjoin(
-            _successor, _successor.c.id == memory_links.c.superseded_by_id
+    rows: Any = memories
+    if not live:
+        rows = memories.outerjoin(
+            memory_links, memory_links.c.memory_id == memories.c.id
+        ).outerjoin(_successor, _successor.c.id == memory_links.c.superseded_by_id)
+    return insert(memory_history).from_select(
+        _HISTORY_COLUMNS,
+        select(
+            memories.c.id,
+            memories.c.location_id,
+            memories.c.category,
+            memories.c.title,
+            memories.c.text,
+            memories.c.episode,
+            memories.c.turn_start,
+            memories.c.turn_end,
+            memories.c.score_change,
+            memories.c.persistence,
+            memories.c.status,
+            *link,
+            memories.c.created_version,
+            bindparam("version"),
+            bindparam("deleted"),
         )
+        .select_from(rows)
+        .where(memories.c.id == bindparam("memory_id")),
     )
-    .where(memories.c.id == bindparam("memory_id")),
-)
+
+
+_RECORD = _record(live=False)
+#: the same for a memory that is live (the store's supersessions and invalidations): a
+#: live memory has no link (memstore.invariants), so none is looked up
+_RECORD_LIVE = _record(live=True)
 
 
 def create_identity(conn: Connection) -> None:
@@ -149,18 +163,25 @@ class WriteVersion:
 
 
 def record_history(
-    conn: Connection, memory_ids: Iterable[int], version: int, *, deleted: bool = False
+    conn: Connection,
+    memory_ids: Iterable[int],
+    version: int,
+    *,
+    deleted: bool = False,
+    live: bool = False,
 ) -> None:
     """Keep the state of these persistent memories (with their links) before ``version``
-    changes them, or deletes them (``deleted``)."""
+    changes them, or deletes them (``deleted``). ``live``: the memories are not
+    SUPERSEDED, so they have no link to keep."""
+    statement = _RECORD_LIVE if live else _RECORD
     rows = [
         {"version": version, "deleted": int(deleted), "memory_id": memory_id}
         for memory_id in memory_ids
     ]
     if len(rows) == 1:
-        run(conn, _RECORD, rows[0])
+        run(conn, statement, rows[0])
     else:
-        run_many(conn, _RECORD, rows)
+        run_many(conn, statement, rows)
 
 
 def state_at(
