@@ -32,8 +32,8 @@ from memstore.merge import StoredMemory
 from memstore.models import LocationInfo, Status
 from memstore.queries import row_type
 from memstore.rows import CATEGORY_OF, PERSISTENCE_OF, STATUS_OF, to_memory_row
-from memstore.schema import location_episodes, locations, memories, memory_links
-from memstore.versions import identity, state_at
+from memstore.schema import location_episodes, locations, memories
+from memstore.versions import LINK_COLUMNS, MEMORY_CONTENT, WITH_LINK, identity, state_at
 
 __all__ = [
     "export_memories_md",
@@ -43,32 +43,16 @@ __all__ = [
     "stored_rows_at",
 ]
 
-_successor = memories.alias("successor")
 #: Every persistent memory with its link, in stored order (the columns ``to_memory`` reads).
 STORED_ROWS = (
     select(
         memories.c.id,
         memories.c.location_id,
         memories.c.created_version,
-        memories.c.category,
-        memories.c.title,
-        memories.c.text,
-        memories.c.episode,
-        memories.c.turn_start,
-        memories.c.turn_end,
-        memories.c.score_change,
-        memories.c.persistence,
-        memories.c.status,
-        _successor.c.title.label("successor_title"),
-        memory_links.c.turn.label("link_turn"),
-        memory_links.c.episode.label("link_episode"),
-        memory_links.c.reason.label("link_reason"),
+        *MEMORY_CONTENT,
+        *LINK_COLUMNS,
     )
-    .select_from(
-        memories.outerjoin(memory_links, memory_links.c.memory_id == memories.c.id).outerjoin(
-            _successor, _successor.c.id == memory_links.c.superseded_by_id
-        )
-    )
+    .select_from(WITH_LINK)
     .order_by(memories.c.id)
 )
 _STORED_NAMES = (

@@ -33,6 +33,9 @@ from memstore.schema import (
 )
 
 __all__ = [
+    "LINK_COLUMNS",
+    "MEMORY_CONTENT",
+    "WITH_LINK",
     "WriteVersion",
     "allocate_episode",
     "create_identity",
@@ -57,42 +60,48 @@ _NEXT_EPISODE = (
 )
 
 _successor = memories.alias("successor")
+#: a persistent memory's own columns, in the order its history row and the export read them
+MEMORY_CONTENT = (
+    memories.c.category,
+    memories.c.title,
+    memories.c.text,
+    memories.c.episode,
+    memories.c.turn_start,
+    memories.c.turn_end,
+    memories.c.score_change,
+    memories.c.persistence,
+    memories.c.status,
+)
+#: its link (successor's title, turn, episode, reason; NULL when it has none), read from
+#: WITH_LINK
+LINK_COLUMNS = (
+    _successor.c.title.label("successor_title"),
+    memory_links.c.turn.label("link_turn"),
+    memory_links.c.episode.label("link_episode"),
+    memory_links.c.reason.label("link_reason"),
+)
+WITH_LINK = memories.outerjoin(memory_links, memory_links.c.memory_id == memories.c.id).outerjoin(
+    _successor, _successor.c.id == memory_links.c.superseded_by_id
+)
 _HISTORY_COLUMNS = [c.name for c in memory_history.columns if c.name != "id"]
 
 
 def _record(live: bool) -> Any:
     """The history row of a memory, with its link (a live memory has none: then the link's
     columns are NULL and no join is made)."""
-    link: list[Any] = (
-        [null(), null(), null(), null()]
-        if live
-        else [_successor.c.title, memory_links.c.turn, memory_links.c.episode, memory_links.c.reason]
-    )
-    rows: Any = memories
-    if not live:
-        rows = memories.outerjoin(
-            memory_links, memory_links.c.memory_id == memories.c.id
-        ).outerjoin(_successor, _successor.c.id == memory_links.c.superseded_by_id)
+    link = [null()] * len(LINK_COLUMNS) if live else LINK_COLUMNS
     return insert(memory_history).from_select(
         _HISTORY_COLUMNS,
         select(
             memories.c.id,
             memories.c.location_id,
-            memories.c.category,
-            memories.c.title,
-            memories.c.text,
-            memories.c.episode,
-            memories.c.turn_start,
-            memories.c.turn_end,
-            memories.c.score_change,
-            memories.c.persistence,
-            memories.c.status,
+            *MEMORY_CONTENT,
             *link,
             memories.c.created_version,
             bindparam("version"),
             bindparam("deleted"),
         )
-        .select_from(rows)
+        .select_from(memories if live else WITH_LINK)
         .where(memories.c.id == bindparam("memory_id")),
     )
 
