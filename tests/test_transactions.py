@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import exc, insert, select
 
+from memstore.errors import DatabaseUnavailable
 from memstore.executor import run
 from memstore.schema import locations
 from memstore.store import MemoryStore
@@ -83,3 +84,17 @@ def test_nested_transactions_are_one(store: MemoryStore) -> None:
             run(inner, INSERT_LOCATION, {"id": 1, "name": "inner", "visit_count": 0})
         raise RuntimeError("outer")
     assert names(store) == []
+
+
+def test_a_connection_lost_inside_a_transaction_is_never_committed_on_a_new_one(
+    store: MemoryStore,
+) -> None:
+    """Invalidated inside the store's transaction (as SQLAlchemy does when a Core statement
+    finds the connection gone): the commit must not run on the connection made again."""
+    with pytest.raises(DatabaseUnavailable, match="may or may not have been committed"):
+        with store.transaction() as conn:
+            run(conn, INSERT_LOCATION, {"id": 1, "name": "never committed", "visit_count": 0})
+            conn.invalidate()
+    assert names(store) == []  # the next call connects again
+    assert store.add_memory(2, "Room", note("Written on the new connection"))
+    assert names(store) == ["Room"]
