@@ -55,24 +55,8 @@ STORED_ROWS = (
     .select_from(WITH_LINK)
     .order_by(memories.c.id)
 )
-_STORED_NAMES = (
-    "id",
-    "location_id",
-    "created_version",
-    "category",
-    "title",
-    "text",
-    "episode",
-    "turn_start",
-    "turn_end",
-    "score_change",
-    "persistence",
-    "status",
-    "successor_title",
-    "link_turn",
-    "link_episode",
-    "link_reason",
-)
+#: their names, in that order
+_STORED_NAMES = tuple(STORED_ROWS.selected_columns.keys())
 LOCATION_ROWS = select(locations.c.id, locations.c.name, locations.c.visit_count).order_by(
     locations.c.id
 )
