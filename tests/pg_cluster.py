@@ -36,6 +36,8 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -313,6 +315,35 @@ class PgCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @contextmanager
+    def hot_standby(self, *settings: str) -> Iterator[int]:
+        """A hot standby of this cluster (a streaming copy made by pg_basebackup, started
+        on a free port with ``settings`` as its ``-c`` options): its port while the block
+        runs; stopped at once after it."""
+        standby = self.folder / "standby"
+        copied = self._run(
+            "pg_basebackup",
+            *("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"),
+            *("-D", str(standby), "-R", "-X", "stream", "-c", "fast"),
+        )
+        if copied.returncode != 0:
+            raise PgClusterError(f"pg_basebackup failed: {copied.stderr.strip()}")
+        port = _free_port()
+        options = f"-p {port} -k {self.sockets} -c listen_addresses='127.0.0.1'"
+        options += "".join(f" -c {setting}" for setting in settings)
+        started = self._run(
+            "pg_ctl",
+            *("start", "-w", "-D", str(standby), "-l", str(self.folder / "standby.log")),
+            *("-o", options),
+        )
+        try:
+            if started.returncode != 0:
+                raise PgClusterError(f"the standby did not start: {started.stderr.strip()}")
+            yield port
+        finally:
+            if (standby / "postmaster.pid").exists():
+                self._run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", str(standby))
 
     # --- databases ----------------------------------------------------------------------
 

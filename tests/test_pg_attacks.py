@@ -791,12 +791,6 @@ def test_the_same_flagged_note_from_eight_agents_at_once_is_stored_once(
         assert stored.importance == 10 + AGENTS - 1  # the highest importance won
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_a_write_cut_off_in_its_commit_never_says_nothing_was_written_when_it_was(
     own_cluster: PgCluster,
 ) -> None:
@@ -863,21 +857,7 @@ def test_read_only_commands_work_on_a_hot_standby(own_cluster: PgCluster, tmp_pa
     url = own_cluster.create_database("replicated")
     with MemoryStore.open(url) as store:
         assert store.add_memory(79, "Kitchen", note("Sack of food"))
-    standby = own_cluster.folder / "standby"
-    copied = own_cluster._run(
-        "pg_basebackup",
-        *("-h", "127.0.0.1", "-p", str(own_cluster.port), "-U", "postgres"),
-        *("-D", str(standby), "-R", "-X", "stream", "-c", "fast"),
-    )
-    assert copied.returncode == 0, copied.stderr
-    port = _free_port()
-    started = own_cluster._run(
-        "pg_ctl",
-        *("start", "-w", "-D", str(standby), "-l", str(own_cluster.folder / "standby.log")),
-        *("-o", f"-p {port} -k {own_cluster.sockets} -c listen_addresses='127.0.0.1'"),
-    )
-    assert started.returncode == 0, started.stderr
-    try:
+    with own_cluster.hot_standby() as port:
         replica = url.replace(f":{own_cluster.port}/", f":{port}/")
         # was: DatabaseUnavailable "the ephemeral tier (this agent's temporary tables)
         # could not be made: cannot execute CREATE TABLE in a read-only transaction (the
@@ -905,8 +885,6 @@ def test_read_only_commands_work_on_a_hot_standby(own_cluster: PgCluster, tmp_pa
         assert planned.returncode == 0 and "changed 1" in planned.stdout, planned.stderr
         shown = memstore("--db", replica, "show", "79")
         assert "Sack of food" in shown.stdout, shown.stderr
-    finally:
-        own_cluster._run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", str(standby))
 
 
 def test_agents_writing_through_a_server_restart_keep_every_acknowledged_write_once(

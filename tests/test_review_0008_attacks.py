@@ -44,6 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 MEMSTORE = Path(sys.executable).with_name("memstore")
 
 
+def db_upgrade(db: str | Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``memstore --db DB [OPTIONS] db upgrade`` in another process, its output captured."""
+    return subprocess.run(
+        [str(MEMSTORE), "--db", str(db), *options, "db", "upgrade"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 # --- helpers --------------------------------------------------------------------------------
 
 
@@ -532,12 +542,7 @@ def test_an_upgrade_killed_mid_rebuild_leaves_0007_and_a_rerun_succeeds(
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert revision(db) == "0007" and leftovers(db) == []
         assert schema_of(db) == schema and digest_of(db) == values
-        rerun = subprocess.run(
-            [str(MEMSTORE), "--db", str(db), "db", "upgrade"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        rerun = db_upgrade(db)
         assert rerun.returncode == 0, rerun.stderr
         assert "revision before: 0007" in rerun.stdout and "revision after: 0008" in rerun.stdout
         assert revision(db) == HEAD_REVISION and digest_of(db) == values
@@ -571,12 +576,7 @@ def test_db_upgrade_waits_for_another_process_s_write_lock_then_upgrades(tmp_pat
     db = populated_0007(tmp_path)
     started = time.monotonic()
     with write_lock_for(db, 2.0):
-        upgrade = subprocess.run(
-            [str(MEMSTORE), "--db", str(db), "db", "upgrade"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        upgrade = db_upgrade(db)
     assert upgrade.returncode == 0, upgrade.stderr
     assert time.monotonic() - started >= 2.0  # it waited for the commit
     assert upgrade.stdout.splitlines()[1:] == ["revision before: 0007", "revision after: 0008"]
@@ -591,12 +591,7 @@ def test_db_upgrade_honours_the_busy_timeout_option(tmp_path: Path) -> None:
     db = populated_0007(tmp_path)
     with write_lock_for(db, 4.0):
         started = time.monotonic()
-        upgrade = subprocess.run(
-            [str(MEMSTORE), "--db", str(db), "--busy-timeout", "0.5", "db", "upgrade"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        upgrade = db_upgrade(db, "--busy-timeout", "0.5")
         waited = time.monotonic() - started
     assert upgrade.returncode == 1 and "locked" in upgrade.stderr
     assert waited < 3.5
@@ -647,14 +642,7 @@ def test_two_db_upgrades_at_once_over_several_revisions_both_succeed(
     def end_then_let_another_upgrade_run(self: Any, *exc: Any) -> None:
         end_transaction(self, *exc)
         if not others:
-            others.append(
-                subprocess.run(
-                    [str(MEMSTORE), "--db", str(db), "--busy-timeout", "5", "db", "upgrade"],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                )
-            )
+            others.append(db_upgrade(db, "--busy-timeout", "5"))
 
     monkeypatch.setattr(migration._ProxyTransaction, "__exit__", end_then_let_another_upgrade_run)
     code = main(["--db", str(db), "db", "upgrade"])
@@ -841,12 +829,7 @@ def test_postgresql_db_upgrade_from_0007_and_downgrade_keep_rows_and_match_a_new
     pg_populate_0007(pg_database)
     rows, schema_0007 = pg_rows(pg_database), pg_schema(pg_database)
     accepts_0007 = pg_what_the_checks_accept(pg_database)
-    upgrade = subprocess.run(
-        [str(MEMSTORE), "--db", pg_database, "db", "upgrade"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    upgrade = db_upgrade(pg_database)
     assert upgrade.returncode == 0, upgrade.stderr
     assert upgrade.stdout.splitlines()[1:] == ["revision before: 0007", "revision after: 0008"]
     MemoryStore.open(fresh_pg_database).close()

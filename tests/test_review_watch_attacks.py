@@ -290,12 +290,6 @@ def own_cluster(tmp_path: Path) -> Iterator[PgCluster]:
         started.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class Replicated:
     """A primary with memories, flagged notes, a map and a decision, and its hot standby
     (which cancels a read in its way at once: max_standby_streaming_delay = 0)."""
@@ -314,7 +308,6 @@ class Replicated:
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]:
     cluster = _start_cluster(tmp_path_factory.mktemp("primary"))
-    standby = cluster.folder / "standby"
     try:
         url = cluster.create_database("replicated")
         with MemoryStore.open(url) as store:
@@ -336,25 +329,9 @@ def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]
             record_sample(store)
         exported = memstore("--db", url, "export", "--out", "-")
         assert exported.returncode == 0, exported.stderr
-        copied = cluster._run(
-            "pg_basebackup",
-            *("-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres"),
-            *("-D", str(standby), "-R", "-X", "stream", "-c", "fast"),
-        )
-        assert copied.returncode == 0, copied.stderr
-        port = _free_port()
-        started = cluster._run(
-            "pg_ctl",
-            *("start", "-w", "-D", str(standby), "-l", str(cluster.folder / "standby.log")),
-            "-o",
-            f"-p {port} -k {cluster.sockets} -c listen_addresses='127.0.0.1' "
-            f"-c max_standby_streaming_delay=0",
-        )
-        assert started.returncode == 0, started.stderr
-        yield Replicated(cluster, port, url, exported.stdout)
+        with cluster.hot_standby("max_standby_streaming_delay=0") as port:
+            yield Replicated(cluster, port, url, exported.stdout)
     finally:
-        if (standby / "postmaster.pid").exists():
-            cluster._run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", str(standby))
         cluster.stop()
 
 
