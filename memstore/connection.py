@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
+from memstore.dialect import driver_of
 from memstore.errors import (
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
@@ -300,7 +301,7 @@ def create_store_engine(
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
         # A Core statement run inside memstore's own transaction (begin_transaction) joins
         # it; one run outside any begins the transaction BEGIN_KEY names.
-        driver = connection.connection.driver_connection
+        driver = driver_of(connection)
         if not driver.in_transaction:
             driver.execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
@@ -329,7 +330,7 @@ def begin_transaction(conn: Connection, begin: str) -> None:
 
         begin_server_transaction(conn.connection, begin)
     else:
-        conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+        driver_of(conn).execute(begin)
 
 
 def end_transaction(conn: Connection, *, commit: bool) -> None:
@@ -350,10 +351,10 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
         elif commit:
             if conn.invalidated:  # lost: never commit on the connection made again
                 raise ConnectionLost("the connection was lost before the commit")
-            conn.connection.driver_connection.commit()  # type: ignore[union-attr]
+            driver_of(conn).commit()
             return
         if not conn.invalidated:
-            conn.connection.driver_connection.rollback()  # type: ignore[union-attr]
+            driver_of(conn).rollback()
     except Exception:
         if commit:
             end_transaction(conn, commit=False)
@@ -363,7 +364,7 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
 def change_token(conn: Connection) -> object:
     """A value that changes whenever another connection commits to the database: SQLite's
     ``PRAGMA data_version``; on PostgreSQL, the server's current snapshot."""
-    driver = conn.connection.driver_connection
+    driver = driver_of(conn)
     if conn.dialect.name == "postgresql":
         from memstore.pg_connection import change_token as server_change_token
 

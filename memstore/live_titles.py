@@ -37,7 +37,7 @@ def live_titled(
     params = {
         "location_id": location_id,
         "title": title,
-        "other_title": title if other_title is None else other_title,
+        "other_title": None if other_title == title else other_title,
     }
     return [
         LiveMemory(TIER_NAMES[tier], memory_id, persistence, episode, found)

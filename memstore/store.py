@@ -21,6 +21,7 @@ from sqlalchemy import (
     select,
 )
 
+from memstore.executor import insert_id
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
 from memstore.live_titles import find_live, live_title_exists, live_titled
@@ -129,8 +130,7 @@ class MemoryStore(StoreReads):
             if not location_known:
                 self._ensure_location(conn, location_id, name)
             row["created_version"] = row["changed_version"] = version.get()
-        cursor = _run(conn, INSERT_MEMORY[tier], row)
-        return tier, int(cursor.fetchone()[0])
+        return tier, insert_id(conn, INSERT_MEMORY[tier], row)
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """Store a memory, routed by its persistence: CORE/PERMANENT on disk, EPHEMERAL in memory.

@@ -39,7 +39,7 @@ from memstore.connection import (
     store_tiers,
     upgrade_to_write,
 )
-from memstore.dialect import holds_integer
+from memstore.dialect import driver_of, holds_integer
 from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
@@ -330,7 +330,7 @@ class StoreCore:
     def trace_sql(self, callback: Any) -> Iterator[None]:
         """Call ``callback(sql)`` with every statement the store's connection runs while
         the block runs (SQLite: with its parameters expanded); for tests and debugging."""
-        driver = self._conn.connection.driver_connection
+        driver = driver_of(self._conn)
         if self._conn.dialect.name == "sqlite":
             driver.set_trace_callback(callback)  # type: ignore[union-attr]
             try:

@@ -49,8 +49,9 @@ _BUMP = (
     update(store_meta)
     .where(store_meta.c.id == 1)
     .values(change_counter=store_meta.c.change_counter + 1)
-    .returning(store_meta.c.change_counter)
 )
+_BUMP_RETURNING = _BUMP.returning(store_meta.c.change_counter)
+_COUNTER = select(store_meta.c.change_counter).where(store_meta.c.id == 1)
 
 _NEXT_EPISODE = (
     update(store_meta)
@@ -150,7 +151,10 @@ def identity(conn: Connection) -> ExportBase:
 
 def next_version(conn: Connection) -> int:
     """Advance the change counter (inside the caller's write transaction); the new value."""
-    return int(run(conn, _BUMP, {}).fetchone()[0])
+    if conn.dialect.name == "sqlite":  # a RETURNING clause costs SQLite a temporary b-tree
+        run(conn, _BUMP, {})
+        return int(run(conn, _COUNTER, {}).fetchone()[0])
+    return int(run(conn, _BUMP_RETURNING, {}).fetchone()[0])
 
 
 class WriteVersion:
