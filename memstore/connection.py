@@ -22,12 +22,12 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
-from memstore.dialect import driver_of
 from memstore.errors import (
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
@@ -301,9 +301,8 @@ def create_store_engine(
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
         # A Core statement run inside memstore's own transaction (begin_transaction) joins
         # it; one run outside any begins the transaction BEGIN_KEY names.
-        driver = driver_of(connection)
-        if not driver.in_transaction:
-            driver.execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
+        if not in_store_transaction(connection):
+            driver_of(connection).execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
     return engine
 
@@ -312,6 +311,46 @@ class ConnectionLost(Exception):
     """The store's connection was lost inside a transaction (``failure_kind``: "gone")."""
 
     connection_invalidated = True
+
+
+#: each of memstore's transactions open now, by the id of the SQLAlchemy connection it was
+#: begun on: the driver connection it holds, and its BEGIN
+_OPEN: dict[int, tuple[Any, str]] = {}
+
+
+def driver_of(conn: Connection) -> Any:
+    """The driver's own connection under ``conn`` (sqlite3's or psycopg's), on which
+    memstore runs its statements and transactions.
+
+    Inside one of memstore's transactions it is the connection the transaction began on,
+    or ConnectionLost: SQLAlchemy connects again, silently, when asked for a connection it
+    invalidated, and a statement run there would be committed on its own (the transaction
+    and what it wrote so far are gone). Both drivers are synchronous, so the driver's
+    connection is the pooled ``dbapi_connection`` itself: read directly, it costs half of
+    SQLAlchemy's ``driver_connection``, which asks the dialect on every call.
+    """
+    opened = _OPEN.get(id(conn))
+    if opened is None:
+        return conn.connection.dbapi_connection
+    if conn.invalidated or conn.connection.dbapi_connection is not opened[0]:
+        raise ConnectionLost("the connection was lost inside the transaction")
+    return opened[0]
+
+
+def in_store_transaction(conn: Connection) -> bool:
+    """Whether one of memstore's transactions is open on ``conn`` (ConnectionLost if its
+    connection was lost): a Core statement run there joins it."""
+    if id(conn) not in _OPEN:
+        return False
+    driver_of(conn)
+    return True
+
+
+def store_transaction_begin(conn: Connection) -> str:
+    """The BEGIN of memstore's transaction open on ``conn`` (ConnectionLost if its
+    connection was lost; KeyError if none is open)."""
+    driver_of(conn)
+    return _OPEN[id(conn)][1]
 
 
 def begin_transaction(conn: Connection, begin: str) -> None:
@@ -323,25 +362,32 @@ def begin_transaction(conn: Connection, begin: str) -> None:
     Straight to the driver, as every statement is (memstore.executor): SQLAlchemy's own
     transaction would cost more than the BEGIN and the COMMIT. A Core statement run on
     ``conn`` inside it joins it (the engine's "begin" listener), and ``end_transaction``
-    ends both."""
+    ends both. Call ``end_transaction(conn, commit=False)`` if this raises anything, a
+    KeyboardInterrupt too: the BEGIN may have been made when it came."""
     conn.info[BEGIN_KEY] = begin
+    driver = driver_of(conn)
     if conn.dialect.name == "postgresql":
         from memstore.pg_connection import begin_server_transaction
 
         begin_server_transaction(conn.connection, begin)
     else:
-        driver_of(conn).execute(begin)
+        driver.execute(begin)
+    _OPEN[id(conn)] = (driver, begin)
 
 
 def end_transaction(conn: Connection, *, commit: bool) -> None:
     """Commit (or roll back) the transaction ``begin_transaction`` began on ``conn``,
     together with the one SQLAlchemy began inside it when a Core statement ran there.
 
-    A commit that fails is rolled back before its error is raised, so no transaction is
-    left open. A rollback that fails (the connection was lost) is not raised: the error
-    that made the caller roll back is the one to report, and a server ends a lost
-    connection's transaction itself."""
+    A transaction whose connection was lost is never committed (ConnectionLost). A commit
+    that fails is rolled back before its error is raised, so no transaction is left open.
+    A rollback that fails (the connection was lost) is not raised: the error that made the
+    caller roll back is the one to report, and a server ends a lost connection's
+    transaction itself."""
     try:
+        if commit:
+            driver_of(conn)  # lost: never commit on the connection made again
+        _OPEN.pop(id(conn), None)
         # SQLAlchemy joined (its transaction, active or failed): it ends both, and knows it
         if conn.get_transaction() is not None:
             if commit:
@@ -349,8 +395,6 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
                 return
             conn.rollback()  # (after a failed commit it leaves the driver's open)
         elif commit:
-            if conn.invalidated:  # lost: never commit on the connection made again
-                raise ConnectionLost("the connection was lost before the commit")
             driver_of(conn).commit()
             return
         if not conn.invalidated:
@@ -375,10 +419,13 @@ def change_token(conn: Connection) -> object:
 def upgrade_to_write(conn: Connection) -> None:
     """A write nested in a transaction begun for the ephemeral tier only: SQLite takes its
     write lock at the first write by itself; PostgreSQL's writers' lock is taken here."""
+    driver = driver_of(conn)
     if conn.dialect.name == "postgresql":
         from memstore.pg_connection import take_write_lock
 
         take_write_lock(conn.connection)
+    conn.info[BEGIN_KEY] = "BEGIN IMMEDIATE"
+    _OPEN[id(conn)] = (driver, "BEGIN IMMEDIATE")
 
 
 def failure_kind(exc: BaseException) -> str | None:

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement, GenericFunction
 
-__all__ = ["OnConflict", "driver_of", "greatest", "holds_integer", "json_text", "resolve"]
+__all__ = ["OnConflict", "greatest", "holds_integer", "json_text", "resolve"]
 
 _INSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
@@ -66,17 +66,6 @@ class OnConflict:
                 statement = statement.returning(*self._returning)
             self._built[name] = statement
         return statement
-
-
-def driver_of(conn: Connection) -> Any:
-    """The driver's own connection under ``conn`` (sqlite3's or psycopg's), on which
-    memstore runs its statements and transactions.
-
-    Both drivers are synchronous, so it is the pooled ``dbapi_connection`` itself: read
-    directly, it costs half of SQLAlchemy's ``driver_connection``, which asks the dialect
-    on every call (a write runs eight statements).
-    """
-    return conn.connection.dbapi_connection
 
 
 def resolve(conn: Connection, statement: Any) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.dialect import driver_of, resolve
+from memstore.connection import driver_of
+from memstore.dialect import resolve
 
 __all__ = ["insert_id", "run", "run_many", "run_rows"]
 

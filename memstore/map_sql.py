@@ -43,6 +43,7 @@ from memstore.schema import map_connections, map_exit_failures, map_pruned_exits
 
 __all__ = [
     "WRITES",
+    "forget_cached_maps",
     "check_event",
     "graph_problems",
     "read_graph",
@@ -237,6 +238,12 @@ class WriteLog:
 WRITES = WriteLog()
 
 
+def forget_cached_maps() -> None:
+    """What every MapStore and MapView of this process keeps is read again: a write
+    transaction was rolled back, and they may have cached what it wrote."""
+    WRITES.everything = WRITES.next()
+
+
 def _name_room(
     conn: SQLConnection, named: dict[int, str], room: int, name: str, stamp: int
 ) -> None:
@@ -417,7 +424,7 @@ def graph_problems(graph: MapGraph) -> list[str]:
 
 def replace_graph(conn: SQLConnection, graph: MapGraph) -> None:
     """Make the stored map exactly ``graph`` (inside the caller's write transaction)."""
-    WRITES.everything = WRITES.next()
+    forget_cached_maps()
     for statement in _CLEAR:
         conn.execute(statement)
     run_many(conn, _INSERT_ROOMS, [{"id": k, "name": v} for k, v in graph.rooms.items()])

@@ -39,7 +39,14 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
-from memstore.connection import BEGIN_KEY, TIERS_KEY, Target, answer_limit, store_tiers
+from memstore.connection import (
+    BEGIN_KEY,
+    TIERS_KEY,
+    Target,
+    answer_limit,
+    in_store_transaction,
+    store_tiers,
+)
 from memstore.errors import DatabaseUnavailable, ReadOnlyDatabase, UnsupportedDatabase
 from memstore.schema import (
     EPHEMERAL_SCHEMA,
@@ -286,6 +293,8 @@ def create_server_engine(
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
         # as on SQLite: a Core statement inside memstore's own transaction joins it
+        if in_store_transaction(connection):
+            return
         pooled = connection.connection
         if pooled.driver_connection.info.transaction_status == TransactionStatus.IDLE:
             begin_server_transaction(pooled, connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))

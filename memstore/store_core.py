@@ -23,7 +23,6 @@ from sqlalchemy import Connection, event, func, insert, inspect, select
 
 from memstore.config import MemstoreConfig, load_config
 from memstore.connection import (
-    BEGIN_KEY,
     DEFAULT_BUSY_TIMEOUT_S,
     Target,
     answer_limit,
@@ -32,14 +31,16 @@ from memstore.connection import (
     check_existing,
     check_writable,
     create_store_engine,
+    driver_of,
     end_transaction,
     failure_kind,
     one_line,
     resolve_target,
     store_tiers,
+    store_transaction_begin,
     upgrade_to_write,
 )
-from memstore.dialect import driver_of, holds_integer
+from memstore.dialect import holds_integer
 from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
@@ -49,6 +50,7 @@ from memstore.errors import (
 )
 from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
+from memstore.map_sql import forget_cached_maps
 from memstore.models import Memory
 from memstore.pg_connection import answer_watch
 from memstore.schema import (
@@ -119,10 +121,11 @@ class StoreCore:
                 if refused is None:
                     raise
                 raise refused from None
+            #: the clock used for links when a caller gives no turn; the manager keeps it
+            #: current (1 until the tables are read)
+            self.current_episode = 1
             if is_new:
                 self._create_schema()
-            #: the clock used for links when a caller gives no turn; the manager keeps it
-            #: current
             self.current_episode = self._max_episode()
         except BaseException:
             self._dispose()  # a store that failed to open keeps no connection or thread
@@ -227,15 +230,22 @@ class StoreCore:
     @contextmanager
     def _transaction(self, begin: str, forget: object = ALL) -> Iterator[Connection]:
         """One transaction. A write then drops the cached views it may have changed:
-        ``forget`` is a location id, None (no memory changed) or ALL (the default)."""
+        ``forget`` is a location id, None (no memory changed) or ALL (the default). A
+        write rolled back drops everything this store keeps from the database, as it may
+        have been filled inside the transaction (``_rolled_back``)."""
         with self._lock:
             if self._depth:  # inside another transaction of this store: part of it
-                outer = self._conn.info[BEGIN_KEY]
+                try:
+                    outer = store_transaction_begin(self._conn)
+                except Exception as exc:  # the connection was lost inside the transaction
+                    refused = self.refusal(exc, writing=True)
+                    if refused is None:
+                        raise
+                    raise refused from exc
                 if begin != "BEGIN" and outer == "BEGIN":
                     raise RuntimeError("a write cannot run inside a read-only transaction")
                 if begin == "BEGIN IMMEDIATE" and outer == "BEGIN DEFERRED":
                     upgrade_to_write(self._conn)
-                    self._conn.info[BEGIN_KEY] = begin
                 self._depth += 1
                 try:
                     yield self._conn
@@ -249,14 +259,17 @@ class StoreCore:
                 )
             self._depth = 1
             conn = self._conn
+            episode = self.current_episode
+            committed = False
             try:
-                begin_transaction(conn, begin)
                 try:
+                    begin_transaction(conn, begin)
                     yield conn
-                except BaseException:
+                except BaseException:  # a KeyboardInterrupt too, even right after BEGIN
                     end_transaction(conn, commit=False)
                     raise
                 end_transaction(conn, commit=True)
+                committed = True
             except Exception as exc:
                 refused = self.refusal(exc, writing=begin != "BEGIN")
                 if refused is None:
@@ -265,7 +278,17 @@ class StoreCore:
             finally:
                 self._depth = 0
                 if begin != "BEGIN":
-                    self._forget(forget)
+                    if committed:
+                        self._forget(forget)
+                    else:
+                        self._rolled_back(episode)
+
+    def _rolled_back(self, episode: int) -> None:
+        """After a write transaction was rolled back: what was cached inside it (the views,
+        the map's, the episode it allocated) may show what was never committed."""
+        self._forget()
+        forget_cached_maps()
+        self.current_episode = episode
 
     def refusal(
         self, exc: BaseException, *, connected: bool = True, writing: bool = False

@@ -3,17 +3,27 @@ COMMIT), with the Core statements run inside them joining them, on both backends
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
 import sqlite3
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import exc, insert, select
+from sqlalchemy import Connection, exc, insert, literal_column, select
 
+from memstore import store_core
 from memstore.errors import DatabaseUnavailable
 from memstore.executor import run
+from memstore.map_store import MapStore
 from memstore.schema import locations
 from memstore.store import MemoryStore
 from tests.conftest import note
+from tests.map_helpers import NORTH, WEST, map_event
 
 INSERT_LOCATION = insert(locations)
 
@@ -98,3 +108,125 @@ def test_a_connection_lost_inside_a_transaction_is_never_committed_on_a_new_one(
     assert names(store) == []  # the next call connects again
     assert store.add_memory(2, "Room", note("Written on the new connection"))
     assert names(store) == ["Room"]
+
+
+def _lost_then(kind: str, store: MemoryStore, conn: Connection) -> None:
+    """Lose the transaction's connection, then go on writing as a caller might."""
+    conn.invalidate()
+    if kind == "executor":
+        run(conn, INSERT_LOCATION, {"id": 2, "name": "after the loss", "visit_count": 0})
+    elif kind == "Core":
+        conn.execute(INSERT_LOCATION.values(id=2, name="after the loss", visit_count=0))
+    else:
+        store.record_visit(2, "after the loss", 1)
+
+
+@pytest.mark.parametrize("then", ["executor", "Core", "a store call"])
+def test_nothing_written_after_a_lost_connection_is_committed_on_a_new_one(
+    store: MemoryStore, then: str
+) -> None:
+    """SQLAlchemy connects again, silently, when asked for a connection it invalidated: a
+    statement run there would be committed on its own, and the transaction would end
+    'normally' with its first half gone."""
+    with pytest.raises(DatabaseUnavailable):
+        with store.transaction() as conn:
+            run(conn, INSERT_LOCATION, {"id": 1, "name": "before the loss", "visit_count": 0})
+            _lost_then(then, store, conn)
+    assert names(store) == []
+    assert store.add_memory(3, "Room", note("Written on the new connection"))
+    assert names(store) == ["Room"]
+
+
+def _interrupted_begin(monkeypatch: pytest.MonkeyPatch, store: MemoryStore) -> None:
+    """Ctrl-C arriving as the BEGIN returns (the signal waited while it waited for the
+    lock); on PostgreSQL the transaction has also failed (psycopg cancelled the wait)."""
+    begin = store_core.begin_transaction
+
+    def interrupted(conn: Connection, how: str) -> None:
+        begin(conn, how)
+        if conn.dialect.name == "postgresql":
+            with contextlib.suppress(Exception):
+                run(conn, FAILING, {})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_core, "begin_transaction", interrupted)
+
+
+FAILING = select(literal_column("1") / literal_column("0"))
+
+
+def test_ctrl_c_right_after_begin_leaves_no_transaction_open(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patched:
+        _interrupted_begin(patched, store)
+        with pytest.raises(KeyboardInterrupt):
+            store.add_memory(1, "Room", note("Interrupted"))
+    assert store.add_memory(2, "Kitchen", note("Written after Ctrl-C"))
+    assert store.reset_episode() == 0
+    assert names(store) == ["Kitchen"]
+
+
+def test_a_rolled_back_write_leaves_nothing_in_the_views_or_the_map(store: MemoryStore) -> None:
+    """What a transaction wrote, read inside it, is cached by the store and the map; a
+    rollback drops it (a write on the store's own connection changes no data_version)."""
+    maps = MapStore(store)
+    store.add_memory(1, "Room", note("Committed"))
+    assert "Committed" in store.get_location_memory(1)
+    with pytest.raises(RuntimeError, match="rolled back"):
+        with store.transaction(changes_memories=False):
+            store.add_memory(1, "Room", note("Ghost"))
+            maps.record([map_event(WEST, "n", NORTH)])
+            assert "Ghost" in store.get_location_memory(1)
+            assert [room.id for room in maps.rooms()] == [WEST, NORTH]
+            raise RuntimeError("rolled back")
+    assert "Ghost" not in store.get_location_memory(1)
+    assert "Committed" in store.get_location_memory(1)
+    assert maps.rooms() == []
+
+
+def test_an_episode_allocated_in_a_rolled_back_transaction_is_not_kept(
+    store: MemoryStore,
+) -> None:
+    """Otherwise this store plays an episode the database never handed out, and another
+    agent is handed the same one."""
+    store.allocate_episode()
+    before = store.allocate_episode()
+    with pytest.raises(RuntimeError, match="rolled back"), store.transaction():
+        rolled_back = store.allocate_episode()
+        assert store.current_episode == rolled_back == before + 1
+        raise RuntimeError("rolled back")
+    assert store.current_episode == before
+    assert store.allocate_episode() == rolled_back
+
+
+def _hold_the_lock(path: Path, locked: Any, seconds: float) -> None:
+    with MemoryStore.open(path) as holder, holder.transaction():
+        holder.add_memory(1, "Room", note("Held"))
+        locked.set()
+        time.sleep(seconds)
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_write_waits_for_another_process_leaves_the_store_usable(
+    db_path: Path,
+) -> None:
+    """The real thing: SIGINT while BEGIN IMMEDIATE waits for another process's lock."""
+    MemoryStore.open(db_path).close()
+    with MemoryStore.open(db_path) as store:
+        locked = multiprocessing.get_context("spawn").Event()
+        holder = multiprocessing.get_context("spawn").Process(
+            target=_hold_the_lock, args=(db_path, locked, 1.5)
+        )
+        holder.start()
+        try:
+            assert locked.wait(30)
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            with pytest.raises(KeyboardInterrupt):
+                store.add_memory(2, "Kitchen", note("Interrupted"))
+        finally:
+            holder.join(30)
+        assert store.add_memory(3, "Attic", note("Written after Ctrl-C"))
+    with MemoryStore.open(db_path, read_only=True) as again:
+        assert [m.title for m in again.memories(3)] == ["Written after Ctrl-C"]
+        assert again.memories(2) == []
