@@ -96,10 +96,23 @@ class MergeConflict:
     fields: tuple[str, ...]
     file: MemoryRow | None  # None: the file dropped it
     database: MemoryRow | None  # None: the database deleted it
+    #: the export's memory whose title, episode or turns the file changed (``file`` is the
+    #: edited copy, ``database`` that memory now)
+    edited_from: MemoryRow | None = None
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
         head = f"{where}location {self.location_id} {_clip(self.title)}"
+        if self.edited_from is not None:
+            was = self.edited_from
+            origin = f"edited in the file from {_clip(was.title)} (Ep{was.episode}, T{was.turns})"
+            if self.database is None:
+                now = "deleted from"
+            elif self.database.status is Status.SUPERSEDED:
+                now = f"{_status_text(self.database)} in"
+            else:
+                now = "changed in"
+            return f"{head}: {origin}; {now} the database since the export"
         if self.file is None:
             return f"{head}: removed in the file, changed in the database since the export"
         if self.database is None:
@@ -169,6 +182,18 @@ def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, 
         yield memory, key, nth, title_nth
 
 
+def _edited_from(
+    memory: MemoryRow, dropped: list[StoredMemory[MemoryRow]]
+) -> StoredMemory[MemoryRow] | None:
+    """The export's memory that ``memory``, new in the file, was edited from: one the file
+    no longer names at the same location with the same title (its episode or turns were
+    fixed) or the same text (its title was). Each is taken once."""
+    for n, was in enumerate(dropped):
+        if was.memory.title == memory.title or was.memory.text == memory.text:
+            return dropped.pop(n)
+    return None
+
+
 def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
     return database.status is Status.SUPERSEDED and file.status is not Status.SUPERSEDED
 
@@ -207,6 +232,8 @@ def merge_import(
     claimed: set[int] = set()  # row ids the file speaks for
     names: dict[int, LocationRow] = {}
 
+    new_in_file: list[tuple[int, MemoryRow, int]] = []  # (location, memory, title_nth)
+
     def keep(location_id: int, row_id: int, memory: MemoryRow) -> None:
         kept.setdefault(location_id, []).append((row_id, memory))
         claimed.add(row_id)
@@ -240,7 +267,7 @@ def merge_import(
             else:  # new in the file; the database may have gained the same memory meanwhile
                 fresh = fresh_by_key.get(key)
                 if not fresh:
-                    added.setdefault(location_id, []).append(memory)
+                    new_in_file.append((location_id, memory, title_nth))
                     continue
                 now = fresh.pop(0)
                 merged, fields = _merge_fields(None, memory, now.memory, resolution)
@@ -258,6 +285,36 @@ def merge_import(
                 if resolution is Resolution.SKIP:
                     merged = now.memory
             keep(location_id, now.id, merged)
+
+    dropped: dict[int, list[StoredMemory[MemoryRow]]] = {}  # the export's, unnamed by the file
+    for row_id, was in sorted(base.items()):
+        if row_id not in claimed:
+            dropped.setdefault(was.location_id, []).append(was)
+    for location_id, memory, title_nth in new_in_file:
+        origin = _edited_from(memory, dropped.get(location_id, []))
+        now = by_id.get(origin.id) if origin is not None else None
+        if origin is None or (now is not None and now.memory == origin.memory):
+            added.setdefault(location_id, []).append(memory)  # (the old one: --prune's)
+            continue
+        # the reviewer fixed the title, episode or turns of a memory the database changed
+        # since: the file's copy would bring back what an agent superseded or invalidated.
+        # The database's memory is kept whatever the resolution (never pruned for it).
+        if now is not None:
+            keep(location_id, now.id, now.memory)
+        claimed.add(origin.id)
+        conflicts.append(
+            MergeConflict(
+                lines.memory_line(location_id, memory.title, title_nth),
+                location_id,
+                memory.title,
+                (),
+                memory,
+                now.memory if now is not None else None,
+                origin.memory,
+            )
+        )
+        if resolution is Resolution.THEIRS:
+            added.setdefault(location_id, []).append(memory)
 
     for row_id, was in sorted(base.items()):
         if row_id in claimed:

@@ -159,6 +159,67 @@ def test_the_reviewer_removing_a_memory_is_pruned_only_with_prune(filled: Memory
     assert outcome.applied and filled.get_persistent_count() == 9
 
 
+def _keys_fixed_after_the_agent_changed_them(filled: MemoryStore, mem: MakeMemory) -> str:
+    """The reviewer corrects a title and a turn; meanwhile an agent superseded the one and
+    invalidated the other. Matched by title, episode and turns, each edit reads as the old
+    memory dropped and a new one added."""
+    text = exported(filled)
+    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
+    filled.invalidate_memory(79, "Kitchen fact 1", "the table was moved", turn=9)
+    reviewed = edit(text, "**[NOTE - PERMANENT] Fact 2**", "**[NOTE - PERMANENT] Fact 2 (west)**")
+    return edit(
+        reviewed,
+        "**[NOTE - PERMANENT] Kitchen fact 1** *(Ep1, T2, +0)*",
+        "**[NOTE - PERMANENT] Kitchen fact 1** *(Ep1, T3, +0)*",
+    )
+
+
+def test_fixing_the_title_or_turn_of_a_memory_an_agent_changed_is_a_conflict(
+    filled: MemoryStore, mem: MakeMemory
+) -> None:
+    """Never a live copy of what an agent superseded or invalidated since the export."""
+    reviewed = _keys_fixed_after_the_agent_changed_them(filled, mem)
+    before = counter(filled)
+    outcome = run_import(filled, reviewed, prune=True, force=True)
+    assert not outcome.applied and "2 conflict(s)" in (outcome.refused or "")
+    kitchen, west = sorted(outcome.plan.conflicts, key=lambda c: c.location_id, reverse=True)
+    lines = reviewed.split("\n")
+    assert west.line == lines.index("**[NOTE - PERMANENT] Fact 2 (west)** *(Ep1, T3, +0)*") + 1
+    assert "edited in the file from 'Fact 2' (Ep1, T3)" in str(west)
+    assert "superseded by 'Fact 2 revised' in the database since the export" in str(west)
+    assert "invalidated ('the table was moved') in the database" in str(kitchen)
+    assert counter(filled) == before
+    for resolution in (Resolution.OURS, Resolution.SKIP):
+        outcome = run_import(filled, reviewed, resolution=resolution, prune=True, force=True)
+        assert outcome.refused is None  # nothing to apply: the database's side is kept
+        assert outcome.plan.added == () and outcome.plan.missing == ()
+    assert [m.title for m in filled.memories(15) if m.title.startswith("Fact 2")] == [
+        "Fact 2 revised"
+    ]
+    assert [m.turns for m in filled.memories(79, include_superseded=True)][1:2] == ["2"]
+    assert one(filled, 79, "Kitchen fact 1").status is Status.SUPERSEDED
+
+
+def test_theirs_takes_the_fixed_memory_from_the_file(filled: MemoryStore, mem: MakeMemory) -> None:
+    reviewed = _keys_fixed_after_the_agent_changed_them(filled, mem)
+    outcome = run_import(filled, reviewed, resolution=Resolution.THEIRS)
+    assert outcome.applied and len(outcome.plan.added) == 2
+    assert one(filled, 15, "Fact 2 (west)").status is Status.ACTIVE
+    assert one(filled, 15, "Fact 2").status is Status.SUPERSEDED  # the agent's change stays
+
+
+def test_fixing_the_title_of_a_memory_nobody_else_changed_is_no_conflict(
+    filled: MemoryStore,
+) -> None:
+    text = exported(filled)
+    reviewed = edit(text, "**[NOTE - PERMANENT] Fact 2**", "**[NOTE - PERMANENT] Fact 2 (west)**")
+    outcome = run_import(filled, reviewed, prune=True)
+    assert outcome.applied and not outcome.plan.conflicts
+    assert [m.title for m in filled.memories(15) if m.title.startswith("Fact 2")] == [
+        "Fact 2 (west)"
+    ]
+
+
 # --- conflicts ------------------------------------------------------------------------------
 
 
