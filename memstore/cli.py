@@ -138,6 +138,21 @@ class Context:
             if target == Path(str(db) + suffix).resolve():
                 raise CliError(f"{path} is the database's own file: give another file to write")
 
+    @staticmethod
+    def refuse_same_file(first: tuple[str, str], second: tuple[str, str]) -> None:
+        """Refuse two outputs, each ``(what, path)``, that name one file (through ``..``, a
+        symbolic link or a hard link): the second write would replace the first."""
+        (first_what, first_path), (second_what, second_path) = first, second
+        a, b = Path(first_path), Path(second_path)
+        same = a.resolve() == b.resolve()
+        if not same and a.exists() and b.exists():
+            same = os.path.samefile(a, b)
+        if same:
+            raise CliError(
+                f"{first_what} {first_path} and {second_what} {second_path} are the same "
+                f"file: the second would replace the first; give each its own file"
+            )
+
     def open_store(self, *, create: bool = False, read_only: bool = False) -> Any:
         """Open the database (printing which one); without ``create`` it must exist.
 

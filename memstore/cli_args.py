@@ -1,11 +1,14 @@
 """The command line's argument types and small text helpers (``type=`` functions, plurals,
 reading an input file): a bad value is argparse's usage error, exit code 2; an unreadable
-file one :class:`~memstore.errors.CliError` line, exit code 1.
+file (missing, not a regular file, too large, not UTF-8) one
+:class:`~memstore.errors.CliError` line, exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 from pathlib import Path
 
 from memstore.errors import CliError
@@ -69,17 +72,58 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
     return f"{count} {plural_form or singular + 's'}"
 
 
+#: the largest file ``read_text`` reads: 256 MiB. 100,000 memories of realistic length (the
+#: generator of bench/markdown_bench.py) export to a Memories.md of 38 MB; this leaves room
+#: for about 700,000 such memories, while reading and parsing it stays within a few GB
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
+
 def read_text(path: str, what: str = "Memories.md") -> str:
-    """The UTF-8 text of the file ``path`` (a ``what`` file), or one CliError line."""
+    """The UTF-8 text of the regular file ``path`` (a ``what`` file; line endings read as
+    ``\\n``), or one CliError line.
+
+    Only a regular file (or a link to one) is read: a device (``/dev/zero`` would be read
+    until the machine ran out of memory), a FIFO (which would block), a socket or a folder
+    is refused before anything is read, as is a file larger than ``MAX_INPUT_BYTES``.
+    """
     file = Path(path)
-    if file.is_dir():
-        raise CliError(f"{file} is a folder, not a {what} file")
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        kind = _regular_file_problem(os.stat(file).st_mode)
+        if kind is None:  # O_NONBLOCK: a FIFO swapped in since the stat does not block
+            fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                status = os.fstat(handle.fileno())
+                kind = _regular_file_problem(status.st_mode)
+                if kind is None:
+                    _refuse_large(file, status.st_size, what)
+                    data = handle.read(MAX_INPUT_BYTES + 1)
+                    _refuse_large(file, len(data), what)  # it grew since the fstat
     except OSError as exc:  # some name no file (ENOENT, EACCES); a read error (EIO) does not
         raise CliError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    if kind is not None:
+        raise CliError(f"{file} is {kind}, not a regular file: give a {what} file to read")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read does
+
+
+def _regular_file_problem(mode: int) -> str | None:
+    """None for a regular file; else what it is (``a folder``, ``a character device`` ...)."""
+    if stat.S_ISREG(mode):
+        return None
+    from memstore.export_file import file_kind
+
+    return file_kind(mode)
+
+
+def _refuse_large(file: Path, size: int, what: str) -> None:
+    if size > MAX_INPUT_BYTES:
+        raise CliError(
+            f"{file} is larger than {MAX_INPUT_BYTES // 2**20} MiB, far more than a {what} "
+            f"file of memstore's holds: nothing was read"
+        )
 
 
 def busy_timeout(value: str) -> float:

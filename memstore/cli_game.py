@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memstore.cli import CliError, Context, command
 from memstore.cli_args import positive_int
@@ -51,6 +52,11 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
         help="where to export Memories.md (default game_files/Memories.md); Map.md is "
         "written beside it",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out even when it holds edits that were not imported",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -60,32 +66,51 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     configure=_configure_demo,
 )
 def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.cli_transfer import refuse_to_lose_edits
     from memstore.config import load_config
     from memstore.demo import (
         DEFAULT_EPISODES,
         DEFAULT_MEMORIES_MD,
         DEFAULT_MOVES,
+        MAP_MD_NAME,
         DemoInterrupted,
         mode_line,
         run_demo,
     )
+    from memstore.export_file import check_target
     from memstore.rom import find_rom
     from memstore.store import MemoryStore
 
+    out = args.out or DEFAULT_MEMORIES_MD
+    map_md = str(Path(out).with_name(MAP_MD_NAME))
+    for path in (out, map_md):  # before anything is played or written
+        ctx.refuse_database_file(path)
+        check_target(path)
+    ctx.refuse_same_file(("--out", out), (f"the {MAP_MD_NAME} written beside it", map_md))
     config = load_config(db=ctx.db, model=args.model)
     rom = find_rom(args.rom)
     ctx.print(mode_line(config, None))
     ctx.print(f"database: {ctx.db_display}; story file: {rom}")
+
+    def before_export(store: MemoryStore) -> None:
+        try:
+            refuse_to_lose_edits(store, out)
+        except CliError as exc:
+            raise CliError(f"the turns played are saved in the database; {exc}") from exc
+
     with MemoryStore.open(config.db, config=config, busy_timeout_s=ctx.args.busy_timeout) as store:
+        if not args.force:  # an edited export of this database: refused before playing
+            refuse_to_lose_edits(store, out, final_only=True)
         try:
             report = run_demo(
                 store,
                 episodes=args.episodes or DEFAULT_EPISODES,
                 moves=args.moves or DEFAULT_MOVES,
                 rom=rom,
-                out=args.out or DEFAULT_MEMORIES_MD,
+                out=out,
                 progress=not args.no_progress and sys.stderr.isatty(),
                 stream=sys.stderr,
+                before_export=None if args.force else before_export,
             )
         except DemoInterrupted as interrupted:  # Ctrl-C: say what was saved, then exit 130
             ctx.print(interrupted.report.render())

@@ -4,6 +4,7 @@ database and a reviewed Memories.md back in."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,11 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
         "--check",
         action="store_true",
         help="write nothing; exit 1 if the file differs from the database",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out even when it holds edits that were not imported",
     )
     parser.add_argument(
         "--notes",
@@ -63,7 +69,11 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         if path is not None and path != stdout:
             ctx.refuse_database_file(path)
             check_target(path)
+    if args.notes is not None and stdout not in (args.out, args.notes):
+        ctx.refuse_same_file(("--out", args.out), ("--notes", args.notes))
     with info.open_store(read_only=True) as store:
+        if not (args.check or args.force or args.out == stdout):
+            refuse_to_lose_edits(store, args.out)
         entries, base = export_snapshot_rows(store)  # plain rows: no model per memory
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
@@ -97,6 +107,26 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             write_atomically(path, content, warn=warn)
             info.print(f"wrote {path}: {what}")
     return 0
+
+
+def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> None:
+    """Refuse (one CliError line) to replace the Memories.md at ``path`` when it holds
+    edits that were not imported (``memstore.export_file.edits_at_risk``); a missing file
+    is fine. With ``final_only``
+    only an answer that the database's changes cannot alter refuses (a caller that will
+    change the database first asks again afterwards)."""
+    from memstore.export_file import edits_at_risk
+
+    if not os.path.exists(path):  # nothing there (or a link to nothing): nothing to lose
+        return
+    force = "pass --force to overwrite it"
+    try:
+        text = read_text(path)
+    except CliError as exc:
+        raise CliError(f"{exc}; cannot tell whether it holds edits: {force}") from exc
+    risk = edits_at_risk(store, path, text)
+    if risk is not None and (risk.final or not final_only):
+        raise CliError(risk.message)
 
 
 def _notes_text(store: Any) -> str:

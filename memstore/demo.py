@@ -26,12 +26,14 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
 from memstore.config import MemstoreConfig
 from memstore.demo_report import LONG_RUN_EPISODES, DemoReport  # noqa: F401 - importable here
+from memstore.errors import CliError, MemstoreError
 from memstore.game import ZorkGame, z_machine_context, zork1_walkthrough
 from memstore.manager import SimpleMemoryManager
 from memstore.metrics import coverage_from_records
@@ -132,12 +134,16 @@ def run_demo(
     progress: bool = True,
     stream: TextIO = sys.stderr,
     map_out: str | Path | None = None,
+    before_export: Callable[[MemoryStore], None] | None = None,
 ) -> DemoReport:
     """Play ``episodes`` episodes of the walkthrough's first ``moves`` actions; export; report.
 
     Memories.md goes to ``out`` and Map.md to ``map_out`` (default: ``Map.md`` beside
-    ``out``); with ``out`` None neither is written. On Ctrl-C (see the module's docstring)
-    raises :class:`DemoInterrupted` after saving.
+    ``out``); with ``out`` None neither is written. ``before_export`` is called with the
+    store just before Memories.md is written, after the episodes: it may raise to refuse
+    the export (``memstore demo`` refuses to replace a file holding a reviewer's edits),
+    and then neither file is written. On Ctrl-C (see the module's docstring) raises
+    :class:`DemoInterrupted` after saving; the refusal is then reported, not raised.
     """
     if episodes < 1:
         raise ValueError("episodes must be at least 1")
@@ -168,7 +174,7 @@ def run_demo(
             manager.flush()  # the turns played so far
             store.reset_episode()  # the session memories end with the episode
         manager.close()
-        _finish_report(store, manager, report, out)
+        _finish_report(store, manager, report, out, before_export)
         if out is not None:
             _export_map(
                 store, report, Path(out).with_name(MAP_MD_NAME) if map_out is None else map_out
@@ -181,7 +187,11 @@ def run_demo(
 
 
 def _finish_report(
-    store: MemoryStore, manager: SimpleMemoryManager, report: DemoReport, out: str | Path | None
+    store: MemoryStore,
+    manager: SimpleMemoryManager,
+    report: DemoReport,
+    out: str | Path | None,
+    before_export: Callable[[MemoryStore], None] | None,
 ) -> None:
     """Fill in what the database says about the run, and export Memories.md."""
     records = store.turn_records(manager.run_id)
@@ -203,12 +213,18 @@ def _finish_report(
 
         text = render_memories_md(*export_snapshot_rows(store))
         if not report.interrupted:
+            if before_export is not None:
+                before_export(store)
             report.exported_to = write_atomically(out, text)
             return
         try:  # after Ctrl-C, a failed export must not hide what was saved
+            if before_export is not None:
+                before_export(store)
             report.exported_to = write_atomically(out, text)
         except OSError as exc:
             report.export_error = f"{out}: {exc.strerror or exc}"
+        except (CliError, MemstoreError) as exc:  # before_export's refusal
+            report.export_error = str(exc)
 
 
 def _export_map(store: MemoryStore, report: DemoReport, out: str | Path) -> None:

@@ -1,4 +1,5 @@
-"""Writing Memories.md atomically, and checking a file against what the database would write.
+"""Writing Memories.md atomically, checking a file against what the database would write,
+and finding the reviewer's edits that replacing a Memories.md would lose (``edits_at_risk``).
 
 ``write_atomically`` writes to a temporary file in the target's folder (named
 ``.{name}.XXXXXXXX.tmp``), flushes and fsyncs it, renames it over the target with
@@ -38,14 +39,19 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memstore.errors import NotARegularFile  # noqa: F401 - importable from here too
 
 __all__ = [
     "STALE_TEMP_SECONDS",
+    "EditsAtRisk",
     "NotARegularFile",
     "check_target",
+    "edits_at_risk",
+    "file_kind",
     "export_check",
     "write_atomically",
     "write_bytes_atomically",
@@ -62,6 +68,14 @@ _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, by its ``st_mode``: ``a folder``, ``a
+    character device``, ``a FIFO (named pipe)`` ..."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -119,7 +133,7 @@ def _existing_mode(target: Path, shown: Path) -> os.stat_result | None:
     if stat.S_ISDIR(status.st_mode):  # else the rename fails, naming the temporary file
         raise IsADirectoryError(errno.EISDIR, f"{through}a folder, not a file", str(shown))
     if not stat.S_ISREG(status.st_mode):
-        kind = next((name for test, name in _KINDS if test(status.st_mode)), "a special file")
+        kind = file_kind(status.st_mode)
         raise NotARegularFile(
             errno.EINVAL, f"{through}{kind}, not a regular file: nothing was written", str(shown)
         )
@@ -228,3 +242,81 @@ def export_check(path: str | Path, text: str, *, encoding: str = "utf-8") -> boo
     except FileNotFoundError:
         return False
     return on_disk == text.encode(encoding)
+
+
+# --- replacing a Memories.md that holds edits ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class EditsAtRisk:
+    """What replacing an existing Memories.md would lose, found by ``edits_at_risk``.
+
+    ``message`` is one line (naming the file, the edits and what to do). ``final`` is True
+    when the file is this database's export (compared 3-way against its base): its edits
+    stay edits whatever the database learns meanwhile. A file exported from another
+    database (or with a base this database never had) is compared 2-way against the
+    database now, so the answer can change as the database does.
+    """
+
+    message: str
+    final: bool
+
+
+def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None:
+    """None when replacing the file ``path`` (whose text is ``text``) with a fresh export
+    of ``store`` loses nothing; else what it would lose. Reads the database only.
+
+    The test is the dry run of ``memstore import`` of the file (the same parse, merge and
+    plan). A file with a base line (a memstore export) is at risk when that plan would
+    change anything: a changed, added or deleted memory, a changed location, a conflict
+    or a problem. A file that is exactly what was exported, or whose edits were imported,
+    is not, however the database changed since. A Memories.md with no base line
+    (hand-written, or an older memstore's export: compared 2-way) is at risk when it holds
+    a memory the database lacks or has otherwise, a conflict or a problem; not for the
+    memories the database learned after it was written. An empty file, and a file that is
+    no Memories.md at all (no ``# Location Memories`` title, no location section), are
+    not at risk: they are replaced as before this guard.
+    """
+    from exporters.parse import parse_memories_md_rows
+    from exporters.render import FILE_TITLE
+    from memstore.store_import import import_memories
+
+    parsed = parse_memories_md_rows(text)
+    with_base = parsed.base is not None
+    if not with_base and not (text.lstrip("\ufeff").startswith(FILE_TITLE) or parsed.locations):
+        return None  # empty, or not a Memories.md
+    outcome = import_memories(store, text, apply=False, parsed=parsed)
+    plan = outcome.plan
+    counts = (
+        (len(plan.changed) + len(plan.status_changed), "changed"),
+        (len(plan.added), "added"),
+        (len(plan.missing) if with_base else 0, "deleted"),
+        (sum(1 for change in plan.locations if not change.is_new), "location(s) changed"),
+        (len(plan.conflicts), "in conflict with the database"),
+        (len(plan.problems), "with problems"),
+    )
+    total = sum(count for count, _what in counts)
+    if not total:
+        return None
+    parts = ", ".join(f"{count} {what}" for count, what in counts if count)
+    prune = " --prune" if with_base and plan.missing else ""
+    import_it = (
+        f"import it first (memstore import {path} --apply{prune}) or pass --force to overwrite it"
+    )
+    if not with_base:
+        return EditsAtRisk(
+            f"{path} has no export base line (hand-written, or an older memstore's export) "
+            f"and holds {total} edit(s) the database does not have ({parts}); {import_it}",
+            final=True,
+        )
+    if outcome.base is None:  # compared 2-way: not this database's export as it was
+        return EditsAtRisk(
+            f"{path} was exported from another database (or from this one restored from "
+            f"a backup) and differs from it: {total} edit(s) ({parts}) would be lost; "
+            f"{import_it}",
+            final=False,
+        )
+    return EditsAtRisk(
+        f"{path} holds {total} edit(s) that were not imported ({parts}); {import_it}",
+        final=True,
+    )
