@@ -20,6 +20,7 @@ _EXPORTS = {
     "SchemaOutOfDate": "memstore.errors",
     "SchemaTooNew": "memstore.errors",
     "StoreBusy": "memstore.errors",
+    "StoreClosed": "memstore.errors",
     "UnsupportedDatabase": "memstore.errors",
     "ReadOnlyDatabase": "memstore.errors",
     "RebuildFailed": "memstore.errors",

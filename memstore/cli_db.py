@@ -63,12 +63,13 @@ def _current(ctx: Context) -> int:
     if not path.exists():
         raise CliError(f"no database at {target.display} (give --db PATH or set MEMSTORE_DB)")
     try:
-        empty = check_existing(target)  # refuses a file that is not a memstore database
+        # refuses a file that is not a memstore database
+        empty = check_existing(target, busy_timeout_s=ctx.args.busy_timeout)
     except (SchemaOutOfDate, SchemaTooNew):
         empty = False
     revision = None
     if not empty:
-        probe = sqlite3.connect(read_only_uri(path), uri=True)
+        probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=ctx.args.busy_timeout)
         try:
             row = probe.execute("SELECT version_num FROM alembic_version").fetchone()
         finally:
@@ -106,6 +107,8 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
     from alembic import command as alembic
     from alembic.util import CommandError
 
+    from memstore.connection import failure_kind, one_line, resolve_target, store_busy
+
     config = alembic_config(ctx.db, ctx.out, ctx.args.busy_timeout)
     try:
         if args.db_command == "upgrade":
@@ -116,4 +119,11 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
             alembic.history(config)
     except CommandError as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from exc
+    except Exception as exc:
+        # another process's lock, held past the busy timeout: the migration is one
+        # transaction (migrations/env.py), rolled back, as the other commands say it
+        kind = failure_kind(exc)
+        if kind not in ("busy", "conflict"):
+            raise
+        raise store_busy(resolve_target(ctx.db).display, kind, one_line(exc)) from exc
     return 0

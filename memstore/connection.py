@@ -33,12 +33,16 @@ from memstore.errors import (
     ReadOnlyDatabase,
     SchemaOutOfDate,
     SchemaTooNew,
+    StoreBusy,
     UnsupportedDatabase,
 )
 from memstore.migrations_dir import known_revisions
 from memstore.schema import HEAD_REVISION, ephemeral_ddl
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+#: how long ``check_existing`` waits for a lock that keeps it from reading a SQLite file,
+#: unless told the caller's busy timeout (sqlite3's own default)
+SQLITE_PROBE_TIMEOUT_S = 5.0
 #: how much longer than the busy timeout (a lock wait, the longest a statement waits for
 #: other agents) a server may stay silent by default before a call is abandoned
 ANSWER_MARGIN_S = 60.0
@@ -125,16 +129,32 @@ def resolve_target(path_or_url: str | Path) -> Target:
             f"memstore runs on SQLite (a path or sqlite:// URL) or PostgreSQL "
             f"(postgresql+psycopg://...); got a {backend!r} URL"
         )
+    if url.query:
+        # SQLAlchemy's SQLite driver ignores them (with a warning): ``?mode=ro`` would write
+        raise UnsupportedDatabase(
+            f"memstore takes no query options in a SQLite URL (got "
+            f"?{str(path_or_url).partition('?')[2][:80]}): give the path alone; to open it "
+            f"read-only use MemoryStore.open(path, read_only=True) (the commands that only "
+            f"read, such as export, show and stats, open it so)"
+        )
     if url.database in (None, "", ":memory:"):
         return Target(url.set(drivername="sqlite", database=":memory:"), None)
     path = Path(url.database).expanduser().resolve()
     return Target(url.set(drivername="sqlite", database=str(path)), path)
 
 
-def check_existing(target: Target, *, answer_timeout_s: float | None = None) -> bool:
+def check_existing(
+    target: Target,
+    *,
+    answer_timeout_s: float | None = None,
+    busy_timeout_s: float = SQLITE_PROBE_TIMEOUT_S,
+) -> bool:
     """Look at an existing file without changing it. True if it is a new (empty) database.
     A server is read with each wait for its answer bounded by ``answer_timeout_s``
     (``answer_limit``'s default).
+
+    A SQLite file another process keeps locked (an EXCLUSIVE lock, without WAL) for
+    ``busy_timeout_s`` is StoreBusy.
 
     Raises NotAMemstoreDatabase for anything that is not an empty file, an empty SQLite
     database or a memstore database; SchemaOutOfDate / SchemaTooNew for other revisions,
@@ -159,7 +179,7 @@ def check_existing(target: Target, *, answer_timeout_s: float | None = None) -> 
     # under them (tests/test_posix_locks.py). SQLite keeps such descriptors until its locks
     # are gone, and says "file is not a database" for a file that is not one.
     try:
-        probe = sqlite3.connect(read_only_uri(path), uri=True)
+        probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s)
         try:
             tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
             version = None
@@ -169,6 +189,8 @@ def check_existing(target: Target, *, answer_timeout_s: float | None = None) -> 
         finally:
             probe.close()
     except sqlite3.DatabaseError as exc:
+        if failure_kind(exc) == "busy":  # a writer's EXCLUSIVE lock (no WAL): not damage
+            raise store_busy(str(path)) from exc
         if "file is not a database" in str(exc):
             raise NotAMemstoreDatabase(
                 f"{path} is not a SQLite database (so not a memstore database); left untouched"
@@ -472,6 +494,21 @@ def failure_kind(exc: BaseException) -> str | None:
     if "locked" in message or "busy" in message:
         return "busy"
     return None
+
+
+def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:
+    """memstore's one line for a lock another process held past the busy timeout
+    (``failure_kind`` "busy"), or a transaction a server cancelled for a conflict
+    ("conflict"): nothing was written."""
+    if kind == "conflict":
+        return StoreBusy(
+            f"{where} cancelled this call for a conflict with another transaction ({why}); "
+            f"nothing was written; try again"
+        )
+    return StoreBusy(
+        f"{where} stayed locked by another process for longer than the busy timeout; "
+        f"nothing was written"
+    )
 
 
 def one_line(exc: BaseException) -> str:

@@ -21,6 +21,10 @@ class SchemaTooNew(MemstoreError):
     """The database was made by a newer memstore than this one."""
 
 
+class StoreClosed(MemstoreError):
+    """The store was closed (``close()``, or the end of its ``with`` block): open it again."""
+
+
 class StoreBusy(MemstoreError):
     """Another process held the database lock for longer than the busy timeout."""
 

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, func, insert, select, union_all, update
 
 from memstore.executor import run
-from memstore.models import blank_for_sqlite, check_location_id
+from memstore.models import blank_for_sqlite, check_int, check_location_id
 from memstore.rows import now
 from memstore.schema import flagged_memories as table
 
@@ -124,17 +124,6 @@ def check_importance(importance: object) -> int:
             f"got {type(importance).__name__} {importance!r}"
         )
     return importance
-
-
-def _check_int(name: str, value: object, minimum: int | None, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if type(value) is not int or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
-        raise ValueError(
-            f"{name} must be an int{bound}{' or None' if optional else ''}, "
-            f"got {type(value).__name__} {value!r}"
-        )
 
 
 def _to_model(row: Any) -> FlaggedMemory:
@@ -228,7 +217,8 @@ class FlaggedMemories:
         Empty or blank ``content`` is ignored (False, nothing else is checked: a turn with
         nothing to remember is normal). Otherwise ``importance`` must be an int 1..1000
         (ValueError), ``location_id`` an int or None (TypeError), ``turn`` an int >= 0,
-        ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError).
+        ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError); every number
+        within the database's 64-bit integers (ValueError).
 
         A near-duplicate of a stored memory (see :func:`is_similar`, and the module doc for
         where it is looked for) is not stored (False); if its importance is higher, the
@@ -246,10 +236,10 @@ class FlaggedMemories:
             check_location_id(location_id)
         if not isinstance(location_name, str):
             raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
-        _check_int("turn", turn, 0)
-        _check_int("episode", episode, 1)
-        _check_int("score", score, None, optional=True)
-        _check_int("moves", moves, 0, optional=True)
+        check_int("turn", turn, 0)
+        check_int("episode", episode, 1)
+        check_int("score", score, optional=True)
+        check_int("moves", moves, 0, optional=True)
 
         key = normalise(text)
         duplicate, last_id = self._find_similar(key, location_id)
@@ -313,7 +303,7 @@ class FlaggedMemories:
 
     def top(self, limit: int = 10) -> list[FlaggedMemory]:
         """The ``limit`` most important memories (ties: oldest first)."""
-        _check_int("limit", limit, 0)
+        check_int("limit", limit, 0)
         return self._select(select(table).order_by(*_ORDER).limit(limit))
 
     def all(self) -> list[FlaggedMemory]:

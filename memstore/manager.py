@@ -24,7 +24,7 @@ from memstore.config import MemstoreConfig, load_config
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
-from memstore.models import check_location_id
+from memstore.models import check_int, check_location_id
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.rebuild import rebuild_from_log
 from memstore.store import AppliedSynthesis, MemoryStore
@@ -236,10 +236,17 @@ class SimpleMemoryManager:
         none. Returns what was
         written, or None when nothing was (no trigger, nothing worth keeping, or a failure,
         which is logged and counted, never raised).
+
+        A bad argument is the caller's mistake and raises at once, before the turn is
+        counted or anything recorded: TypeError for a wrong type, ValueError (pydantic's
+        ValidationError for a context dict) for a value, among them a score, a location or
+        a score change the database's 64-bit integers cannot hold. The database's own
+        refusals (StoreBusy, StoreClosed, ...) are memstore's errors and pass through.
         """
         started = time.perf_counter()
         check_location_id(location_id)
         ctx = _as_context(z_machine_context, response)
+        check_int("memory_tokens", memory_tokens, 0, optional=True)
         self.turn += 1
         self.counters["turns"] += 1
         first_visit = (
@@ -356,4 +363,23 @@ def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZM
         )
     if ctx.response_length == 0 and response:
         ctx = ctx.model_copy(update={"response_length": len(response)})
+    _check_numbers(ctx)
     return ctx
+
+
+def _check_numbers(ctx: ZMachineContext) -> None:
+    """Refuse (ValueError, one line) a context with a number the database cannot hold: the
+    scores and locations go into the turn record and the map, their difference into a
+    memory's score_change."""
+    numbers = (
+        ("score_before", ctx.score_before, False),
+        ("score_after", ctx.score_after, False),
+        ("location_before", ctx.location_before, True),
+        ("location_after", ctx.location_after, True),
+        ("score_after - score_before", ctx.score_delta, False),
+    )
+    for name, value, optional in numbers:
+        try:
+            check_int(name, value, optional=optional)
+        except ValueError as exc:
+            raise ValueError(f"z_machine_context: {exc}") from None

@@ -28,6 +28,11 @@ class Category(StrEnum):
 TITLE_MAX = 500
 TEXT_MAX = 20_000
 
+#: The range of an integer the database holds (SQLite's INTEGER, PostgreSQL's BIGINT: signed
+#: 64-bit). Every integer a public call sends to SQL is checked against it at the door.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
 
 class Persistence(StrEnum):
     """How long a memory lives (spec 002): CORE and PERMANENT on disk, EPHEMERAL in memory."""
@@ -110,7 +115,38 @@ def check_location_id(location_id: object) -> int:
         )
     if location_id < 0:
         raise ValueError(f"location_id must not be negative, got {location_id}")
+    if location_id > INT64_MAX:
+        raise ValueError(
+            f"location_id must be at most 2**63-1 (a 64-bit integer), got {_shown(location_id)}"
+        )
     return location_id
+
+
+def _shown(value: object) -> str:
+    """A refused value for a one-line message (a huge int by its size: Python refuses to
+    print one of more than 4300 digits)."""
+    if type(value) is int:
+        return str(value) if abs(value) < 10**40 else f"an int of {value.bit_length()} bits"
+    return f"{type(value).__name__} {value!r}"[:100]
+
+
+def _bounds(minimum: int) -> str:
+    low = "-2**63" if minimum == INT64_MIN else str(minimum)
+    return f"an int from {low} to 2**63-1"
+
+
+def check_int(
+    name: str, value: object, minimum: int = INT64_MIN, *, optional: bool = False
+) -> None:
+    """Refuse (ValueError, one line) a value that is not an int from ``minimum`` to INT64_MAX
+    (a bool too; None only when ``optional``): what the database can hold."""
+    if value is None and optional:
+        return
+    if type(value) is not int or not minimum <= value <= INT64_MAX:
+        raise ValueError(
+            f"{name} must be {_bounds(minimum)}{' or None' if optional else ''}, "
+            f"got {_shown(value)}"
+        )
 
 
 # --- the rules of a memory, defined once ---------------------------------------------------
@@ -311,3 +347,22 @@ class LocationMemories(BaseModel):
 
     location: LocationInfo
     memories: tuple[Memory, ...] = ()
+
+
+#: The int fields of a memory: (name, smallest value, optional), from MEMORY_RULES.
+_INT_FIELDS = tuple(
+    (name, INT64_MIN if rule.minimum is None else rule.minimum, rule.optional)
+    for name, rule in MEMORY_RULES.items()
+    if rule.type is int
+)
+
+
+def check_memory_numbers(memory: Memory) -> None:
+    """Refuse (ValueError, one line) a memory with a number the database cannot hold. The
+    model takes any int (its rules, MEMORY_RULES, are shared with memstore.md_rows); the
+    database, only 64-bit ones: this is checked at the store's door."""
+    for name, minimum, optional in _INT_FIELDS:
+        check_int(name, getattr(memory, name), minimum, optional=optional)
+    start, end = parse_turns(memory.turns)
+    if max(start, end or 0) > INT64_MAX:
+        raise ValueError(f"turns must be numbers up to 2**63-1, got {memory.turns[:60]!r}")

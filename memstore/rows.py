@@ -18,11 +18,13 @@ from memstore.errors import DamagedDatabase
 from memstore.map_graph import MapEvent
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
 from memstore.models import (
+    INT64_MAX,
     Category,
     Memory,
     Persistence,
     Status,
     blank_for_sqlite,
+    check_memory_numbers,
     format_turns,
     parse_turns,
 )
@@ -34,13 +36,16 @@ def now() -> str:
 
 
 def check_memory(memory: object) -> Memory:
+    """A Memory the database can hold (TypeError for anything else; ValueError for a
+    number past 64 bits)."""
     if not isinstance(memory, Memory):
         raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
+    check_memory_numbers(memory)
     return memory
 
 
-#: SQLite's largest integer
-MAX_INT = 2**63 - 1
+#: SQLite's largest integer (memstore.models.INT64_MAX)
+MAX_INT = INT64_MAX
 
 
 def check_clock(location_name: object, episode: object, turn: object) -> None:

@@ -31,6 +31,7 @@ from memstore.models import (
     Persistence,
     Status,
     Tier,
+    check_int,
     check_location_id,
 )
 from memstore.queries import (
@@ -87,8 +88,7 @@ class MemoryStore(StoreReads):
         transaction."""
         for location_id, _name, episode in bookkeeping.visits:
             check_location_id(location_id)
-            if type(episode) is not int or episode < 1:
-                raise ValueError(f"episode must be an int >= 1, got {episode!r}")
+            check_int("episode", episode, 1)
         if bookkeeping.empty:
             return
         with self._write(forget=None) as conn:
@@ -276,11 +276,9 @@ class MemoryStore(StoreReads):
         if isinstance(memory_titles, str):
             raise TypeError("memory_titles must be a collection of titles, not one string")
         at_turn = self.current_turn if turn is None else turn
-        if type(at_turn) is not int or at_turn < 0:
-            raise ValueError(f"turn must be a non-negative int, got {at_turn!r}")
+        check_int("turn", at_turn, 0)
         at_episode = self.current_episode if episode is None else episode
-        if type(at_episode) is not int or at_episode < 0:
-            raise ValueError(f"episode must be a non-negative int, got {at_episode!r}")
+        check_int("episode", at_episode, 0)
         results: dict[str, bool] = {}
         removed: list[tuple[str, int]] = []
         with self._write(forget=None) as conn:

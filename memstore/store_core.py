@@ -36,6 +36,7 @@ from memstore.connection import (
     failure_kind,
     one_line,
     resolve_target,
+    store_busy,
     store_tiers,
     store_transaction_begin,
     upgrade_to_write,
@@ -45,7 +46,7 @@ from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
-    StoreBusy,
+    StoreClosed,
     UnstorableText,
 )
 from memstore.executor import TRACERS
@@ -102,7 +103,7 @@ class StoreCore:
         self._views = LocationViews(self.config.token_budget)
         self._live_cache: dict[int, tuple[Memory, ...]] = {}
         limit = answer_limit(busy_timeout_s, answer_timeout_s)
-        is_new = check_existing(target, answer_timeout_s=limit)
+        is_new = check_existing(target, answer_timeout_s=limit, busy_timeout_s=busy_timeout_s)
         if read_only and is_new and (target.path is not None or target.is_server):
             raise NotAMemstoreDatabase(f"no memstore database at {target.display}")
         if not read_only:
@@ -204,6 +205,14 @@ class StoreCore:
         """True once ``close()`` ran."""
         return self._conn.closed
 
+    def _check_open(self) -> None:
+        """StoreClosed, one line, for a call on a store after ``close()``."""
+        if self._conn.closed:
+            raise StoreClosed(
+                f"the store of {self.target.display} was closed: open it again "
+                f"(MemoryStore.open) to use it; nothing was read or written"
+            )
+
     def __enter__(self) -> Self:
         return self
 
@@ -234,6 +243,7 @@ class StoreCore:
         write rolled back drops everything this store keeps from the database, as it may
         have been filled inside the transaction (``_rolled_back``)."""
         with self._lock:
+            self._check_open()
             if self._depth:  # inside another transaction of this store: part of it
                 try:
                     outer = store_transaction_begin(self._conn)
@@ -339,20 +349,13 @@ class StoreCore:
         if kind == "read-only":
             because = f" ({why})" if why else ""
             return ReadOnlyDatabase(f"read-only database: {where}{because}; nothing was written")
-        if kind == "conflict":
-            return StoreBusy(
-                f"{where} cancelled this call for a conflict with another transaction ({why}); "
-                f"nothing was written; try again"
-            )
-        return StoreBusy(
-            f"{where} stayed locked by another process for longer than the busy timeout; "
-            f"nothing was written"
-        )
+        return store_busy(where, kind, why)
 
     @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:
         """Call ``callback(sql)`` with every statement the store's connection runs while
         the block runs (SQLite: with its parameters expanded); for tests and debugging."""
+        self._check_open()
         driver = driver_of(self._conn)
         if self._conn.dialect.name == "sqlite":
             driver.set_trace_callback(callback)  # type: ignore[union-attr]
@@ -383,6 +386,7 @@ class StoreCore:
 
     def _check_cache(self) -> None:
         """Drop the caches if another connection committed since they were filled."""
+        self._check_open()
         try:
             version = change_token(self._conn)
         except Exception as exc:

@@ -23,6 +23,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    check_int,
     check_location_id,
 )
 from memstore.queries import EPHEMERAL_LIVE, LIVE, TIER_NUMBER, VIEW_QUERY, load_query, row_type
@@ -173,6 +174,7 @@ class StoreReads(StoreCore):
         that episode (ephemeral memories themselves are gone after ``reset_episode``). So
         the answer stays the same whatever later episodes add.
         """
+        check_int("episode", episode)
         learned = memories.c.episode <= episode
         ended = memory_links.c.episode <= episode
         persistent = (
