@@ -44,10 +44,11 @@ def database_target() -> Target:
     return resolve_target(chosen)
 
 
-def refuse_foreign(target: Target) -> None:
-    """Refuse, as MemoryStore.open does, a file that is not a memstore database."""
+def refuse_foreign(target: Target, busy_s: float) -> None:
+    """Refuse, as MemoryStore.open does, a file that is not a memstore database (waiting
+    ``busy_s`` for another process's lock, as the migration itself would)."""
     try:
-        check_existing(target)
+        check_existing(target, busy_timeout_s=busy_s)
     except SchemaOutOfDate:
         pass  # an older revision, or at base: what alembic is for
     except (NotAMemstoreDatabase, SchemaTooNew) as exc:
@@ -137,8 +138,8 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     target = database_target()
-    refuse_foreign(target)
     busy_s = busy_timeout_s()
+    refuse_foreign(target, busy_s)
     engine = create_engine(target.url.render_as_string(hide_password=False))
     if engine.dialect.name == "sqlite":
         one_sqlite_transaction(engine, busy_s)
