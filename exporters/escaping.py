@@ -25,6 +25,10 @@ characters stands for that character:
   tab. They protect the first character of a text line that starts with `#`, `---`, a
   space or a tab, so that it cannot look like a heading, a `---` separator or a blank
   line.
+- `\<`, `\=`, `\>` and `\|` stand for `<`, `=`, `>` and `|`. They protect the first
+  character of a text line that would be a git conflict marker (seven `<`, `=`, `>` or
+  `|`, then a space or the end of the line: `=======`, `<<<<<<< HEAD`), which the reader
+  refuses as an unresolved merge.
 
 A memory text is written on as many lines as it has, each escaped as above. A blank
 line would end the memory, so an empty line of the text is not written on its own: the
@@ -40,6 +44,8 @@ cannot be mistaken for structure.
 from __future__ import annotations
 
 import re
+
+from exporters.conflict_markers import CONFLICT_MARKER
 
 __all__ = [
     "escape_inline",
@@ -87,6 +93,10 @@ _UNESCAPES = {
     "-": "-",
     " ": " ",
     "\t": "\t",
+    "<": "<",
+    "=": "=",
+    ">": ">",
+    "|": "|",
     "n": "\n",
     "r": "\r",
 }
@@ -129,7 +139,11 @@ def unescape(value: str) -> str:
 def _escape_text_segment(segment: str) -> str:
     if _TEXT_SPECIAL.search(segment) is not None:
         segment = segment.translate(_TEXT_TABLE)
-    if segment and (segment[0] in "# \t" or segment.startswith("---")):
+    if segment and (
+        segment[0] in "# \t"
+        or segment.startswith("---")
+        or CONFLICT_MARKER.match(segment) is not None
+    ):
         segment = "\\" + segment
     return segment
 
@@ -139,7 +153,8 @@ def escape_text_lines(text: str) -> list[str]:
 
     Promises: an empty text gives no line; no line is blank (empty or only spaces and
     tabs); no line starts with ``#``, ``*``, ``[``, ``~``, ``---``, a space or a tab; no
-    line ends in an unpaired backslash; ``unescape_text_lines(escape_text_lines(t)) == t``.
+    line is a git conflict marker (``exporters.conflict_markers``); no line ends in an
+    unpaired backslash; ``unescape_text_lines(escape_text_lines(t)) == t``.
     """
     if not text:
         return []
@@ -151,7 +166,7 @@ def escape_text_lines(text: str) -> list[str]:
         or "~" in text
         or "\n" in text
         or "\r" in text
-        or text[0] in "#- \t"
+        or text[0] in "#- \t<=>|"
     ):
         return [text]  # the common case: one line with nothing to escape
     lines: list[str] = []

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 
+from exporters.conflict_markers import CONFLICT_MARKER, MARKER_PATTERN, MARKER_STARTS
 from exporters.escaping import unescape
 from exporters.memory_block import (
     HEADER_STARTS,
@@ -95,7 +96,9 @@ _SCORES.update({f", {sign}{n}": int(f"{sign}{n}") for sign in "+-" for n in rang
 #: How a text line that could be read as structure (or as a blank line) starts; the
 #: renderer escapes every such start.
 _STRUCTURE_STARTS = ("#", "*", "[", " ", "\t", "---")
-_STRUCTURE_AFTER_BREAK = re.compile(r"\n(?:[#*\[ \t]|---)")
+#: A line break followed by such a start, or by a git conflict marker (the line reader
+#: reports it).
+_STRUCTURE_AFTER_BREAK = re.compile(rf"\n(?:[#*\[ \t]|---|{MARKER_PATTERN})")
 _SUPERSEDED = Status.SUPERSEDED
 
 #: The kinds of the memories the plain block reads (no reference line, no strike-through).
@@ -110,7 +113,8 @@ _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 #: reads as ``_MEMORY_BLOCK`` reads it.
 #: The title does not start with a space, a control character or ``*`` (so an ASCII one
 #: is not blank) and holds no NUL; the text is one line not starting as structure would (``#``,
-#: ``*``, ``[``, a space or tab, ``---``); the episode (1 to 999) and the score change
+#: ``*``, ``[``, a space or tab, ``---``) and not a git conflict marker (which the line
+#: reader reports); the episode (1 to 999) and the score change
 #: (-999 to +999) are written as the renderer writes them (the keys of ``_EPISODES`` and
 #: ``_SCORES``); the turn (or each end of a turn range, which ``turns_problem`` checks) is at
 #: most SHORT_DIGITS digits. The header line ends
@@ -120,7 +124,7 @@ _PLAIN_BLOCK = re.compile(
     r"Ep([1-9][0-9]{0,2}), "
     rf"T([0-9]{{1,{SHORT_DIGITS}}}(?:-[0-9]{{1,{SHORT_DIGITS}}})?)"
     r"(|, [+-](?:0|[1-9][0-9]{0,2}))\)\*"
-    rf"(?:\n(?=[^#*\[ \t\n])(?!---)|\Z)(.{{0,{_TEXT_MAX}}})",
+    rf"(?:\n(?=[^#*\[ \t\n])(?!---|{MARKER_PATTERN})|\Z)(.{{0,{_TEXT_MAX}}})",
     re.DOTALL,  # the text is checked for line breaks in Python (faster than [^\n]* here)
 )
 #: The kinds of the memories ``_STRUCK_BLOCK`` reads.
@@ -314,8 +318,10 @@ def read_general_memory_block(block: str) -> MemoryRow | None:
         title = unescape(title)
     if status is not _SUPERSEDED:
         # The common case: no reference line, no strike-through.
-        if body.startswith(_STRUCTURE_STARTS) or (
-            "\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None
+        if (
+            body.startswith(_STRUCTURE_STARTS)
+            or (body.startswith(MARKER_STARTS) and CONFLICT_MARKER.match(body) is not None)
+            or ("\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None)
         ):
             return None
         memory = _make_row(
@@ -341,8 +347,10 @@ def read_general_memory_block(block: str) -> MemoryRow | None:
         reference = REFERENCE.fullmatch(line)
         if reference is None:
             return None
-    if body.startswith(_STRUCTURE_STARTS) or (
-        "\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None
+    if (
+        body.startswith(_STRUCTURE_STARTS)
+        or (body.startswith(MARKER_STARTS) and CONFLICT_MARKER.match(body) is not None)
+        or ("\n" in body and _STRUCTURE_AFTER_BREAK.search(body) is not None)
     ):
         return None
     built = build_memory(

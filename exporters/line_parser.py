@@ -17,6 +17,7 @@ from operator import itemgetter
 
 from pydantic import ValidationError
 
+from exporters.conflict_markers import CONFLICT_MARKER, MARKER_STARTS
 from exporters.escaping import unescape
 from exporters.fast_blocks import (
     LOCATION_BLOCK_START,
@@ -58,8 +59,9 @@ _METADATA = re.compile(
     r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
 )
 _MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
-#: First characters of lines that may be structure (or blank); others are always text.
-_STRUCTURE_STARTS = frozenset("#*- \t")
+#: First characters of lines that may be structure (or blank) or a git conflict marker;
+#: others are always text.
+_STRUCTURE_STARTS = frozenset(("#", "*", "-", " ", "\t", *MARKER_STARTS))
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
 _LOCATION_ROW = itemgetter(0)
 _new = tuple.__new__  # a NamedTuple from its values, without its Python-level __new__
@@ -386,6 +388,22 @@ class _Parser:
             self.in_stray_text = True
             self.problem(number, "text outside any memory ignored")
 
+    def conflict_marker(self, number: int, line: str) -> None:
+        """A git conflict marker (``exporters.conflict_markers``): a merge left unresolved.
+        Reported wherever it stands; the memory whose text it is in is skipped (its text
+        holds a side of the conflict, or both)."""
+        memory = self.memory
+        skipped = ""
+        if memory is not None:
+            self.memory = None
+            self.skipping_memory = True
+            skipped = f": memory {clip(memory.title)!r} skipped"
+        self.problem(
+            number,
+            f"unresolved git conflict marker {clip(line)!r} (keep one side of the conflict "
+            f"and delete its marker lines){skipped}",
+        )
+
     def run_lines(self, lines: list[str], number: int) -> None:
         """Read ``lines``, the first of which is line ``number`` of the file."""
         for number, line in enumerate(lines, number):  # noqa: B020 - the line numbers go on
@@ -410,6 +428,8 @@ class _Parser:
             elif first == "-" and line.startswith("---") and not line.strip(" \t-"):
                 self.in_stray_text = False
                 self.finish_memory()
+            elif CONFLICT_MARKER.match(line) is not None:
+                self.conflict_marker(number, line)
             else:
                 self.text_line(number, line)
 

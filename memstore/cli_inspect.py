@@ -152,7 +152,8 @@ def _configure_rom(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "check",
-    help="verify the database's rules (links, cycles, versions) and SQLite's integrity",
+    help="verify the database's rules (links, cycles, versions, rows export can read) and "
+    "SQLite's integrity",
 )
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.invariants import check_invariants
@@ -164,7 +165,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print(f"  {problem}")
     if problems:
         raise CliError(f"{ctx.db_display}: {len(problems)} problem(s) found")
-    ctx.print("ok: every supersession link, successor and version is sound")
+    ctx.print("ok: every row is readable; every supersession link, successor and version is sound")
     return 0
 
 

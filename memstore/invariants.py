@@ -4,9 +4,11 @@
 * a successor is another memory at the same location;
 * links form no cycles (following successors always ends);
 * no row is stamped with a version the change counter has not reached;
-* SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check``, and every row of the
-  persistent tables readable as what it stands for (an integer where a number belongs, a
-  title within the model's length, an episode the next one can follow) (``memstore check``).
+* every stored memory and location readable by ``memstore export``: one line per row that
+  breaks a rule of the models' rule table (``memstore.md_store.refused_rows``, the export's
+  own test), and SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check``, the
+  columns the model does not read (ids, versions, the store's counters), and an episode
+  the next one can follow (``memstore check``).
 
 A SUPERSEDED memory may have no link at all: files of the older implementation wrote no
 reference line for some.
@@ -22,7 +24,8 @@ from sqlalchemy import Connection, func, select
 from memstore.connection import connection_tiers
 from memstore.dialect import greatest
 from memstore.executor import run
-from memstore.models import TEXT_MAX, TITLE_MAX, Category, Persistence, Status
+from memstore.md_store import refused_rows
+from memstore.models import Persistence
 from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
@@ -35,46 +38,29 @@ __all__ = ["check_invariants"]
 
 _SUPERSEDED = "SUPERSEDED"
 
-#: (table, column, the SQLite types its values may have): a column of another type (a text
-#: or real in a number column, which SQLite's type affinity lets through) makes the row
-#: unreadable to memstore, so `memstore export`, `show` and `history` would fail on it
+#: (table, column, the SQLite types its values may have) for the columns the model's rules
+#: do not read (``refused_rows`` reads every memory's and location's own values): a column
+#: of another type (a text or real in a number column, which SQLite's type affinity lets
+#: through) makes the row unreadable to memstore
 _COLUMN_TYPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("locations", "name", ("text",)),
-    ("locations", "visit_count", ("integer",)),
-    ("location_episodes", "episode", ("integer",)),
     ("memories", "location_id", ("integer",)),
-    ("memories", "title", ("text",)),
-    ("memories", "text", ("text",)),
-    ("memories", "episode", ("integer",)),
-    ("memories", "turn_start", ("integer",)),
-    ("memories", "turn_end", ("integer", "null")),
-    ("memories", "score_change", ("integer", "null")),
     ("memories", "created_version", ("integer",)),
     ("memories", "changed_version", ("integer",)),
-    ("memory_links", "episode", ("integer",)),
-    ("memory_links", "turn", ("integer",)),
-    ("memory_links", "reason", ("text", "null")),
     ("store_meta", "change_counter", ("integer",)),
     ("store_meta", "last_episode", ("integer",)),
 )
-#: Memory's limits (memstore.models), which the schema does not enforce
-_MAX_TITLE = TITLE_MAX
-_MAX_TEXT = TEXT_MAX
-#: the values a memory's enum columns may hold (a CHECK constraint that SQLite's
-#: integrity_check does not re-verify, and a write with ignore_check_constraints skips)
-_VALUES = (
-    ("category", tuple(c.value for c in Category)),
-    ("status", tuple(s.value for s in Status)),
-    ("persistence", tuple(p.value for p in Persistence if p.on_disk)),
-)
+#: the persistences only the in-memory tier holds: the model takes them, the persistent
+#: table's CHECK constraint (which integrity_check does not re-verify) does not
+_NOT_ON_DISK = tuple(p.value for p in Persistence if not p.on_disk)
 #: the largest integer SQLite stores: an episode there leaves no number for the next one
 _MAX_INTEGER = 2**63 - 1
 
 
 def _unreadable_rows(conn: Connection) -> list[str]:
-    """Rows memstore cannot read back: a value of the wrong type, a title or text too long,
-    an episode with no room after it (one line per column, with how many rows)."""
-    problems = []
+    """Rows memstore cannot read back: every memory and location the export refuses (one
+    line per row), then the columns the model does not read holding a value of the wrong
+    type, and an episode with no room after it (one line per column, with how many rows)."""
+    problems = refused_rows(conn)
     sqlite = conn.dialect.name == "sqlite"  # a server's typed columns hold only their type
     for table, column, kinds in _COLUMN_TYPES if sqlite else ():
         allowed = ", ".join(f"'{kind}'" for kind in kinds)
@@ -87,25 +73,15 @@ def _unreadable_rows(conn: Connection) -> list[str]:
                 f"{table}.{column}: {count} row(s) hold a value that is not "
                 f"{' or '.join(kinds)} (the first is row {example}): memstore cannot read them"
             )
-    for column, values in _VALUES:
-        known = ", ".join(f"'{value}'" for value in values)
-        count, example = conn.exec_driver_sql(
-            f"SELECT count(*), min(id) FROM memories WHERE {column} NOT IN ({known})"  # noqa: S608
-        ).one()
-        if count:
-            problems.append(
-                f"memories.{column}: {count} row(s) hold a value that is not one of {known} "
-                f"(the first is row {example}): memstore cannot read them"
-            )
-    for column, limit in (("title", _MAX_TITLE), ("text", _MAX_TEXT)):
-        count, example = conn.exec_driver_sql(
-            f"SELECT count(*), min(id) FROM memories WHERE length({column}) > {limit}"  # noqa: S608
-        ).one()
-        if count:
-            problems.append(
-                f"memories.{column}: {count} row(s) longer than {limit} characters (the first "
-                f"is row {example}): memstore cannot read them"
-            )
+    ephemeral = ", ".join(f"'{value}'" for value in _NOT_ON_DISK)
+    count, example = conn.exec_driver_sql(
+        f"SELECT count(*), min(id) FROM memories WHERE persistence IN ({ephemeral})"  # noqa: S608
+    ).one()
+    if count:
+        problems.append(
+            f"memories.persistence: {count} row(s) hold {ephemeral}, which only the in-memory "
+            f"tier holds (the first is row {example})"
+        )
     for table in ("location_episodes", "memories", "store_meta"):
         column = "last_episode" if table == "store_meta" else "episode"
         typed = f" WHERE typeof(\"{column}\") = 'integer'" if sqlite else ""

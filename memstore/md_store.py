@@ -8,7 +8,8 @@ object built; a row that breaks one (a damaged database) raises the one-line
 ``DamagedDatabase`` of ``memstore.rows``.
 
 ``export_memories_md`` is ``memstore export``'s text: the same as rendering
-``store.export_snapshot()``, from rows.
+``store.export_snapshot()``, from rows. ``refused_rows`` lists, for ``memstore check``,
+every stored row the export refuses, by the same rules.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import Connection, select
 
 from exporters.base_line import ExportBase
 from exporters.render import render_memories_md
+from memstore.errors import DamagedDatabase
 from memstore.executor import run
 from memstore.md_rows import (
     LocationRow,
@@ -29,9 +31,9 @@ from memstore.md_rows import (
     memory_row_problem,
 )
 from memstore.merge import StoredMemory
-from memstore.models import LocationInfo, Status
+from memstore.models import MEMORY_RULES, Status
 from memstore.queries import row_type
-from memstore.rows import CATEGORY_OF, PERSISTENCE_OF, STATUS_OF, to_memory_row
+from memstore.rows import CATEGORY_OF, PERSISTENCE_OF, STATUS_OF, stored_row, to_memory_row
 from memstore.schema import location_episodes, locations, memories
 from memstore.versions import LINK_COLUMNS, MEMORY_CONTENT, WITH_LINK, identity, state_at
 
@@ -39,6 +41,7 @@ __all__ = [
     "export_memories_md",
     "export_snapshot_rows",
     "location_rows",
+    "refused_rows",
     "stored_rows",
     "stored_rows_at",
 ]
@@ -136,18 +139,78 @@ def stored_rows_at(
     return state_at(conn, version, current, to_memory_row)
 
 
-def location_rows(conn: Connection) -> list[LocationRow]:
-    """Every stored location, by id, with its episodes (sorted)."""
+def _stored_locations(conn: Connection) -> list[LocationRow]:
+    """Every stored location, by id, with its episodes as stored (unchecked)."""
     episodes: dict[int, list[int]] = {}
     for location_id, episode in run(conn, LOCATION_EPISODES, {}):
         episodes.setdefault(location_id, []).append(episode)
+    return [
+        LocationRow(location_id, name, visits, tuple(episodes.get(location_id, ())))
+        for location_id, name, visits in run(conn, LOCATION_ROWS, {}).fetchall()
+    ]
+
+
+def location_rows(conn: Connection) -> list[LocationRow]:
+    """Every stored location, by id, with its episodes (sorted). A row the model refuses
+    raises DamagedDatabase (one line that points at ``memstore check``)."""
     found = []
-    for location_id, name, visits in run(conn, LOCATION_ROWS, {}).fetchall():
-        row = LocationRow(location_id, name, visits, tuple(sorted(episodes.get(location_id, ()))))
-        if location_row_problem(row) is not None:
-            row = LocationRow(*LocationInfo(**row._asdict()).model_dump().values())
+    for row in _stored_locations(conn):
+        problem = location_row_problem(row)
+        if problem is not None:
+            raise DamagedDatabase(
+                f"a stored location cannot be read (location {row.id}: {problem}); "
+                f"run `memstore check` to list what is damaged"
+            )
+        if len(row.episodes) > 1:
+            row = row._replace(episodes=tuple(sorted(row.episodes)))
         found.append(row)
     return found
+
+
+#: The stored columns of the MemoryRow fields not stored under their own name.
+_STORED_AS = {
+    "turns": "turns (turn_start, turn_end)",
+    "superseded_by": "superseded_by (the successor's title)",
+    "superseded_at_turn": "superseded_at_turn (memory_links.turn)",
+    "superseded_at_episode": "superseded_at_episode (memory_links.episode)",
+    "invalidation_reason": "invalidation_reason (memory_links.reason)",
+}
+
+
+def _shown(title: object) -> str:
+    text = str(title)
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def refused_rows(conn: Connection) -> list[str]:
+    """One line for each stored row that ``export_memories_md`` refuses (every persistent
+    memory, then every location, by id), saying which row and the first rule it breaks.
+
+    The export's own test, not a copy of it: a memory is refused exactly when
+    ``memory_row_problem`` (the models' ``MEMORY_RULES``) finds a problem in its row as
+    ``memstore.rows.stored_row`` reads it, a location when ``location_row_problem`` does.
+    """
+    lines = []
+    named = row_type(_STORED_NAMES)
+    for stored in run(conn, STORED_ROWS, {}):
+        row = named(*stored)
+        problem = memory_row_problem(stored_row(row))
+        if problem is not None:
+            field, _, detail = problem.partition(": ")
+            if field in MEMORY_RULES:
+                problem = f"{_STORED_AS.get(field, field)}: {detail}"
+            lines.append(
+                f"memory {row.id} at location {row.location_id} {_shown(row.title)}: "
+                f"{problem} (`memstore export` cannot read it)"
+            )
+    for location in _stored_locations(conn):
+        problem = location_row_problem(location)
+        if problem is not None:
+            lines.append(
+                f"location {location.id} {_shown(location.name)}: {problem} "
+                f"(`memstore export` cannot read it)"
+            )
+    return lines
 
 
 def export_snapshot_rows(store: Any) -> tuple[list[LocationRows], ExportBase]:
