@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from exporters.escaping import unescape
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
-from memstore.models import Category, Persistence, Status
+from memstore.models import INT64_MAX, INT64_MIN, Category, Persistence, Status
 
 #: Well-formed headers as written by the renderer, read in one match; older or broken
 #: headers go through the detailed checks of the line parser, which say what is wrong.
@@ -56,8 +56,6 @@ REFERENCE = re.compile(
 REFERENCE_STARTS = ("[Superseded", "[Invalidated")
 
 #: The range of a SQLite integer (signed 64-bit).
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 #: A run of this many digits or fewer always fits (10**18 < 2**63): no need to read it.
 SHORT_DIGITS = 18
 

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from memstore.errors import CliError
+from memstore.models import INT64_MAX
 
 
 def database(value: str) -> str:
@@ -23,7 +24,7 @@ def database(value: str) -> str:
 
 
 #: the largest location number SQLite can store (a signed 64-bit integer)
-MAX_LOCATION_ID = 2**63 - 1
+MAX_LOCATION_ID = INT64_MAX
 #: --busy-timeout's ceiling: a day (SQLite takes milliseconds in an int)
 MAX_BUSY_TIMEOUT_S = 86_400.0
 

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from memstore.md_rows import LocationRow, MemoryRow
-from memstore.models import LocationInfo, Memory
+from memstore.models import INT64_MAX, LocationInfo, Memory
 
 __all__ = [
     "CONTENT_FIELDS",
@@ -36,7 +36,7 @@ LocationLike = LocationRow | LocationInfo
 
 #: The largest episode a file may give a memory or a location: the database hands out the
 #: episode after the largest it holds, which must still fit SQLite's 64-bit integer.
-MAX_EPISODE = 2**63 - 2
+MAX_EPISODE = INT64_MAX - 1
 
 #: The fields whose change makes a memory "changed".
 CONTENT_FIELDS = ("text", "category", "score_change", "persistence")

@@ -25,7 +25,7 @@ from memstore.connection import connection_tiers
 from memstore.dialect import greatest
 from memstore.executor import run
 from memstore.md_store import refused_rows
-from memstore.models import Persistence
+from memstore.models import INT64_MAX, Persistence
 from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
@@ -53,7 +53,7 @@ _COLUMN_TYPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: table's CHECK constraint (which integrity_check does not re-verify) does not
 _NOT_ON_DISK = tuple(p.value for p in Persistence if not p.on_disk)
 #: the largest integer SQLite stores: an episode there leaves no number for the next one
-_MAX_INTEGER = 2**63 - 1
+_MAX_INTEGER = INT64_MAX
 
 
 def _unreadable_rows(conn: Connection) -> list[str]:

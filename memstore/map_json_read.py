@@ -36,6 +36,7 @@ from memstore.map_graph import (
     action_key,
     confidence,
 )
+from memstore.models import INT64_MAX
 
 #: metadata.version written (ZorkGPT's)
 FORMAT_VERSION = "1.0"
@@ -50,7 +51,7 @@ TOP_LEVEL_KEYS = (
 )
 CONFIDENCE_RULE = "(v + 1) / (v + f + 2)"
 #: SQLite's largest integer: no location number, count, episode or turn is larger
-MAX_INTEGER = 2**63 - 1
+MAX_INTEGER = INT64_MAX
 #: the largest verification or failure count imported: the map adds one to a count on every
 #: traversal or failure, and SQLite turns an integer past MAX_INTEGER into a float (which
 #: export-json would then write and import-json refuse)

@@ -15,11 +15,12 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from memstore.map_graph import Room
+from memstore.models import INT64_MAX
 
 __all__ = ["RoomLookup", "find_room", "room_label"]
 
 #: SQLite's largest integer: no location number is larger
-MAX_LOCATION_ID = 2**63 - 1
+MAX_LOCATION_ID = INT64_MAX
 _NUMBER = re.compile(r"#?\s*(\d+)")
 #: at most this many characters of what was asked are echoed in a message
 _ECHO = 60

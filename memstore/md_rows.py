@@ -67,6 +67,8 @@ def _value_problem(name: str, value: object, rule: FieldRule) -> str | None:
             return f"{name}: not a valid unicode string"
     elif isinstance(value, int) and rule.minimum is not None and value < rule.minimum:
         return f"{name}: less than {rule.minimum}"
+    elif isinstance(value, int) and rule.maximum is not None and value > rule.maximum:
+        return f"{name}: more than {rule.maximum}"
     if rule.check is not None:
         problem = rule.check(value)
         if problem is not None:
@@ -113,6 +115,11 @@ _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 _EPISODE_MIN = MEMORY_RULES["episode"].minimum or 0
 _TURN_MIN = MEMORY_RULES["superseded_at_turn"].minimum or 0
 _AT_EPISODE_MIN = MEMORY_RULES["superseded_at_episode"].minimum or 0
+#: every int field's largest value (and a score change's smallest): the database's 64 bits
+_INT_MAX = MEMORY_RULES["episode"].maximum or 0
+_SCORE_MIN = MEMORY_RULES["score_change"].minimum or 0
+#: a turn string of at most this many digits is a number the database holds
+_SHORT_TURNS = len(str(_INT_MAX)) - 1
 
 
 def memory_row_problem(row: MemoryRow) -> str | None:
@@ -139,16 +146,16 @@ def memory_row_problem(row: MemoryRow) -> str | None:
         and len(text) <= _TEXT_MAX
         and (text.isascii() or _SURROGATE.search(text) is None)  # the text's whole rule
         and type(episode) is int
-        and episode >= _EPISODE_MIN
+        and _EPISODE_MIN <= episode <= _INT_MAX
         and type(turns) is str
         and turns.isascii()
-        and (turns.isdigit() or turns_problem(turns) is None)
-        and (score is None or type(score) is int)
+        and ((turns.isdigit() and len(turns) <= _SHORT_TURNS) or turns_problem(turns) is None)
+        and (score is None or (type(score) is int and _SCORE_MIN <= score <= _INT_MAX))
         and (
             (by is None and turn is None and at is None and reason is None)
             or (
-                (turn is None or (type(turn) is int and turn >= _TURN_MIN))
-                and (at is None or (type(at) is int and at >= _AT_EPISODE_MIN))
+                (turn is None or (type(turn) is int and _TURN_MIN <= turn <= _INT_MAX))
+                and (at is None or (type(at) is int and _AT_EPISODE_MIN <= at <= _INT_MAX))
                 and (by is None or type(by) is str)
                 and (reason is None or (type(reason) is str and reason_problem(reason) is None))
                 and supersession_problem(status, by, reason) is None
@@ -205,10 +212,10 @@ def location_row_problem(row: LocationRow) -> str | None:
     location_id, name, visit_count, episodes = row
     if (
         type(location_id) is int
-        and location_id >= _ID_MIN
+        and _ID_MIN <= location_id <= _INT_MAX
         and type(name) is str
         and type(visit_count) is int
-        and visit_count >= _VISITS_MIN
+        and _VISITS_MIN <= visit_count <= _INT_MAX
         and type(episodes) is tuple
         and set(map(type, episodes)) <= _INT_ONLY
     ):

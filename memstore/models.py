@@ -87,6 +87,8 @@ def parse_turns(turns: str) -> tuple[int, int | None]:
         raise ValueError(f"turns must look like '45' or '23-24', got {turns!r}")
     start = int(match.group(1))
     end = int(match.group(2)) if match.group(2) is not None else None
+    if max(start, end or 0) > INT64_MAX:
+        raise ValueError(f"turn numbers must be at most 2**63-1, got {turns[:60]!r}")
     if end is not None and end < start:
         raise ValueError(f"turn range {turns!r} ends before it starts")
     return start, end
@@ -192,8 +194,9 @@ class FieldRule(NamedTuple):
     """What one field of a memory may hold.
 
     ``type`` is the exact type of the value in a row (an enum class, ``str`` or ``int``);
-    ``minimum`` is an int's smallest value or a str's shortest length, ``maximum`` a str's
-    longest length; ``check`` says why a value of the right type is refused, or None.
+    ``minimum`` and ``maximum`` are an int's smallest and largest values (every int within
+    the database's 64 bits) or a str's shortest and longest lengths; ``check`` says why a
+    value of the right type is refused, or None.
     """
 
     type: type
@@ -208,21 +211,21 @@ MEMORY_RULES: dict[str, FieldRule] = {
     "category": FieldRule(Category),
     "title": FieldRule(str, minimum=1, maximum=TITLE_MAX, check=title_problem),
     "text": FieldRule(str, maximum=TEXT_MAX),
-    "episode": FieldRule(int, minimum=1),
+    "episode": FieldRule(int, minimum=1, maximum=INT64_MAX),
     "turns": FieldRule(str, check=turns_problem),
-    "score_change": FieldRule(int, optional=True),
+    "score_change": FieldRule(int, optional=True, minimum=INT64_MIN, maximum=INT64_MAX),
     "persistence": FieldRule(Persistence),
     "status": FieldRule(Status),
     "superseded_by": FieldRule(str, optional=True),
-    "superseded_at_turn": FieldRule(int, optional=True, minimum=0),
-    "superseded_at_episode": FieldRule(int, optional=True, minimum=1),
+    "superseded_at_turn": FieldRule(int, optional=True, minimum=0, maximum=INT64_MAX),
+    "superseded_at_episode": FieldRule(int, optional=True, minimum=1, maximum=INT64_MAX),
     "invalidation_reason": FieldRule(str, optional=True, check=reason_problem),
 }
 #: A location's fields (``LocationInfo``, ``md_rows.LocationRow``); its episodes: any ints.
 LOCATION_RULES: dict[str, FieldRule] = {
-    "id": FieldRule(int, minimum=0),
+    "id": FieldRule(int, minimum=0, maximum=INT64_MAX),
     "name": FieldRule(str),
-    "visit_count": FieldRule(int, minimum=0),
+    "visit_count": FieldRule(int, minimum=0, maximum=INT64_MAX),
 }
 
 
@@ -241,18 +244,26 @@ class Memory(BaseModel):
         min_length=MEMORY_RULES["title"].minimum, max_length=MEMORY_RULES["title"].maximum
     )
     text: str = Field(max_length=MEMORY_RULES["text"].maximum)
-    episode: int = Field(ge=MEMORY_RULES["episode"].minimum)
+    episode: int = Field(ge=MEMORY_RULES["episode"].minimum, le=MEMORY_RULES["episode"].maximum)
     turns: str
-    score_change: int | None = None
+    score_change: int | None = Field(
+        default=None,
+        ge=MEMORY_RULES["score_change"].minimum,
+        le=MEMORY_RULES["score_change"].maximum,
+    )
     persistence: Persistence
     status: Status = Status.ACTIVE
 
     superseded_by: str | None = None
     superseded_at_turn: int | None = Field(
-        default=None, ge=MEMORY_RULES["superseded_at_turn"].minimum
+        default=None,
+        ge=MEMORY_RULES["superseded_at_turn"].minimum,
+        le=MEMORY_RULES["superseded_at_turn"].maximum,
     )
     superseded_at_episode: int | None = Field(
-        default=None, ge=MEMORY_RULES["superseded_at_episode"].minimum
+        default=None,
+        ge=MEMORY_RULES["superseded_at_episode"].minimum,
+        le=MEMORY_RULES["superseded_at_episode"].maximum,
     )
     invalidation_reason: str | None = None
 
@@ -321,9 +332,13 @@ class LocationInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: int = Field(ge=LOCATION_RULES["id"].minimum)
+    id: int = Field(ge=LOCATION_RULES["id"].minimum, le=LOCATION_RULES["id"].maximum)
     name: str
-    visit_count: int = Field(default=0, ge=LOCATION_RULES["visit_count"].minimum)
+    visit_count: int = Field(
+        default=0,
+        ge=LOCATION_RULES["visit_count"].minimum,
+        le=LOCATION_RULES["visit_count"].maximum,
+    )
     episodes: tuple[int, ...] = ()
 
     @field_validator("id", mode="before")
@@ -347,22 +362,3 @@ class LocationMemories(BaseModel):
 
     location: LocationInfo
     memories: tuple[Memory, ...] = ()
-
-
-#: The int fields of a memory: (name, smallest value, optional), from MEMORY_RULES.
-_INT_FIELDS = tuple(
-    (name, INT64_MIN if rule.minimum is None else rule.minimum, rule.optional)
-    for name, rule in MEMORY_RULES.items()
-    if rule.type is int
-)
-
-
-def check_memory_numbers(memory: Memory) -> None:
-    """Refuse (ValueError, one line) a memory with a number the database cannot hold. The
-    model takes any int (its rules, MEMORY_RULES, are shared with memstore.md_rows); the
-    database, only 64-bit ones: this is checked at the store's door."""
-    for name, minimum, optional in _INT_FIELDS:
-        check_int(name, getattr(memory, name), minimum, optional=optional)
-    start, end = parse_turns(memory.turns)
-    if max(start, end or 0) > INT64_MAX:
-        raise ValueError(f"turns must be numbers up to 2**63-1, got {memory.turns[:60]!r}")

@@ -11,6 +11,7 @@ from typing import Any
 
 from memstore.flagged import FlaggedMemory
 from memstore.map_graph import Room
+from memstore.models import INT64_MAX
 
 MAX_TOP_LIMIT = 20
 DEFAULT_TOP_LIMIT = 10
@@ -19,7 +20,7 @@ DEFAULT_MAX_QUERY_MEMORIES = 200
 #: the longest tool-call arguments read (characters of JSON)
 MAX_ARGUMENT_CHARS = 100_000
 #: SQLite's largest integer: no location number is larger
-MAX_LOCATION_ID = 2**63 - 1
+MAX_LOCATION_ID = INT64_MAX
 
 NO_MEMORIES = (
     "No memories recorded yet. As you play, important discoveries will be remembered here."

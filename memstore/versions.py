@@ -21,6 +21,7 @@ from memstore.dialect import greatest
 from memstore.errors import MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
+from memstore.models import INT64_MAX
 from memstore.rows import now
 from memstore.schema import (
     location_episodes,
@@ -119,7 +120,7 @@ def create_identity(conn: Connection) -> None:
 
 
 #: the largest episode number SQLite can store (a signed 64-bit integer)
-MAX_EPISODE = 2**63 - 1
+MAX_EPISODE = INT64_MAX
 
 
 def allocate_episode(conn: Connection) -> int:

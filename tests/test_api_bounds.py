@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from memstore import MemstoreError, SimpleMemoryManager, StoreClosed, ZMachineContext
 from memstore.flagged import FlaggedMemories
-from memstore.models import INT64_MAX, INT64_MIN
+from memstore.md_rows import MemoryRow, memory_row_problem
+from memstore.models import INT64_MAX, INT64_MIN, Category, Persistence
 from memstore.store import MemoryStore
 from tests.conftest import note
 
@@ -131,19 +133,25 @@ def test_the_largest_64_bit_location_id_is_stored(store: MemoryStore) -> None:
         ("turns", f"1-{TOO_BIG}"),
     ],
 )
-def test_a_memory_whose_numbers_do_not_fit_is_refused_before_any_write(
+def test_a_memory_whose_numbers_do_not_fit_is_refused_by_the_model(
     store: MemoryStore, field: str, value: object
 ) -> None:
+    """The limits are MEMORY_RULES' (models): a Memory the database cannot hold is never
+    made, so no store call meets one."""
     store.add_memory(1, "Room", note("Old"))
-    bad = note("Huge", **{field: value})
-    one_line_value_error(lambda: store.add_memory(1, "Room", bad), field)
-    one_line_value_error(lambda: store.supersede_memory(1, "Room", "Old", bad), field)
-    one_line_value_error(
-        lambda: store.apply_synthesis(
-            1, "Room", new_memory=bad, supersede_titles=["Old"], episode=1, turn=1
-        ),
-        field,
-    )
+    with pytest.raises(ValidationError, match=field):
+        note("Huge", **{field: value})
+    values: dict[str, Any] = {
+        "category": Category.NOTE,
+        "title": "Huge",
+        "text": "x",
+        "episode": 1,
+        "turns": "5",
+        "score_change": 0,
+        "persistence": Persistence.PERMANENT,
+    }
+    values[field] = value
+    assert memory_row_problem(MemoryRow(**values)) is not None  # the plain row's check agrees
     assert [m.title for m in store.memories(1)] == ["Old"]
     assert store.memories(1)[0].status.value == "ACTIVE"
 
