@@ -319,6 +319,8 @@ def create_store_engine(
             cursor.execute(statement)
         cursor.close()
 
+    watch_invalidation(engine)
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
         # A Core statement run inside memstore's own transaction (begin_transaction) joins
@@ -335,9 +337,35 @@ class ConnectionLost(Exception):
     connection_invalidated = True
 
 
-#: each of memstore's transactions open now, by the id of the SQLAlchemy connection it was
-#: begun on: the driver connection it holds, and its BEGIN
-_OPEN: dict[int, tuple[Any, str]] = {}
+class _Open:
+    """One of memstore's transactions, open: the driver connection it began on, its BEGIN,
+    and whether SQLAlchemy has invalidated that connection since (``lost``)."""
+
+    __slots__ = ("begin", "driver", "lost")
+
+    def __init__(self, driver: Any, begin: str) -> None:
+        self.driver = driver
+        self.begin = begin
+        self.lost = False
+
+
+#: memstore's transactions open now, by the id of the SQLAlchemy connection each was begun
+#: on, and by the id of its driver connection (``watch_invalidation``)
+_OPEN: dict[int, _Open] = {}
+_OPEN_DRIVERS: dict[int, _Open] = {}
+
+
+def watch_invalidation(engine: Engine) -> None:
+    """Mark a transaction lost when SQLAlchemy invalidates its connection (a Core statement
+    met a lost connection, or the store dropped it): from then on SQLAlchemy would connect
+    again, silently, at the next use, and a statement run there would be committed on its
+    own, with the transaction and what it wrote so far gone."""
+
+    @event.listens_for(engine, "invalidate")
+    def _on_invalidate(dbapi_connection, _record, _exception) -> None:  # type: ignore[no-untyped-def]
+        opened = _OPEN_DRIVERS.get(id(dbapi_connection))
+        if opened is not None:
+            opened.lost = True
 
 
 def driver_of(conn: Connection) -> Any:
@@ -345,18 +373,17 @@ def driver_of(conn: Connection) -> Any:
     memstore runs its statements and transactions.
 
     Inside one of memstore's transactions it is the connection the transaction began on,
-    or ConnectionLost: SQLAlchemy connects again, silently, when asked for a connection it
-    invalidated, and a statement run there would be committed on its own (the transaction
-    and what it wrote so far are gone). Both drivers are synchronous, so the driver's
-    connection is the pooled ``dbapi_connection`` itself: read directly, it costs half of
-    SQLAlchemy's ``driver_connection``, which asks the dialect on every call.
+    or ConnectionLost once SQLAlchemy invalidated it (``watch_invalidation``). Both drivers
+    are synchronous, so the driver's connection is the pooled ``dbapi_connection`` itself:
+    read directly, it costs half of SQLAlchemy's ``driver_connection``, which asks the
+    dialect on every call.
     """
     opened = _OPEN.get(id(conn))
     if opened is None:
         return conn.connection.dbapi_connection
-    if conn.invalidated or conn.connection.dbapi_connection is not opened[0]:
+    if opened.lost:
         raise ConnectionLost("the connection was lost inside the transaction")
-    return opened[0]
+    return opened.driver
 
 
 def in_store_transaction(conn: Connection) -> bool:
@@ -372,7 +399,7 @@ def store_transaction_begin(conn: Connection) -> str:
     """The BEGIN of memstore's transaction open on ``conn`` (ConnectionLost if its
     connection was lost; KeyError if none is open)."""
     driver_of(conn)
-    return _OPEN[id(conn)][1]
+    return _OPEN[id(conn)].begin
 
 
 def begin_transaction(conn: Connection, begin: str) -> None:
@@ -394,7 +421,7 @@ def begin_transaction(conn: Connection, begin: str) -> None:
         begin_server_transaction(conn.connection, begin)
     else:
         driver.execute(begin)
-    _OPEN[id(conn)] = (driver, begin)
+    _OPEN[id(conn)] = _OPEN_DRIVERS[id(driver)] = _Open(driver, begin)
 
 
 def end_transaction(conn: Connection, *, commit: bool) -> None:
@@ -409,7 +436,9 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
     try:
         if commit:
             driver_of(conn)  # lost: never commit on the connection made again
-        _OPEN.pop(id(conn), None)
+        opened = _OPEN.pop(id(conn), None)
+        if opened is not None:
+            _OPEN_DRIVERS.pop(id(opened.driver), None)
         # SQLAlchemy joined (its transaction, active or failed): it ends both, and knows it
         if conn.get_transaction() is not None:
             if commit:
@@ -441,13 +470,12 @@ def change_token(conn: Connection) -> object:
 def upgrade_to_write(conn: Connection) -> None:
     """A write nested in a transaction begun for the ephemeral tier only: SQLite takes its
     write lock at the first write by itself; PostgreSQL's writers' lock is taken here."""
-    driver = driver_of(conn)
+    driver_of(conn)  # (ConnectionLost if the transaction's connection was lost)
     if conn.dialect.name == "postgresql":
         from memstore.pg_connection import take_write_lock
 
         take_write_lock(conn.connection)
-    conn.info[BEGIN_KEY] = "BEGIN IMMEDIATE"
-    _OPEN[id(conn)] = (driver, "BEGIN IMMEDIATE")
+    conn.info[BEGIN_KEY] = _OPEN[id(conn)].begin = "BEGIN IMMEDIATE"
 
 
 def failure_kind(exc: BaseException) -> str | None:

@@ -46,6 +46,7 @@ from memstore.connection import (
     answer_limit,
     in_store_transaction,
     store_tiers,
+    watch_invalidation,
 )
 from memstore.errors import DatabaseUnavailable, ReadOnlyDatabase, UnsupportedDatabase
 from memstore.schema import (
@@ -289,6 +290,8 @@ def create_server_engine(
         dbapi_connection.autocommit = True
 
     from psycopg.pq import TransactionStatus
+
+    watch_invalidation(engine)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
