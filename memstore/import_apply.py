@@ -62,10 +62,14 @@ MEMORY_KEYS = select(
     memories.c.turn_end,
     memories.c.status,
 ).order_by(memories.c.id)
-#: the same, of the memories titled as one of ``titles`` (an expanding list)
-TITLED_KEYS = MEMORY_KEYS.where(memories.c.title.in_(bindparam("titles", expanding=True)))
 #: titles asked for in one statement (SQLite allows 32,766 parameters)
 TITLES_AT_ONCE = 500
+#: the same, of the memories titled as one of ``t0`` .. ``t499``: a fixed list, so that
+#: the executor compiles it once (the unused places are NULL, which no title equals)
+TITLED_KEYS = MEMORY_KEYS.where(
+    memories.c.title.in_([bindparam(f"t{n}") for n in range(TITLES_AT_ONCE)])
+)
+_TITLE_KEYS = tuple(f"t{n}" for n in range(TITLES_AT_ONCE))
 SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
     memory_links.c.superseded_by_id.is_not(None)
 )
@@ -282,6 +286,11 @@ def _successor_order(
     return sorted(candidates, key=rank)
 
 
+def _title_params(titles: list[str]) -> dict[str, str | None]:
+    """TITLED_KEYS' parameters for up to TITLES_AT_ONCE titles."""
+    return dict(zip(_TITLE_KEYS, [*titles, *[None] * (TITLES_AT_ONCE - len(titles))], strict=True))
+
+
 def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -> None:
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
@@ -297,7 +306,7 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
     rows = (
         row
         for at in range(0, len(titles), TITLES_AT_ONCE)
-        for row in conn.execute(TITLED_KEYS, {"titles": titles[at : at + TITLES_AT_ONCE]})
+        for row in run(conn, TITLED_KEYS, _title_params(titles[at : at + TITLES_AT_ONCE]))
     )
     for memory_id, location_id, title, episode, start, end, status in rows:
         found = by_title.get((location_id, title))

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, bindparam, func, insert, null, select, update
 
 from exporters.base_line import ExportBase
 from memstore.dialect import greatest
-from memstore.errors import MemstoreError
+from memstore.errors import DamagedDatabase, MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
 from memstore.models import INT64_MAX
@@ -144,10 +144,18 @@ def allocate_episode(conn: Connection) -> int:
     return int(run(conn, _NEXT_EPISODE, {"seen": max(seen)}).fetchone()[0])
 
 
+_IDENTITY = select(store_meta.c.database_id, store_meta.c.change_counter)
+
+
 def identity(conn: Connection) -> ExportBase:
     """The database's identity and its change counter now."""
-    row = conn.execute(select(store_meta.c.database_id, store_meta.c.change_counter)).one()
-    return ExportBase(row.database_id, int(row.change_counter))
+    row = run(conn, _IDENTITY, {}).fetchone()
+    if row is None:
+        raise DamagedDatabase(
+            "the database has no identity or change counter (store_meta is empty); run "
+            "`memstore check`"
+        )
+    return ExportBase(row[0], int(row[1]))
 
 
 def next_version(conn: Connection) -> int:
