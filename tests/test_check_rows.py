@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import memstore.cli as cli
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 
 #: (a statement that damages row 2 around memstore's constraints, what check must name)
@@ -24,13 +24,6 @@ DAMAGES = [
     ("UPDATE memories SET category = 'LORE' WHERE id = 2", "category"),
     ("UPDATE memories SET text = printf('%.20001c', 'x') WHERE id = 2", "text"),
 ]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def _damaged(db: Path, mem: MakeMemory, *statements: str) -> None:

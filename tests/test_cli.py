@@ -18,16 +18,10 @@ from alembic.config import Config
 import memstore.cli as cli
 from exporters.base_line import split_base_line
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def assert_one_error_line(code: int, err: str, *needles: str) -> None:

@@ -19,15 +19,10 @@ import memstore.cli as cli
 from memstore.cli_diff import MAX_DIFF_LINES, check_report
 from memstore.errors import StoreBusy
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 
 BIGGEST_LOCATION = 2**63 - 1  # SQLite's largest integer
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -213,7 +208,7 @@ def test_debug_shows_the_traceback(
             monkeypatch.delenv("MEMSTORE_DEBUG", raising=False)
         else:
             monkeypatch.setenv("MEMSTORE_DEBUG", env)
-        code, _out, err = run(capsys, *argv)
+        code, _out, err = run(capsys, *argv, traceback=True)
         assert code == 1
         assert "Traceback (most recent call last)" in err and "in boom" in err, argv
         assert err.strip().splitlines()[-1].startswith("memstore: internal error: TypeError")

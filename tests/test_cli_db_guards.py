@@ -15,20 +15,13 @@ import pytest
 from alembic import command as alembic_command
 from alembic.config import Config
 
-import memstore.cli as cli
 from memstore.connection import HEAD_REVISION, resolve_target
 from memstore.errors import UnsupportedDatabase
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import note
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def the_error_line(code: int, err: str) -> str:

@@ -8,16 +8,10 @@ from typing import Any
 
 import pytest
 
-from memstore import cli
 from memstore.flagged import FlaggedMemories
 from memstore.store import Bookkeeping, MemoryStore, decision_row
+from tests.cli_helpers import run
 from tests.fixtures.walkthrough import rom_or_skip
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_demo_plays_offline_says_so_and_exports(

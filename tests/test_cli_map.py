@@ -12,6 +12,7 @@ from exporters.map_md import render_map_md
 from memstore.map_json import dump_map_state
 from memstore.map_store import MapStore
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 from tests.map_helpers import (
     ATTIC,
@@ -25,13 +26,6 @@ from tests.map_helpers import (
     map_event,
     record_sample,
 )
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def one_error(code: int, err: str) -> str:

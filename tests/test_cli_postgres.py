@@ -6,20 +6,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, inspect
 
-import memstore.cli as cli
 from memstore.connection import HEAD_REVISION
+from tests.cli_helpers import run
 
 
 @pytest.fixture
 def url(pg_database: str) -> str:
     """A new, empty database of the test's own (conftest's pg_database)."""
     return pg_database
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def table_names(url: str) -> list[str]:

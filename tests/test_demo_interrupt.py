@@ -15,22 +15,16 @@ from typing import Any
 
 import pytest
 
-from memstore import cli
 from memstore.demo import run_demo
 from memstore.game import ZorkGame
 from memstore.metrics import coverage_from_records
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import assert_sound
 from tests.fixtures.walkthrough import rom_or_skip
 
 MOVES = 8
 EPISODES = 3
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def demo(capsys: pytest.CaptureFixture[str], tmp_path: Path, episodes: int, moves: int) -> Any:

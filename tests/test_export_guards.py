@@ -13,26 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import memstore.cli as cli
 from memstore.cli_args import MAX_INPUT_BYTES
 from memstore.store import MemoryStore
+from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_error_line(err: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("memstore: error: "), err
-    for needle in needles:
-        assert needle in lines[0], err
-    return lines[0]
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import memstore.cli as cli
 from exporters import parse_memories_md, render_memories_md
 from exporters.parse import ParseResult, parse_line_by_line, read_canonical
 from memstore.models import Status
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 
 TOO_BIG = 2**63  # one more than SQLite's largest integer
@@ -182,8 +182,8 @@ def test_a_problem_quotes_at_most_80_characters_of_a_field(case: str) -> None:
 
     assert result.problems, "the file has a problem to report"
     for problem in result.problems:
-        for run in ("x" * 81, "y" * 81, "9" * 81, "0" * 81):
-            assert run not in problem.message, problem
+        for piece in ("x" * 81, "y" * 81, "9" * 81, "0" * 81):
+            assert piece not in problem.message, problem
         assert "…" in problem.message, problem
         assert len(problem.message) < 400, problem
 
@@ -217,13 +217,6 @@ def test_a_bare_superseded_reference_line_reads_back_the_same_after_an_export(
 
 
 # --- the command line ---------------------------------------------------------------------------
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def one_error_line(err: str) -> bool:

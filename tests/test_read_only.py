@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import memstore.cli as cli
 from exporters import render_memories_md
 from memstore.errors import ReadOnlyDatabase
 from memstore.store import MemoryStore
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 from tests.read_only_paths import lock, unlock
 
@@ -39,12 +39,6 @@ def locked(request: pytest.FixtureRequest, database: Path) -> Iterator[Path]:
         yield database
     finally:
         unlock(target)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_read_commands_work_on_a_read_only_database(

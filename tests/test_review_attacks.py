@@ -23,17 +23,11 @@ from memstore.export_file import NotARegularFile, export_check, write_atomically
 from memstore.invariants import check_invariants
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
+from tests.cli_helpers import run
 from tests.conftest import MakeMemory
 from tests.read_only_paths import read_only
 
 MAX_SQLITE = 2**63 - 1
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 @pytest.fixture
