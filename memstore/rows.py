@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memstore.errors import DamagedDatabase
 from memstore.map_graph import MapEvent
-from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
+from memstore.md_rows import MemoryRow, memory_of_row, memory_row_of, memory_row_problem
 from memstore.models import (
     INT64_MAX,
     Category,
@@ -35,10 +35,16 @@ def now() -> str:
 
 
 def check_memory(memory: object) -> Memory:
-    """A Memory (TypeError for anything else): its model holds every number within the
-    database's 64 bits (MEMORY_RULES)."""
+    """A Memory whose every value its rules allow (MEMORY_RULES, every number within the
+    database's 64 bits): TypeError for anything else, one ValueError line for a value the
+    rules refuse. pydantic checked it when it was made, unless it was made by
+    ``model_copy(update=...)`` or ``model_construct``, which skip the checks: the plain
+    row's check (about 1 µs) runs again at the store's door."""
     if not isinstance(memory, Memory):
         raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
+    problem = memory_row_problem(memory_row_of(memory))
+    if problem is not None:
+        raise ValueError(f"the memory breaks a rule of Memory: {problem}")
     return memory
 
 

@@ -252,3 +252,35 @@ def test_the_manager_refuses_a_location_id_past_64_bits(store: MemoryStore) -> N
         lambda: manager.record_action_outcome(TOO_BIG, "Room", "wait", "Time passes.", {}),
         "location_id",
     )
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"episode": 2**63},
+        {"episode": 0},
+        {"episode": True},
+        {"episode": 1.5},
+        {"episode": "3"},
+        {"score_change": 2**64},
+        {"category": "FOO"},
+        {"text": "x" * 30_000},
+        {"title": "y" * 600},
+        {"turns": "5 "},
+        {"text": None},
+    ],
+    ids=repr,
+)
+def test_a_memory_that_skipped_validation_is_refused_at_the_store(
+    store: MemoryStore, update: dict[str, Any]
+) -> None:
+    """``model_copy(update=...)`` and ``model_construct`` skip pydantic's checks: the store
+    checks the memory's row again, so nothing unreadable is ever stored."""
+    store.add_memory(1, "Room", note("Old"))
+    bad = note("Bad").model_copy(update=update)
+    one_line_value_error(lambda: store.add_memory(1, "Room", bad), "breaks a rule of Memory")
+    one_line_value_error(
+        lambda: store.supersede_memory(1, "Room", "Old", bad), "breaks a rule of Memory"
+    )
+    assert [m.title for m in store.memories(1)] == ["Old"]
+    assert store.export_snapshot()  # still readable
