@@ -24,7 +24,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -97,15 +97,21 @@ class MergeConflict:
     file: MemoryRow | None  # None: the file dropped it
     database: MemoryRow | None  # None: the database deleted it
     #: the export's memory whose title, episode or turns the file changed (``file`` is the
-    #: edited copy, ``database`` that memory now)
+    #: edited copy, ``database`` that memory now); ``guessed``: not found by its title or
+    #: text, only by its place (the file dropped it there and added ``file``)
     edited_from: MemoryRow | None = None
+    guessed: bool = False
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
         head = f"{where}location {self.location_id} {_clip(self.title)}"
         if self.edited_from is not None:
             was = self.edited_from
-            origin = f"edited in the file from {_clip(was.title)} (Ep{was.episode}, T{was.turns})"
+            origin = f"{_clip(was.title)} (Ep{was.episode}, T{was.turns})"
+            if self.guessed:
+                origin = f"new in the file where it dropped {origin}, maybe an edit of it"
+            else:
+                origin = f"edited in the file from {origin}"
             if self.database is None:
                 now = "deleted from"
             elif self.database.status is Status.SUPERSEDED:
@@ -183,15 +189,28 @@ def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, 
 
 
 def _edited_from(
-    memory: MemoryRow, dropped: list[StoredMemory[MemoryRow]]
+    memory: MemoryRow,
+    dropped: list[StoredMemory[MemoryRow]],
+    level: int,
+    changed: Callable[[StoredMemory[MemoryRow]], bool],
+    live_on: Callable[[StoredMemory[MemoryRow]], bool],
 ) -> StoredMemory[MemoryRow] | None:
-    """The export's memory that ``memory``, new in the file, was edited from: one the file
-    no longer names at the same location with the same title (its episode or turns were
-    fixed) or the same text (its title was). Each is taken once."""
-    for n, was in enumerate(dropped):
-        if was.memory.title == memory.title or was.memory.text == memory.text:
-            return dropped.pop(n)
-    return None
+    """The export's memory that ``memory``, new in the file, may have been edited from:
+    one the file no longer names at the same location, found (``level``) by the same title
+    (its episode or turns were fixed), by the same text (its title was), or only by its
+    place when the database changed it since the export and still holds it (``live_on``;
+    rewritten whole: taken as an edit, so that a conflict is shown rather than a live copy
+    of what an agent retired).
+    Among several, one the database changed is taken first. Each is taken once."""
+    if level == 0:
+        found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
+    elif level == 1:
+        found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
+    else:
+        found = [n for n, was in enumerate(dropped) if changed(was) and live_on(was)]
+    if not found:
+        return None
+    return dropped.pop(next((n for n in found if changed(dropped[n])), found[0]))
 
 
 def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
@@ -290,8 +309,23 @@ def merge_import(
     for row_id, was in sorted(base.items()):
         if row_id not in claimed:
             dropped.setdefault(was.location_id, []).append(was)
-    for location_id, memory, title_nth in new_in_file:
-        origin = _edited_from(memory, dropped.get(location_id, []))
+
+    def changed(was: StoredMemory[MemoryRow]) -> bool:  # by the database since the export
+        now = by_id.get(was.id)
+        return now is None or now.memory != was.memory
+
+    # the pairs by title, then by text, then by place only
+    pairs: dict[int, tuple[StoredMemory[MemoryRow], bool]] = {}  # new_in_file index -> origin
+    for level in range(3):
+        for n, (location_id, memory, _nth) in enumerate(new_in_file):
+            if n not in pairs:
+                origin = _edited_from(
+                    memory, dropped.get(location_id, []), level, changed, lambda w: w.id in by_id
+                )
+                if origin is not None:
+                    pairs[n] = (origin, level == 2)
+    for n, (location_id, memory, title_nth) in enumerate(new_in_file):
+        origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
         if origin is None or (now is not None and now.memory == origin.memory):
             added.setdefault(location_id, []).append(memory)  # (the old one: --prune's)
@@ -311,6 +345,7 @@ def merge_import(
                 memory,
                 now.memory if now is not None else None,
                 origin.memory,
+                guessed,
             )
         )
         if resolution is Resolution.THEIRS:

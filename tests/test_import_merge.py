@@ -220,6 +220,62 @@ def test_fixing_the_title_of_a_memory_nobody_else_changed_is_no_conflict(
     ]
 
 
+def test_an_edit_is_paired_with_the_twin_the_agent_changed(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    """Two memories share their text; the agent invalidates the second; the reviewer drops
+    the first and fixes the second's turn. Paired by text with the untouched first, the
+    edit would bring the invalidated one back live."""
+    same = "It is pitch dark. You are likely to be eaten by a grue."
+    store.add_memory(15, "Dark Place", mem("Pitch dark", text=same, turns="5"))
+    store.add_memory(15, "Dark Place", mem("Grue danger", text=same, turns="9"))
+    text = exported(store)
+    store.invalidate_memory(15, "Grue danger", "the lamp is lit", turn=12)
+    reviewed = edit(text, f"**[NOTE - PERMANENT] Pitch dark** *(Ep1, T5, +0)*\n{same}\n\n", "")
+    reviewed = edit(reviewed, "Grue danger** *(Ep1, T9, +0)*", "Grue danger** *(Ep1, T10, +0)*")
+    outcome = run_import(store, reviewed)
+    (conflict,) = outcome.plan.conflicts
+    assert "edited in the file from 'Grue danger' (Ep1, T9)" in str(conflict)
+    assert not outcome.applied
+    assert one(store, 15, "Grue danger").status is Status.SUPERSEDED
+
+
+def test_rewriting_the_title_and_text_of_a_memory_an_agent_superseded_is_a_conflict(
+    filled: MemoryStore, mem: MakeMemory
+) -> None:
+    """Nothing to pair it by but its place: taken as an edit, to the safe side."""
+    text = exported(filled)
+    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
+    reviewed = edit(
+        text,
+        "**[NOTE - PERMANENT] Fact 2** *(Ep1, T3, +0)*\nWhat we learned: Fact 2.",
+        "**[NOTE - PERMANENT] Fact two** *(Ep1, T3, +0)*\nReworded by hand.",
+    )
+    outcome = run_import(filled, reviewed)
+    (conflict,) = outcome.plan.conflicts
+    assert "new in the file where it dropped 'Fact 2' (Ep1, T3), maybe an edit of it" in str(
+        conflict
+    )
+    assert "superseded by 'Fact 2 revised' in the database since the export" in str(conflict)
+    assert run_import(filled, reviewed, resolution=Resolution.OURS).plan.added == ()
+    assert run_import(filled, reviewed, resolution=Resolution.THEIRS).applied
+    assert one(filled, 15, "Fact two").text == "Reworded by hand."
+    assert one(filled, 15, "Fact 2").status is Status.SUPERSEDED
+
+
+def test_a_new_memory_beside_one_both_sides_dropped_is_no_conflict(
+    filled: MemoryStore, mem: MakeMemory
+) -> None:
+    """Pruned by an earlier import and dropped from the file: nothing to pair with."""
+    text = exported(filled)
+    block = "**[NOTE - PERMANENT] Fact 5** *(Ep1, T6, +0)*\nWhat we learned: Fact 5.\n\n"
+    assert run_import(filled, edit(text, block, ""), prune=True).applied
+    added = "**[NOTE - PERMANENT] Rope here** *(Ep1, T20, +0)*\nA rope hangs down.\n\n"
+    outcome = run_import(filled, edit(text, block, added))
+    assert outcome.applied and not outcome.plan.conflicts
+    assert one(filled, 15, "Rope here").status is Status.ACTIVE
+
+
 # --- conflicts ------------------------------------------------------------------------------
 
 
