@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstore.cli import CliError, Context, command
 from memstore.cli_args import positive_int
+
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
 
 #: the walkthrough's length (``len(memstore.game.zork1_walkthrough())``, checked by a test):
 #: --moves is checked against it without importing jericho
@@ -92,9 +96,9 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     ctx.print(mode_line(config, None))
     ctx.print(f"database: {ctx.db_display}; story file: {rom}")
 
-    def before_export(store: MemoryStore) -> None:
+    def before_export(store: MemoryStore) -> FileState:
         try:
-            refuse_to_lose_edits(store, out)
+            return refuse_to_lose_edits(store, out)
         except CliError as exc:
             raise CliError(f"the turns played are saved in the database; {exc}") from exc
 

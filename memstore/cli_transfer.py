@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstore.cli import PROG, CliError, Context, command
 from memstore.cli_args import output_path, plural, read_text
+
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
 
 DEFAULT_EXPORT = Path("game_files") / "Memories.md"
 DEFAULT_NOTES = Path("game_files") / "Notes.md"
@@ -71,9 +74,10 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             check_target(path)
     if args.notes is not None and stdout not in (args.out, args.notes):
         ctx.refuse_same_file(("--out", args.out), ("--notes", args.notes))
+    checked: FileState | None = None  # the --out the edit guard read (None: no guard)
     with info.open_store(read_only=True) as store:
         if not (args.check or args.force or args.out == stdout):
-            refuse_to_lose_edits(store, args.out)
+            checked = refuse_to_lose_edits(store, args.out)
         entries, base = export_snapshot_rows(store)  # plain rows: no model per memory
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
@@ -104,21 +108,26 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         if path == stdout:
             ctx.out.write(content)
         else:
-            write_atomically(path, content, warn=warn)
+            write_atomically(
+                path, content, warn=warn, unchanged=checked if path == args.out else None
+            )
             info.print(f"wrote {path}: {what}")
     return 0
 
 
-def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> None:
+def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> FileState:
     """Refuse (one CliError line) to replace the Memories.md at ``path`` when it holds
     edits that were not imported (``memstore.export_file.edits_at_risk``); a missing file
-    is fine. With ``final_only``
-    only an answer that the database's changes cannot alter refuses (a caller that will
-    change the database first asks again afterwards)."""
-    from memstore.export_file import edits_at_risk
+    is fine. With ``final_only`` only an answer that the database's changes cannot alter
+    refuses (a caller that will change the database first asks again afterwards).
 
+    Returns the state of the file that was checked, for ``write_atomically(unchanged=)``:
+    a save made after the check is not overwritten."""
+    from memstore.export_file import edits_at_risk, file_state
+
+    state = file_state(path)
     if not os.path.exists(path):  # nothing there (or a link to nothing): nothing to lose
-        return
+        return state
     force = "pass --force to overwrite it"
     try:
         text = read_text(path)
@@ -127,6 +136,7 @@ def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> 
     risk = edits_at_risk(store, path, text)
     if risk is not None and (risk.final or not final_only):
         raise CliError(risk.message)
+    return state
 
 
 def _notes_text(store: Any) -> str:

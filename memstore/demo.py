@@ -34,6 +34,7 @@ from typing import TextIO
 from memstore.config import MemstoreConfig
 from memstore.demo_report import LONG_RUN_EPISODES, DemoReport  # noqa: F401 - importable here
 from memstore.errors import CliError, MemstoreError
+from memstore.export_file import FileState
 from memstore.game import ZorkGame, z_machine_context, zork1_walkthrough
 from memstore.manager import SimpleMemoryManager
 from memstore.metrics import coverage_from_records
@@ -134,7 +135,7 @@ def run_demo(
     progress: bool = True,
     stream: TextIO = sys.stderr,
     map_out: str | Path | None = None,
-    before_export: Callable[[MemoryStore], None] | None = None,
+    before_export: Callable[[MemoryStore], FileState] | None = None,
 ) -> DemoReport:
     """Play ``episodes`` episodes of the walkthrough's first ``moves`` actions; export; report.
 
@@ -142,8 +143,10 @@ def run_demo(
     ``out``); with ``out`` None neither is written. ``before_export`` is called with the
     store just before Memories.md is written, after the episodes: it may raise to refuse
     the export (``memstore demo`` refuses to replace a file holding a reviewer's edits),
-    and then neither file is written. On Ctrl-C (see the module's docstring) raises
-    :class:`DemoInterrupted` after saving; the refusal is then reported, not raised.
+    and then neither file is written; it returns the state of the file it checked, which
+    must not change before the write (``write_atomically(unchanged=)``). On Ctrl-C (see
+    the module's docstring) raises :class:`DemoInterrupted` after saving; the refusal is
+    then reported, not raised.
     """
     if episodes < 1:
         raise ValueError("episodes must be at least 1")
@@ -191,7 +194,7 @@ def _finish_report(
     manager: SimpleMemoryManager,
     report: DemoReport,
     out: str | Path | None,
-    before_export: Callable[[MemoryStore], None] | None,
+    before_export: Callable[[MemoryStore], FileState] | None,
 ) -> None:
     """Fill in what the database says about the run, and export Memories.md."""
     records = store.turn_records(manager.run_id)
@@ -213,14 +216,12 @@ def _finish_report(
 
         text = render_memories_md(*export_snapshot_rows(store))
         if not report.interrupted:
-            if before_export is not None:
-                before_export(store)
-            report.exported_to = write_atomically(out, text)
+            checked = before_export(store) if before_export is not None else None
+            report.exported_to = write_atomically(out, text, unchanged=checked)
             return
         try:  # after Ctrl-C, a failed export must not hide what was saved
-            if before_export is not None:
-                before_export(store)
-            report.exported_to = write_atomically(out, text)
+            checked = before_export(store) if before_export is not None else None
+            report.exported_to = write_atomically(out, text, unchanged=checked)
         except OSError as exc:
             report.export_error = f"{out}: {exc.strerror or exc}"
         except (CliError, MemstoreError) as exc:  # before_export's refusal

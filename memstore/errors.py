@@ -132,6 +132,11 @@ class NotARegularFile(OSError):
     """The export's target exists and is not a regular file (a device, FIFO, socket)."""
 
 
+class FileChanged(MemstoreError):
+    """The file an export was to replace changed after it was checked (someone saved it
+    meanwhile): nothing was written."""
+
+
 # --- the command line ----------------------------------------------------------------------
 
 

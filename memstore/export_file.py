@@ -41,16 +41,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from memstore.errors import NotARegularFile  # noqa: F401 - importable from here too
+from memstore.errors import (
+    FileChanged,
+    NotARegularFile,  # noqa: F401 - importable from here too
+)
 
 __all__ = [
     "STALE_TEMP_SECONDS",
     "EditsAtRisk",
+    "FileState",
     "NotARegularFile",
     "check_target",
     "edits_at_risk",
+    "file_state",
     "file_kind",
     "export_check",
     "write_atomically",
@@ -159,6 +164,25 @@ def _remove_stale_temporaries(folder: Path, name: str) -> None:
             continue
 
 
+class FileState(NamedTuple):
+    """One version of a file, as ``stat`` tells it (``present`` False: there was none)."""
+
+    present: bool
+    device: int = 0
+    inode: int = 0
+    size: int = 0
+    modified_ns: int = 0
+
+
+def file_state(path: str | Path) -> FileState:
+    """The state of the file ``path`` names (through its links) now."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return FileState(False)
+    return FileState(True, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
 def check_target(path: str | Path) -> None:
     """Raise what ``write_atomically(path, ...)`` would raise for a target that is not a
     regular file (``IsADirectoryError``, ``NotARegularFile``), writing nothing: a caller
@@ -168,17 +192,25 @@ def check_target(path: str | Path) -> None:
 
 
 def write_atomically(
-    path: str | Path, text: str, *, encoding: str = "utf-8", warn: Warn | None = None
+    path: str | Path,
+    text: str,
+    *,
+    encoding: str = "utf-8",
+    warn: Warn | None = None,
+    unchanged: FileState | None = None,
 ) -> Path:
     """Replace ``path`` with ``text`` (written as-is, ``\\n`` line endings kept), atomically.
 
     The folder is created if needed. A file that already exists keeps its permission bits.
-    Returns the path written. See ``write_bytes_atomically`` for what ``path`` may be.
+    Returns the path written. See ``write_bytes_atomically`` for what ``path`` may be and
+    ``unchanged``.
     """
-    return write_bytes_atomically(path, text.encode(encoding), warn=warn)
+    return write_bytes_atomically(path, text.encode(encoding), warn=warn, unchanged=unchanged)
 
 
-def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None = None) -> Path:
+def write_bytes_atomically(
+    path: str | Path, data: bytes, *, warn: Warn | None = None, unchanged: FileState | None = None
+) -> Path:
     """Replace ``path`` with ``data`` atomically (temporary file, fsync, rename, fsync folder).
 
     A crash leaves the old file or the new one, never a torn file, and no temporary file
@@ -189,6 +221,10 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None =
     with other hard links is replaced all the same, and ``warn`` (if given) is called
     with one line saying that the other links keep the old content. Leftover temporary
     files of a killed export of the same file are removed.
+
+    ``unchanged``: the state the file had when the caller checked it (``file_state``); if
+    it changed since (someone saved it while the export ran), FileChanged is raised just
+    before the rename and nothing is written.
     """
     given = Path(path)
     target = _final_target(given)
@@ -215,6 +251,11 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, warn: Warn | None =
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if unchanged is not None and file_state(target) != unchanged:
+            raise FileChanged(
+                f"{given} changed while it was being exported (saved by someone?): nothing "
+                f"was written; export again"
+            )
         os.replace(tmp, target)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from memstore.cli_args import MAX_INPUT_BYTES
+from memstore.errors import FileChanged
+from memstore.export_file import FileState, file_state, write_atomically
 from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
@@ -154,6 +156,46 @@ def test_export_refuses_to_overwrite_reviewer_edits_that_were_not_imported(
     assert code == 1
     one_error_line(err, str(exported), "1 edit", "not imported", "memstore import", "--force")
     assert exported.read_text(encoding="utf-8") == edited
+
+
+def test_a_save_made_while_the_export_runs_is_not_overwritten(
+    capsys: pytest.CaptureFixture[str],
+    db: Path,
+    exported: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reviewer saves right after the edit guard read the file: the export's rename
+    would replace the save. It is refused just before the rename, and nothing is written."""
+    import memstore.cli_transfer as transfer
+
+    checked = transfer.refuse_to_lose_edits
+
+    def then_saved(store: MemoryStore, path: str, **options: bool) -> FileState:
+        state = checked(store, path, **options)
+        Path(path).write_text("# Location Memories\n\nSAVED BY THE REVIEWER\n", encoding="utf-8")
+        return state
+
+    monkeypatch.setattr(transfer, "refuse_to_lose_edits", then_saved)
+    code, err = export(capsys, db, exported)
+    assert code == 1
+    one_error_line(err, str(exported), "changed while it was being exported", "nothing")
+    assert "SAVED BY THE REVIEWER" in exported.read_text(encoding="utf-8")
+    assert [p.name for p in exported.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_write_atomically_refuses_a_file_changed_since_it_was_checked(tmp_path: Path) -> None:
+    target = tmp_path / "M.md"
+    missing = file_state(target)
+    target.write_text("first", encoding="utf-8")
+    with pytest.raises(FileChanged, match="changed while it was being exported"):
+        write_atomically(target, "export", unchanged=missing)  # created since
+    state = file_state(target)
+    os.utime(target, ns=(state.modified_ns + 10**9, state.modified_ns + 10**9))
+    with pytest.raises(FileChanged):
+        write_atomically(target, "export", unchanged=state)  # saved again since
+    assert target.read_text(encoding="utf-8") == "first"
+    write_atomically(target, "export", unchanged=file_state(target))
+    assert target.read_text(encoding="utf-8") == "export"
 
 
 def test_export_refuses_to_overwrite_a_deletion_that_was_not_imported(
