@@ -129,6 +129,12 @@ def resolve_target(path_or_url: str | Path) -> Target:
             f"memstore runs on SQLite (a path or sqlite:// URL) or PostgreSQL "
             f"(postgresql+psycopg://...); got a {backend!r} URL"
         )
+    if url.host or url.port or url.username or url.password:
+        raise UnsupportedDatabase(
+            f"a SQLite URL names a file, not a host (got {url.host or 'a host'!r} in "
+            f"{str(path_or_url)[:80]}): write sqlite:///relative/path.db or "
+            f"sqlite:////absolute/path.db, or give the path alone"
+        )
     if url.query:
         # SQLAlchemy's SQLite driver ignores them (with a warning): ``?mode=ro`` would write
         raise UnsupportedDatabase(

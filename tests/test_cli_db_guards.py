@@ -18,7 +18,7 @@ from alembic.config import Config
 from memstore.connection import HEAD_REVISION, resolve_target
 from memstore.errors import UnsupportedDatabase
 from memstore.store import MemoryStore
-from tests.cli_helpers import run
+from tests.cli_helpers import one_error_line, run
 from tests.conftest import note
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,3 +138,17 @@ def _no_warnings() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # SQLAlchemy's SAWarning about ignored options too
         yield
+
+
+@pytest.mark.parametrize("url", ["sqlite://a.db", "sqlite://user@host/a.db", "sqlite://:5/a.db"])
+def test_a_sqlite_url_with_a_host_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite://a.db`` (two slashes) names a host, which SQLAlchemy refuses only later,
+    as an internal error."""
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run(capsys, "--db", url, "stats")
+    assert code == 1
+    line = one_error_line(err, "names a file, not a host", "sqlite:///")
+    assert "internal error" not in line
+    assert list(tmp_path.iterdir()) == []
