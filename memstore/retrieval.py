@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from memstore.errors import DamagedDatabase
 from memstore.tokens import count_tokens
 
 TENTATIVE_HEADER = "⚠️  TENTATIVE MEMORIES (unconfirmed, may be invalidated):"
@@ -65,7 +66,14 @@ def _line(row: ContextRow, markers: bool) -> str:
 
 def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewRow:
     """A memory's place and line in a view, its tokens counted here, once: when the
-    memory is written through the store, or when a cold read brings it into a view."""
+    memory is written through the store, or when a cold read brings it into a view.
+    A row whose persistence is none of memstore's (damaged around the database's checks)
+    is DamagedDatabase, one line."""
+    if row.persistence not in MARKERS:
+        raise DamagedDatabase(
+            f"a stored memory cannot be read (title {str(row.title)[:60]!r}: persistence "
+            f"{str(row.persistence)[:30]!r}); run `memstore check` to list what is damaged"
+        )
     line = _line(row, markers)
     return ViewRow(
         (group(row.category, row.persistence, row.status), -tier, -memory_id),

@@ -214,8 +214,12 @@ def to_memory_row(row: Any) -> MemoryRow:
     """The MemoryRow of a stored row, checked against the model's rules (no pydantic object
     when it passes); DamagedDatabase, as ``to_memory`` says it, when it does not."""
     memory_row = stored_row(row)
-    if memory_row_problem(memory_row) is not None:
+    problem = memory_row_problem(memory_row)
+    if problem is not None:
         to_memory(row)  # raises DamagedDatabase, with pydantic's words for what is wrong
+        # pydantic took it (it reads "EPHEMERAL" as "ephemeral"), but the row is not what
+        # memstore writes: never read past it (an export would leave it out)
+        raise _damaged(row, ValueError(f"\n{problem}"))
     return memory_row
 
 

@@ -23,6 +23,12 @@ DAMAGES = [
     ("UPDATE memories SET score_change = 1.5 WHERE id = 2", "score_change"),
     ("UPDATE memories SET category = 'LORE' WHERE id = 2", "category"),
     ("UPDATE memories SET text = printf('%.20001c', 'x') WHERE id = 2", "text"),
+    # pydantic would read these as the right member (it folds the case): the rows are not
+    # what memstore writes, and an export once left such a row out without a word
+    ("UPDATE memories SET persistence = 'EPHEMERAL' WHERE id = 2", "persistence"),
+    ("UPDATE memories SET persistence = 'Permanent' WHERE id = 2", "persistence"),
+    ("UPDATE memories SET category = 'note' WHERE id = 2", "category"),
+    ("UPDATE memories SET status = 'active' WHERE id = 2", "status"),
 ]
 
 
@@ -103,3 +109,13 @@ def test_check_says_ok_for_a_database_export_reads(
     code, out, _err = run(capsys, "--db", str(db_path), "check")
 
     assert code == 0 and out.strip().endswith("sound"), out
+
+
+def test_what_the_agent_sees_of_a_damaged_persistence_is_one_line(
+    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _damaged(db_path, mem, "UPDATE memories SET persistence = 'EPHEMERAL' WHERE id = 2")
+    code, _out, err = run(capsys, "--db", str(db_path), "show", "79")
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith("memstore: error: ") and "memstore check" in line, err
