@@ -3,7 +3,7 @@
 ``memstore export`` writes one HTML comment line under the ``# Location Memories`` heading::
 
     # Location Memories
-    <!-- memstore-base: database=5f0c9a3e-... version=42 -->
+    <!-- memstore-base: database=5f0c9a3e-... version=42 rows=9c1d02aa -->
 
 A Markdown viewer hides it, and the older implementation's parser skips it (a line that is
 not structure). ``memstore import`` reads it to tell the reviewer's edits from what agents
@@ -29,21 +29,27 @@ __all__ = [
 BASE_LINE_START = "<!-- memstore-base:"
 
 _BASE_LINE = re.compile(
-    r"<!-- memstore-base: database=([0-9a-f-]{1,64}) version=([0-9]{1,18}) -->[ \t]*"
+    r"<!-- memstore-base: database=([0-9a-f-]{1,64}) version=([0-9]{1,18})"
+    r"(?: rows=([0-9a-f]{8}))? -->[ \t]*"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ExportBase:
-    """The database an export came from (its identity) and its change counter then."""
+    """The database an export came from (its identity) and its change counter then, and
+    (``rows``) a fingerprint of its persistent memories then: a database restored from a
+    backup and written since reaches the same counter with other memories
+    (``memstore.versions.rows_fingerprint``). None in files of older memstores."""
 
     database_id: str
     version: int
+    rows: str | None = None
 
 
 def render_base_line(base: ExportBase) -> str:
     """The comment line that records ``base``."""
-    return f"<!-- memstore-base: database={base.database_id} version={base.version} -->"
+    rows = f" rows={base.rows}" if base.rows is not None else ""
+    return f"<!-- memstore-base: database={base.database_id} version={base.version}{rows} -->"
 
 
 def split_base_line(text: str) -> tuple[ExportBase | None, str]:
@@ -79,7 +85,7 @@ def find_base_line(text: str) -> tuple[ExportBase | None, str, int]:
     match = _BASE_LINE.fullmatch(text, start, end)
     if match is None:
         return None, text, 0
-    base = ExportBase(match.group(1), int(match.group(2)))
+    base = ExportBase(match.group(1), int(match.group(2)), match.group(3))
     return base, text[:start] + text[end + 1 :], line
 
 

@@ -15,6 +15,7 @@ every stored row the export refuses, by the same rules.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -35,7 +36,14 @@ from memstore.models import MEMORY_RULES, Status
 from memstore.queries import row_type
 from memstore.rows import CATEGORY_OF, PERSISTENCE_OF, STATUS_OF, stored_row, to_memory_row
 from memstore.schema import location_episodes, locations, memories
-from memstore.versions import LINK_COLUMNS, MEMORY_CONTENT, WITH_LINK, identity, state_at
+from memstore.versions import (
+    LINK_COLUMNS,
+    MEMORY_CONTENT,
+    WITH_LINK,
+    identity,
+    rows_fingerprint,
+    state_at,
+)
 
 __all__ = [
     "export_memories_md",
@@ -221,6 +229,7 @@ def export_snapshot_rows(store: Any) -> tuple[list[LocationRows], ExportBase]:
         base = identity(conn)
         stored = stored_rows(conn)
         places = location_rows(conn)
+    base = replace(base, rows=rows_fingerprint(stored))
     grouped: dict[int, list[MemoryRow]] = {}
     for entry in stored:
         grouped.setdefault(entry.location_id, []).append(entry.memory)

@@ -21,7 +21,7 @@ from memstore.invariants import check_invariants
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_rows_of
 from memstore.md_store import location_rows, stored_rows, stored_rows_at
 from memstore.merge import Resolution, StoredMemory, merge_import
-from memstore.versions import identity
+from memstore.versions import identity, rows_fingerprint
 
 __all__ = [
     "ImportConflict",
@@ -100,6 +100,15 @@ def import_memories(
         here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
         base_state = stored_rows_at(conn, base.version, current) if base else None
+        if base is not None and base_state is not None and base.rows is not None:
+            if rows_fingerprint(base_state.values()) != base.rows:
+                warnings = (
+                    *warnings,
+                    f"the database's memories at change {base.version} are not the ones the "
+                    f"file was exported with (a database restored from a backup and written "
+                    f"since?): compared 2-way, as a file with no base",
+                )
+                base, base_state = None, None
         merged = merge_import(
             parsed.locations,
             current,

@@ -7,6 +7,7 @@ plain values or the public models.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from memstore.schema import (
     turn_records,
 )
 from memstore.store_core import StoreCore
-from memstore.versions import identity, state_at
+from memstore.versions import identity, rows_fingerprint, state_at
 
 
 class StoreReads(StoreCore):
@@ -336,6 +337,7 @@ class StoreReads(StoreCore):
         with self._read() as conn:
             base = identity(conn)
             stored = self.stored_memories(conn)  # each with its location: one statement
+            base = replace(base, rows=rows_fingerprint(stored))
             location_rows = conn.execute(select(locations).order_by(locations.c.id)).all()
             episodes: dict[int, list[int]] = {}
             for location_id, episode in conn.execute(select(location_episodes)):

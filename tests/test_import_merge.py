@@ -84,7 +84,44 @@ def test_the_export_records_the_database_and_its_counter(filled: MemoryStore) ->
     base, _body = split_base_line(exported(filled))
     with filled.transaction(write=False) as conn:
         here = filled.database_identity(conn)
-    assert base == here and base.version == 10
+    assert base is not None
+    assert (
+        (base.database_id, base.version)
+        == (here.database_id, here.version)
+        == (
+            here.database_id,
+            10,
+        )
+    )
+    assert base.rows is not None and len(base.rows) == 8  # the memories' fingerprint
+
+
+def test_a_database_restored_from_a_backup_and_written_since_is_compared_two_way(
+    db_path: Path, mem: MakeMemory, tmp_path: Path
+) -> None:
+    """Restored, then written until its counter passes the file's: its memories at the
+    file's change are not the ones exported. Read 3-way, the agent's invalidation made in
+    the first timeline and exported would look like a reviewer's edit... and the other way
+    round: what the agents learned after the restore would be undone."""
+    backup = tmp_path / "backup.db"
+    with MemoryStore.open(db_path) as store:
+        for n in range(3):
+            store.add_memory(79, "Kitchen", mem(f"Kitchen fact {n}", turns=str(n + 1)))
+    source, copy = sqlite3.connect(db_path), sqlite3.connect(backup)
+    source.backup(copy)
+    source.close()
+    copy.close()
+    with MemoryStore.open(db_path) as store:
+        store.invalidate_memory(79, "Kitchen fact 1", "first timeline", turn=9)
+        text = exported(store)
+    backup.replace(db_path)  # restored
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(79, "Kitchen", mem("Learned after the restore", turns="9"))
+        store.invalidate_memory(79, "Kitchen fact 2", "second timeline", turn=9)
+        outcome = run_import(store, text)
+        assert any("restored from a backup" in w for w in outcome.plan.warnings)
+        assert one(store, 79, "Kitchen fact 2").invalidation_reason == "second timeline"
+        assert one(store, 79, "Learned after the restore").status is Status.ACTIVE
 
 
 # --- what the database changed since the export wins ----------------------------------------
