@@ -27,6 +27,7 @@ from memstore.models import (
     Memory,
     Persistence,
     Status,
+    episodes_problem,
     parse_turns,
     reason_problem,
     supersession_problem,
@@ -218,6 +219,7 @@ def location_row_problem(row: LocationRow) -> str | None:
         and _VISITS_MIN <= visit_count <= _INT_MAX
         and type(episodes) is tuple
         and set(map(type, episodes)) <= _INT_ONLY
+        and episodes_problem(episodes) is None
     ):
         return None  # the common case, decided at once from LOCATION_RULES
     for (name, rule), value in zip(LOCATION_RULES.items(), row, strict=False):
@@ -226,7 +228,7 @@ def location_row_problem(row: LocationRow) -> str | None:
             return problem
     if type(row.episodes) is not tuple or any(type(e) is not int for e in row.episodes):
         return "episodes: not a tuple of ints"
-    return None
+    return episodes_problem(row.episodes)
 
 
 class LocationRows(NamedTuple):

@@ -221,7 +221,19 @@ MEMORY_RULES: dict[str, FieldRule] = {
     "superseded_at_episode": FieldRule(int, optional=True, minimum=1, maximum=INT64_MAX),
     "invalidation_reason": FieldRule(str, optional=True, check=reason_problem),
 }
-#: A location's fields (``LocationInfo``, ``md_rows.LocationRow``); its episodes: any ints.
+
+
+def episodes_problem(episodes: tuple[int, ...]) -> str | None:
+    """Why a location's episode list is refused (an episode is a memory's: 1 to 2**63-1)."""
+    rule = MEMORY_RULES["episode"]
+    low, high = rule.minimum or 0, rule.maximum or 0
+    if episodes and not (low <= min(episodes) and max(episodes) <= high):
+        return f"episodes: each from {low} to {high}"
+    return None
+
+
+#: A location's fields (``LocationInfo``, ``md_rows.LocationRow``); its episodes are each a
+#: memory's episode (``episodes_problem``).
 LOCATION_RULES: dict[str, FieldRule] = {
     "id": FieldRule(int, minimum=0, maximum=INT64_MAX),
     "name": FieldRule(str),
@@ -349,6 +361,9 @@ class LocationInfo(BaseModel):
     @field_validator("episodes")
     @classmethod
     def _sorted_unique(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        problem = episodes_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return tuple(sorted(set(value)))
 
 

@@ -89,15 +89,25 @@ def test_check_lists_each_damaged_row_once(
     assert "title" in _row_lines(out, 3)[0]
 
 
+@pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        ("UPDATE locations SET visit_count = -1 WHERE id = 79", "visit_count"),
+        # an episode the file's reader refuses: export would write what import cannot read
+        ("INSERT INTO location_episodes (location_id, episode) VALUES (79, 0)", "episodes"),
+    ],
+)
 def test_check_names_a_location_that_export_refuses(
-    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str], statement: str, named: str
 ) -> None:
-    _damaged(db_path, mem, "UPDATE locations SET visit_count = -1 WHERE id = 79")
+    _damaged(db_path, mem, statement)
 
     code, out, _err = run(capsys, "--db", str(db_path), "check")
 
     assert code == 1
-    assert any("location 79" in line and "visit_count" in line for line in out.splitlines()), out
+    assert any("location 79" in line and named in line for line in out.splitlines()), out
+    code, _out, err = run(capsys, "--db", str(db_path), "export", "--out", "-")
+    assert code == 1 and "memstore check" in err, err
 
 
 def test_check_says_ok_for_a_database_export_reads(
