@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memstore.errors import DamagedDatabase
 from memstore.map_graph import MapEvent
@@ -35,17 +35,26 @@ def now() -> str:
 
 
 def check_memory(memory: object) -> Memory:
-    """A Memory whose every value its rules allow (MEMORY_RULES, every number within the
-    database's 64 bits): TypeError for anything else, one ValueError line for a value the
-    rules refuse. pydantic checked it when it was made, unless it was made by
+    """The Memory to store: ``memory`` when its every value is one its rules allow
+    (MEMORY_RULES, every number within the database's 64 bits), TypeError for anything but
+    a Memory. pydantic checked it when it was made, unless it was made by
     ``model_copy(update=...)`` or ``model_construct``, which skip the checks: the plain
-    row's check (about 1 µs) runs again at the store's door."""
+    row's check (about 1 µs) runs again at the store's door, and a memory that fails it is
+    validated by the model, which normalises what it may (``"permanent"`` for
+    ``Persistence.PERMANENT``) and refuses the rest: one ValueError line."""
     if not isinstance(memory, Memory):
         raise TypeError(f"memory must be a memstore.Memory, got {type(memory).__name__}")
-    problem = memory_row_problem(memory_row_of(memory))
-    if problem is not None:
+    if memory_row_problem(memory_row_of(memory)) is None:
+        return memory
+    try:
+        validated = Memory.model_validate(dict(memory))
+    except ValidationError as exc:
+        problem = memory_row_problem(memory_row_of(memory))
+        raise ValueError(f"the memory breaks a rule of Memory: {problem}") from exc
+    problem = memory_row_problem(memory_row_of(validated))
+    if problem is not None:  # pragma: no cover - the model and the rows' rules agree
         raise ValueError(f"the memory breaks a rule of Memory: {problem}")
-    return memory
+    return validated
 
 
 #: SQLite's largest integer (memstore.models.INT64_MAX)

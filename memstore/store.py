@@ -140,7 +140,7 @@ class MemoryStore(StoreReads):
         A memory cannot be added already SUPERSEDED (ValueError).
         """
         check_location_id(location_id)
-        check_memory(memory)
+        memory = check_memory(memory)
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
         session = memory.persistence is Persistence.EPHEMERAL
@@ -165,7 +165,7 @@ class MemoryStore(StoreReads):
         (DUPLICATE_TITLE).
         """
         check_location_id(location_id)
-        check_memory(new_memory)
+        new_memory = check_memory(new_memory)
         if new_memory.status is Status.SUPERSEDED:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
         # an ephemeral memory can only supersede an ephemeral one: the file is not touched
@@ -331,7 +331,7 @@ class MemoryStore(StoreReads):
         check_location_id(location_id)
         check_clock(location_name, episode, turn)
         if new_memory is not None:
-            check_memory(new_memory)
+            new_memory = check_memory(new_memory)
             if new_memory.status is Status.SUPERSEDED:
                 raise ValueError("a new memory cannot be SUPERSEDED already")
         invalidate = list(invalidate_titles)
