@@ -152,7 +152,10 @@ def test_db_upgrade_with_the_lock_held_past_the_timeout_says_so_and_changes_noth
         waited = time.monotonic() - started
     out, err = capsys.readouterr()
     assert code == 1 and 0.3 <= waited < 2.5
-    assert err == "memstore: error: database is locked (SQLITE_BUSY)\n"
+    assert err == (
+        f"memstore: error: {db} stayed locked by another process for longer than the busy "
+        f"timeout; nothing was written\n"
+    )
     assert "revision after" not in out
     assert revision(db) == "0007" and schema_of(db) == schema and leftovers(db) == []
 
