@@ -116,6 +116,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     # Memories leaving the live set first: the partial unique index allows one live title.
     updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
     relink: list[tuple[int, int, MemoryLike]] = []  # (row id, location id, memory)
+    update_ids: list[int] = []
     if updates:
         update_ids = [row_id(change) for change in updates]
         record_history(conn, update_ids, version)
@@ -142,6 +143,15 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     if prune and plan.missing:
         doomed = [row_id(change) for change in plan.missing]
         record_history(conn, doomed, version, deleted=True)
+        # a memory whose successor goes loses its link (ON DELETE SET NULL): a change like
+        # any other, so its state before it is kept too (unless this import already did)
+        gone, kept = set(doomed), set(update_ids)
+        orphaned = sorted(
+            memory_id
+            for memory_id, successor in run(conn, SUCCESSOR_LINKS, {})
+            if successor in gone and memory_id not in gone and memory_id not in kept
+        )
+        record_history(conn, orphaned, version)
         run_many(conn, DELETE_MEMORY, [{"memory_id": memory_id} for memory_id in doomed])
 
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]

@@ -300,6 +300,27 @@ def test_rewriting_the_title_and_text_of_a_memory_an_agent_superseded_is_a_confl
     assert one(filled, 15, "Fact 2").status is Status.SUPERSEDED
 
 
+def test_every_new_memory_where_a_retired_one_was_dropped_is_a_conflict(
+    filled: MemoryStore, mem: MakeMemory
+) -> None:
+    """Which of them is the rewrite cannot be told: none may slip in as a live copy."""
+    text = exported(filled)
+    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
+    reviewed = edit(
+        text,
+        "**[NOTE - PERMANENT] Fact 2** *(Ep1, T3, +0)*\nWhat we learned: Fact 2.",
+        "**[NOTE - PERMANENT] Window ajar** *(Ep1, T30, +0)*\nThe window is open.\n\n"
+        "**[NOTE - PERMANENT] Fact two** *(Ep1, T3, +0)*\nReworded by hand.",
+    )
+    outcome = run_import(filled, reviewed, prune=True, force=True)
+    assert sorted(c.title for c in outcome.plan.conflicts) == ["Fact two", "Window ajar"]
+    outcome = run_import(filled, reviewed, resolution=Resolution.OURS, prune=True, force=True)
+    assert outcome.plan.added == () and outcome.plan.missing == ()
+    titles = [m.title for m in filled.memories(15)]
+    assert "Fact two" not in titles and "Window ajar" not in titles
+    assert one(filled, 15, "Fact 2").status is Status.SUPERSEDED
+
+
 def test_a_new_memory_beside_one_both_sides_dropped_is_no_conflict(
     filled: MemoryStore, mem: MakeMemory
 ) -> None:
@@ -311,6 +332,26 @@ def test_a_new_memory_beside_one_both_sides_dropped_is_no_conflict(
     outcome = run_import(filled, edit(text, block, added))
     assert outcome.applied and not outcome.plan.conflicts
     assert one(filled, 15, "Rope here").status is Status.ACTIVE
+
+
+def test_pruning_a_successor_keeps_the_state_its_predecessor_had(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    """Deleting a memory clears the link of the memory it superseded (ON DELETE SET NULL):
+    that change is kept in the history like any other, so the state at the file's change
+    is still the exported one and the same file imports 3-way again."""
+    store.add_memory(15, "West of House", mem("Lamp", turns="1"))
+    store.supersede_memory(15, "West of House", "Lamp", mem("Lamp", turns="2"))
+    store.supersede_memory(15, "West of House", "Lamp", mem("Lamp", turns="3"))
+    text = exported(store)
+    middle = "**[NOTE - PERMANENT - SUPERSEDED] Lamp** *(Ep1, T2, +0)*\n"
+    start = text.index(middle)
+    pruned = text[:start] + text[text.index("\n\n", start) + 2 :]
+    outcome = run_import(store, pruned, prune=True, force=True)
+    assert outcome.applied and len(outcome.plan.missing) == 1
+    again = run_import(store, pruned, apply=False)
+    assert again.base is not None and not again.plan.warnings, again.plan.warnings
+    assert not again.plan.conflicts and not again.plan.has_changes
 
 
 # --- conflicts ------------------------------------------------------------------------------
