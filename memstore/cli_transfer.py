@@ -253,6 +253,12 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
                 side = "the database's side" if args.ours else "the file's side"
                 skipped = f" (conflicts resolved by taking {side})"
         ctx.print(f"applied{skipped}")
+    elif args.apply and plan.conflicts and args.ours:
+        ctx.print(
+            f"nothing to apply: the {len(plan.conflicts)} conflict(s) were resolved by "
+            f"keeping the database's side (what the file had there was not taken), and "
+            f"the database already has the rest of the file"
+        )
     elif args.apply:
         ctx.print("nothing to apply: the database already matches the file")
     else:

@@ -193,21 +193,15 @@ def _edited_from(
     dropped: list[StoredMemory[MemoryRow]],
     level: int,
     changed: Callable[[StoredMemory[MemoryRow]], bool],
-    live_on: Callable[[StoredMemory[MemoryRow]], bool],
 ) -> StoredMemory[MemoryRow] | None:
-    """The export's memory that ``memory``, new in the file, may have been edited from:
-    one the file no longer names at the same location, found (``level``) by the same title
-    (its episode or turns were fixed), by the same text (its title was), or only by its
-    place when the database changed it since the export and still holds it (``live_on``;
-    rewritten whole: taken as an edit, so that a conflict is shown rather than a live copy
-    of what an agent retired).
-    Among several, one the database changed is taken first. Each is taken once."""
+    """The export's memory that ``memory``, new in the file, was edited from: one the file
+    no longer names at the same location, found (``level``) by the same title (its episode
+    or turns were fixed) or by the same text (its title was). Among several, one the
+    database changed since the export is taken first. Each is taken once."""
     if level == 0:
         found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
-    elif level == 1:
-        found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
     else:
-        found = [n for n, was in enumerate(dropped) if changed(was) and live_on(was)]
+        found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
     if not found:
         return None
     return dropped.pop(next((n for n in found if changed(dropped[n])), found[0]))
@@ -314,16 +308,22 @@ def merge_import(
         now = by_id.get(was.id)
         return now is None or now.memory != was.memory
 
-    # the pairs by title, then by text, then by place only
+    # the pairs by title, then by text (each export memory taken once); then by place only:
+    # a memory new where the file dropped one the database changed since (and still holds)
+    # may be that one rewritten whole, and so may every other new one there: each is a
+    # conflict, so that no live copy of what an agent retired slips in unseen
     pairs: dict[int, tuple[StoredMemory[MemoryRow], bool]] = {}  # new_in_file index -> origin
-    for level in range(3):
+    for level in range(2):
         for n, (location_id, memory, _nth) in enumerate(new_in_file):
             if n not in pairs:
-                origin = _edited_from(
-                    memory, dropped.get(location_id, []), level, changed, lambda w: w.id in by_id
-                )
+                origin = _edited_from(memory, dropped.get(location_id, []), level, changed)
                 if origin is not None:
-                    pairs[n] = (origin, level == 2)
+                    pairs[n] = (origin, False)
+    for n, (location_id, _memory, _nth) in enumerate(new_in_file):
+        if n not in pairs:
+            retired = [w for w in dropped.get(location_id, []) if changed(w) and w.id in by_id]
+            if retired:
+                pairs[n] = (retired[0], True)
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
@@ -333,7 +333,7 @@ def merge_import(
         # the reviewer fixed the title, episode or turns of a memory the database changed
         # since: the file's copy would bring back what an agent superseded or invalidated.
         # The database's memory is kept whatever the resolution (never pruned for it).
-        if now is not None:
+        if now is not None and now.id not in claimed:
             keep(location_id, now.id, now.memory)
         claimed.add(origin.id)
         conflicts.append(
