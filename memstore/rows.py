@@ -20,10 +20,13 @@ from memstore.md_rows import MemoryRow, memory_of_row, memory_row_of, memory_row
 from memstore.models import (
     INT64_MAX,
     Category,
+    LocationInfo,
     Memory,
     Persistence,
     Status,
     blank_for_sqlite,
+    check_int,
+    check_location_id,
     format_turns,
     parse_turns,
 )
@@ -130,6 +133,15 @@ class Bookkeeping:
     def empty(self) -> bool:
         return not (self.visits or self.decisions or self.turns or self.map_events)
 
+    def check(self) -> None:
+        """The visits' values, before any SQL: a location id and an episode the database
+        holds (ValueError, TypeError for a wrong type), a location name that is a str."""
+        for location_id, name, episode in self.visits:
+            check_location_id(location_id)
+            if not isinstance(name, str):
+                raise TypeError(f"location_name must be a str, got {type(name).__name__}")
+            check_int("episode", episode, 1)
+
     def clear(self) -> None:
         self.visits.clear()
         self.decisions.clear()
@@ -230,6 +242,22 @@ def to_memory_row(row: Any) -> MemoryRow:
         # memstore writes: never read past it (an export would leave it out)
         raise _damaged(row, ValueError(f"\n{problem}"))
     return memory_row
+
+
+def stored_location(
+    location_id: Any, name: Any, visit_count: Any, episodes: tuple[Any, ...]
+) -> LocationInfo:
+    """The LocationInfo of a stored location's row and episodes; DamagedDatabase, one line,
+    when its values break the model's rules (written around the database's checks)."""
+    try:
+        return LocationInfo(id=location_id, name=name, visit_count=visit_count, episodes=episodes)
+    except (ValidationError, ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()
+        detail = first[1].strip() if len(first) > 1 else (first[0] if first else "")
+        raise DamagedDatabase(
+            f"a stored location cannot be read (location {str(location_id)[:30]}: "
+            f"{detail[:120]}); run `memstore check` to list what is damaged"
+        ) from None
 
 
 def _damaged(row: Any, exc: Exception) -> DamagedDatabase:

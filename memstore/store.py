@@ -86,9 +86,7 @@ class MemoryStore(StoreReads):
     def write_bookkeeping(self, bookkeeping: Bookkeeping) -> None:
         """Write buffered visits, decision-log rows, turn records and map events in one
         transaction."""
-        for location_id, _name, episode in bookkeeping.visits:
-            check_location_id(location_id)
-            check_int("episode", episode, 1)
+        bookkeeping.check()
         if bookkeeping.empty:
             return
         with self._write(forget=None) as conn:
@@ -337,6 +335,8 @@ class MemoryStore(StoreReads):
         invalidate = list(invalidate_titles)
         if invalidate:
             check_reason(invalidation_reason)
+        if bookkeeping is not None:
+            bookkeeping.check()
         # The live memories here before the write, to update rather than reload (below).
         live_before = self._live_cache.get(location_id)
         removed: list[tuple[str, int]] = []

@@ -29,7 +29,7 @@ from memstore.models import (
 )
 from memstore.queries import EPHEMERAL_LIVE, LIVE, TIER_NUMBER, VIEW_QUERY, load_query, row_type
 from memstore.retrieval import ContextRow, ViewRow, view_row
-from memstore.rows import to_memory
+from memstore.rows import stored_location, to_memory
 from memstore.schema import (
     HEAD_REVISION,
     ephemeral_memories,
@@ -125,9 +125,7 @@ class StoreReads(StoreCore):
                 .scalars()
                 .all()
             )
-        return LocationInfo(
-            id=row.id, name=row.name, visit_count=row.visit_count, episodes=tuple(episodes)
-        )
+        return stored_location(row.id, row.name, row.visit_count, tuple(episodes))
 
     def locations(self) -> list[LocationInfo]:
         """Every stored location, by id."""
@@ -142,12 +140,7 @@ class StoreReads(StoreCore):
         for location_id, episode in conn.execute(select(location_episodes)):
             episodes.setdefault(location_id, []).append(episode)
         return [
-            LocationInfo(
-                id=r.id,
-                name=r.name,
-                visit_count=r.visit_count,
-                episodes=tuple(episodes.get(r.id, ())),
-            )
+            stored_location(r.id, r.name, r.visit_count, tuple(episodes.get(r.id, ())))
             for r in rows
         ]
 
@@ -347,11 +340,8 @@ class StoreReads(StoreCore):
             grouped.setdefault(row.location_id, []).append(row.memory)
         return [
             LocationMemories(
-                location=LocationInfo(
-                    id=r.id,
-                    name=r.name,
-                    visit_count=r.visit_count,
-                    episodes=tuple(episodes.get(r.id, ())),
+                location=stored_location(
+                    r.id, r.name, r.visit_count, tuple(episodes.get(r.id, ()))
                 ),
                 memories=tuple(grouped.get(r.id, ())),
             )

@@ -18,6 +18,7 @@ from memstore import MemstoreError, SimpleMemoryManager, StoreClosed, ZMachineCo
 from memstore.flagged import FlaggedMemories
 from memstore.md_rows import MemoryRow, memory_row_problem
 from memstore.models import INT64_MAX, INT64_MIN, Category, Persistence
+from memstore.rows import Bookkeeping
 from memstore.store import MemoryStore
 from tests.conftest import note
 
@@ -301,3 +302,35 @@ def test_a_memory_that_skipped_validation_is_stored_as_the_model_reads_it(
         "TENTATIVE",
     )
     assert store.get_persistent_count(1) == 1
+
+
+@pytest.mark.parametrize(
+    ("visit", "error"),
+    [
+        ((1, "Room", 0), ValueError),
+        ((1, "Room", 1.5), ValueError),
+        ((1, "Room", 2**63), ValueError),
+        ((2**63, "Room", 1), ValueError),
+        ((1, None, 1), TypeError),
+    ],
+    ids=repr,
+)
+def test_buffered_visits_are_checked_whichever_write_carries_them(
+    store: MemoryStore, visit: tuple[Any, Any, Any], error: type[Exception]
+) -> None:
+    """The manager hands its buffered visits to the next memory write (apply_synthesis)
+    or to write_bookkeeping: both check them before any SQL (a REAL episode once got in
+    through the first, and the database could no longer be exported)."""
+    with pytest.raises(error) as raised:
+        store.apply_synthesis(
+            1,
+            "Room",
+            new_memory=note("Carried"),
+            episode=1,
+            turn=1,
+            bookkeeping=Bookkeeping(visits=[visit]),
+        )
+    assert "\n" not in str(raised.value)
+    with pytest.raises(error):
+        store.write_bookkeeping(Bookkeeping(visits=[visit]))
+    assert store.memories(1) == [] and store.locations() == []

@@ -121,10 +121,17 @@ def test_check_says_ok_for_a_database_export_reads(
     assert code == 0 and out.strip().endswith("sound"), out
 
 
-def test_what_the_agent_sees_of_a_damaged_persistence_is_one_line(
-    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE memories SET persistence = 'EPHEMERAL' WHERE id = 2",
+        "INSERT INTO location_episodes (location_id, episode) VALUES (79, 1.5)",
+    ],
+)
+def test_what_show_says_of_a_damaged_row_is_one_line(
+    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str], statement: str
 ) -> None:
-    _damaged(db_path, mem, "UPDATE memories SET persistence = 'EPHEMERAL' WHERE id = 2")
+    _damaged(db_path, mem, statement)
     code, _out, err = run(capsys, "--db", str(db_path), "show", "79")
     assert code == 1
     (line,) = err.strip().splitlines()
