@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+
 import pytest
 
 import memstore.cli as cli
@@ -26,3 +29,19 @@ def one_error_line(err: str, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], err
     return lines[0]
+
+
+@pytest.fixture
+def never_blocks() -> Iterator[None]:
+    """Fail the test (instead of hanging it) if something blocks, as opening a FIFO does."""
+
+    def give_up(_signum: int, _frame: object) -> None:
+        raise TimeoutError("blocked")
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(10)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

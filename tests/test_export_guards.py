@@ -7,8 +7,6 @@ and an input that is not a regular file or is too large to be a memstore file.
 from __future__ import annotations
 
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from memstore.cli_args import MAX_INPUT_BYTES
 from memstore.errors import FileChanged
 from memstore.export_file import FileState, file_state, write_atomically
 from memstore.store import MemoryStore
+from tests.cli_helpers import never_blocks as never_blocks  # a fixture
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
 
@@ -29,22 +28,6 @@ def db(db_path: Path, mem: MakeMemory) -> Path:
         store.add_memory(64, "West of House", mem("Leaflet inside", text="In the mailbox."))
         store.add_memory(27, "Living Room", mem("Trap door", text="Under the rug."))
     return db_path
-
-
-@pytest.fixture
-def never_blocks() -> Iterator[None]:
-    """Fail the test (instead of hanging it) if something blocks, as opening a FIFO does."""
-
-    def give_up(_signum: int, _frame: object) -> None:
-        raise TimeoutError("blocked")
-
-    previous = signal.signal(signal.SIGALRM, give_up)
-    signal.alarm(10)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def memory_count(db: Path) -> int:

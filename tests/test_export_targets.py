@@ -9,11 +9,9 @@ warning; a killed export's leftover temporary files are removed by the next expo
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ import pytest
 import memstore.cli as cli
 from memstore.export_file import STALE_TEMP_SECONDS, NotARegularFile, write_atomically
 from memstore.store import MemoryStore
+from tests.cli_helpers import never_blocks as never_blocks  # a fixture
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
 
@@ -54,22 +53,6 @@ def reference(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> t
 def expected(reference: tuple[str, str]) -> str:
     """The text of Memories.md."""
     return reference[0]
-
-
-@pytest.fixture
-def never_blocks() -> Iterator[None]:
-    """Fail the test (instead of hanging it) if something blocks, as opening a FIFO does."""
-
-    def give_up(_signum: int, _frame: object) -> None:
-        raise TimeoutError("the export blocked")
-
-    previous = signal.signal(signal.SIGALRM, give_up)
-    signal.alarm(10)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def export_argv(db: Path, option: str, target: Path, other: Path) -> list[str]:
