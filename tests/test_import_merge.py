@@ -277,16 +277,21 @@ def test_an_edit_is_paired_with_the_twin_the_agent_changed(
     assert one(store, 15, "Grue danger").status is Status.SUPERSEDED
 
 
+def _fact_2_retired_and_rewritten(filled: MemoryStore, mem: MakeMemory, rewritten: str) -> str:
+    """Exported; an agent supersedes Fact 2; the reviewer replaces its block by ``rewritten``."""
+    text = exported(filled)
+    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
+    return edit(
+        text, "**[NOTE - PERMANENT] Fact 2** *(Ep1, T3, +0)*\nWhat we learned: Fact 2.", rewritten
+    )
+
+
 def test_rewriting_the_title_and_text_of_a_memory_an_agent_superseded_is_a_conflict(
     filled: MemoryStore, mem: MakeMemory
 ) -> None:
     """Nothing to pair it by but its place: taken as an edit, to the safe side."""
-    text = exported(filled)
-    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
-    reviewed = edit(
-        text,
-        "**[NOTE - PERMANENT] Fact 2** *(Ep1, T3, +0)*\nWhat we learned: Fact 2.",
-        "**[NOTE - PERMANENT] Fact two** *(Ep1, T3, +0)*\nReworded by hand.",
+    reviewed = _fact_2_retired_and_rewritten(
+        filled, mem, "**[NOTE - PERMANENT] Fact two** *(Ep1, T3, +0)*\nReworded by hand."
     )
     outcome = run_import(filled, reviewed)
     (conflict,) = outcome.plan.conflicts
@@ -304,11 +309,9 @@ def test_every_new_memory_where_a_retired_one_was_dropped_is_a_conflict(
     filled: MemoryStore, mem: MakeMemory
 ) -> None:
     """Which of them is the rewrite cannot be told: none may slip in as a live copy."""
-    text = exported(filled)
-    filled.supersede_memory(15, "West of House", "Fact 2", mem("Fact 2 revised", turns="9"))
-    reviewed = edit(
-        text,
-        "**[NOTE - PERMANENT] Fact 2** *(Ep1, T3, +0)*\nWhat we learned: Fact 2.",
+    reviewed = _fact_2_retired_and_rewritten(
+        filled,
+        mem,
         "**[NOTE - PERMANENT] Window ajar** *(Ep1, T30, +0)*\nThe window is open.\n\n"
         "**[NOTE - PERMANENT] Fact two** *(Ep1, T3, +0)*\nReworded by hand.",
     )
