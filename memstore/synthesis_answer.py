@@ -265,6 +265,36 @@ def _describe_validation_error(exc: ValidationError, shown: int = 5) -> str:
     return "; ".join(parts)
 
 
+#: the deepest nesting of JSON arrays and objects an answer may have (a decision is 3 deep)
+MAX_NESTING = 32
+
+
+def _nesting(text: str) -> int:
+    """How deep the text's brackets nest, strings left out. At the limit of Python's
+    recursion, the JSON reader would raise RecursionError after the stack was exhausted,
+    where any finaliser that runs meanwhile fails too; this is counted first instead."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return 0
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_synthesis_answer(raw: str) -> MemorySynthesisResponse:
     """Parse the model's raw text (bare JSON or a ```json fenced block) into a response.
 
@@ -287,6 +317,8 @@ def parse_synthesis_answer(raw: str) -> MemorySynthesisResponse:
     fenced = _FENCE.search(text)
     if fenced:
         text = fenced.group(1).strip()
+    if _nesting(text) > MAX_NESTING:  # refused before the reader recurses to Python's limit
+        raise AnswerError(SynthesisErrorKind.SCHEMA, "answer is nested too deeply")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

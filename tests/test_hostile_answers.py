@@ -202,3 +202,26 @@ def test_a_provider_error_with_a_huge_message_is_logged_bounded(store: MemorySto
     with pytest.raises(LLMCallError) as caught:  # what the warning in the log shows
         synthesize(failing, [])
     assert len(caught.value.message) <= 1000
+
+
+@pytest.mark.parametrize(
+    "raw", ["[" * DEEP, '{"a": ' * 40 + "1" + "}" * 40], ids=["unclosed", "closed"]
+)
+def test_deep_nesting_is_refused_before_the_json_reader_recurses(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At Python's recursion limit every finaliser that runs fails too (an unraisable
+    error once failed an unrelated test): the depth is counted first."""
+
+    def never(_text: str) -> object:
+        raise AssertionError("the JSON reader was called")
+
+    monkeypatch.setattr(json, "loads", never)
+    with pytest.raises(AnswerError, match="nested too deeply"):
+        parse_synthesis_answer(raw)
+
+
+def test_brackets_inside_strings_are_not_nesting() -> None:
+    answer = remember("Maze", memory_text="[" * 100 + "{" * 100 + '\\"]' * 10)
+    parsed = parse_synthesis_answer(json.dumps(answer))
+    assert parsed.memory_text == answer["memory_text"]
