@@ -101,6 +101,8 @@ class MergeConflict:
     #: text, only by its place (the file dropped it there and added ``file``)
     edited_from: MemoryRow | None = None
     guessed: bool = False
+    #: the location the export had ``edited_from`` at, when the file moved it elsewhere
+    moved_from: int | None = None
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
@@ -110,6 +112,8 @@ class MergeConflict:
             origin = f"{_clip(was.title)} (Ep{was.episode}, T{was.turns})"
             if self.guessed:
                 origin = f"new in the file where it dropped {origin}, maybe an edit of it"
+            elif self.moved_from is not None:
+                origin = f"moved in the file from location {self.moved_from}"
             else:
                 origin = f"edited in the file from {origin}"
             if self.database is None:
@@ -319,6 +323,19 @@ def merge_import(
                 origin = _edited_from(memory, dropped.get(location_id, []), level, changed)
                 if origin is not None:
                     pairs[n] = (origin, False)
+    # moved: the same title and text where the file dropped it at another location
+    for n, (location_id, memory, _nth) in enumerate(new_in_file):
+        if n not in pairs:
+            moved = [
+                (elsewhere, k)
+                for elsewhere, there in dropped.items()
+                if elsewhere != location_id
+                for k, was in enumerate(there)
+                if was.memory.title == memory.title and was.memory.text == memory.text
+            ]
+            if moved:
+                elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
+                pairs[n] = (dropped[elsewhere].pop(k), False)
     for n, (location_id, _memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
             retired = [w for w in dropped.get(location_id, []) if changed(w) and w.id in by_id]
@@ -334,7 +351,7 @@ def merge_import(
         # since: the file's copy would bring back what an agent superseded or invalidated.
         # The database's memory is kept whatever the resolution (never pruned for it).
         if now is not None and now.id not in claimed:
-            keep(location_id, now.id, now.memory)
+            keep(now.location_id, now.id, now.memory)
         claimed.add(origin.id)
         conflicts.append(
             MergeConflict(
@@ -346,6 +363,7 @@ def merge_import(
                 now.memory if now is not None else None,
                 origin.memory,
                 guessed,
+                origin.location_id if origin.location_id != location_id else None,
             )
         )
         if resolution is Resolution.THEIRS:

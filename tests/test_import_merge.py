@@ -324,6 +324,38 @@ def test_every_new_memory_where_a_retired_one_was_dropped_is_a_conflict(
     assert one(filled, 15, "Fact 2").status is Status.SUPERSEDED
 
 
+def _moved_to_west_of_house(text: str) -> str:
+    """The reviewer moves Kitchen fact 1's block, unchanged, to location 15."""
+    block = (
+        "**[NOTE - PERMANENT] Kitchen fact 1** *(Ep1, T2, +0)*\nWhat we learned: Kitchen fact 1."
+    )
+    moved = edit(text, block + "\n\n", "")
+    return edit(moved, "**[NOTE - PERMANENT] Fact 0**", block + "\n\n**[NOTE - PERMANENT] Fact 0**")
+
+
+def test_moving_a_memory_an_agent_retired_to_another_location_is_a_conflict(
+    filled: MemoryStore,
+) -> None:
+    text = exported(filled)
+    filled.invalidate_memory(79, "Kitchen fact 1", "the table was moved", turn=9)
+    reviewed = _moved_to_west_of_house(text)
+    outcome = run_import(filled, reviewed, prune=True, force=True)
+    (conflict,) = outcome.plan.conflicts
+    assert conflict.location_id == 15 and "moved in the file from location 79" in str(conflict)
+    assert "invalidated ('the table was moved') in the database" in str(conflict)
+    outcome = run_import(filled, reviewed, resolution=Resolution.OURS, prune=True, force=True)
+    assert outcome.plan.added == () and outcome.plan.missing == ()
+    assert [m.title for m in filled.memories(15) if m.title == "Kitchen fact 1"] == []
+    assert one(filled, 79, "Kitchen fact 1").status is Status.SUPERSEDED
+
+
+def test_moving_a_memory_nobody_changed_is_no_conflict(filled: MemoryStore) -> None:
+    outcome = run_import(filled, _moved_to_west_of_house(exported(filled)), prune=True)
+    assert outcome.applied and not outcome.plan.conflicts
+    assert one(filled, 15, "Kitchen fact 1").status is Status.ACTIVE
+    assert [m.title for m in filled.memories(79) if m.title == "Kitchen fact 1"] == []
+
+
 def test_a_new_memory_beside_one_both_sides_dropped_is_no_conflict(
     filled: MemoryStore, mem: MakeMemory
 ) -> None:
