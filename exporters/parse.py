@@ -145,12 +145,23 @@ _MISPLACED_BASE = (
 )
 
 
+_MALFORMED_BASE = (
+    "the export base line is not one memstore writes (<!-- memstore-base: database=ID "
+    "version=N rows=8 lowercase hex digits -->); it is ignored"
+)
+
+
 def _name_misplaced_base_lines(problems: tuple[Problem, ...], text: str) -> tuple[Problem, ...]:
-    """Say so when the stray text a problem points at is a base line out of its place."""
+    """Say so when the stray text a problem points at is a base line: out of its place, or
+    in its place (under the title) but malformed."""
     lines = text.split("\n")
+
+    def under_the_title(line: int) -> bool:
+        return all(not lines[n].strip() for n in range(1, line - 1))
+
     return tuple(
-        Problem(p.line, _MISPLACED_BASE)
-        if 0 < p.line <= len(lines) and looks_like_base_line(lines[p.line - 1])
+        Problem(p.line, _MALFORMED_BASE if under_the_title(p.line) else _MISPLACED_BASE)
+        if 1 < p.line <= len(lines) and looks_like_base_line(lines[p.line - 1])
         else p
         for p in problems
     )

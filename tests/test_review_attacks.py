@@ -8,6 +8,7 @@ command line's numbers, `memstore check` on a damaged database, `memstore db cur
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -144,6 +145,19 @@ def test_a_base_line_elsewhere_is_named_as_such(filled: MemoryStore) -> None:
     moved = f"{title}\n{rest}\n{base}\n"
     problems = [str(p) for p in parse_memories_md(moved).problems]
     assert len(problems) == 1 and "memstore-base" in problems[0], problems
+
+
+@pytest.mark.parametrize("rows", ["DEADBEEF", "zz", ""])
+def test_a_malformed_base_line_in_its_place_is_named_malformed(
+    filled: MemoryStore, rows: str
+) -> None:
+    text = exported(filled)
+    title, base, rest = text.split("\n", 2)
+    damaged = re.sub(r"rows=[0-9a-f]{8}", f"rows={rows}", base)
+    assert damaged != base
+    problems = [str(p) for p in parse_memories_md(f"{title}\n{damaged}\n{rest}").problems]
+    assert len(problems) == 1 and "line 2: the export base line is not one" in problems[0]
+    assert "counts only under the title" not in problems[0]
 
 
 def test_problem_lines_follow_a_base_line_under_a_blank_line(filled: MemoryStore) -> None:
