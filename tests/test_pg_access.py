@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 
 # =============================================================================================
-# Defects found by the review: each failed before its fix (the two still open are xfail)
+# Defects found by the review: each failed before its fix
 # =============================================================================================
 
 

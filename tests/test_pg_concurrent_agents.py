@@ -61,7 +61,7 @@ def race(database: str | Path, action: Callable[[MemoryStore, int], Any]) -> lis
 
 
 # =============================================================================================
-# Defects found by the review: each failed before its fix (the two still open are xfail)
+# Defects found by the review: each failed before its fix
 # =============================================================================================
 
 

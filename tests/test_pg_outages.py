@@ -61,7 +61,7 @@ def backend_state(store: MemoryStore) -> str:
 
 
 # =============================================================================================
-# Defects found by the review: each failed before its fix (the two still open are xfail)
+# Defects found by the review: each failed before its fix
 # =============================================================================================
 
 

@@ -38,7 +38,7 @@ def incompressible(length: int, seed: int = 18) -> str:
 
 
 # =============================================================================================
-# Defects found by the review: each failed before its fix (the two still open are xfail)
+# Defects found by the review: each failed before its fix
 # =============================================================================================
 
 
