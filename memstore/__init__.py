@@ -21,6 +21,7 @@ _EXPORTS = {
     "SchemaTooNew": "memstore.errors",
     "StoreBusy": "memstore.errors",
     "StoreClosed": "memstore.errors",
+    "TransactionAborted": "memstore.errors",
     "UnsupportedDatabase": "memstore.errors",
     "ReadOnlyDatabase": "memstore.errors",
     "RebuildFailed": "memstore.errors",

@@ -34,6 +34,7 @@ from memstore.errors import (
     SchemaOutOfDate,
     SchemaTooNew,
     StoreBusy,
+    TransactionAborted,
     UnsupportedDatabase,
 )
 from memstore.migrations_dir import known_revisions
@@ -440,8 +441,11 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
     caller roll back is the one to report, and a server ends a lost connection's
     transaction itself."""
     try:
-        if commit:
-            driver_of(conn)  # lost: never commit on the connection made again
+        if commit and _ended_by_the_database(conn, driver_of(conn)):  # ConnectionLost if lost
+            raise TransactionAborted(
+                "the database rolled this transaction back after an error inside it that "
+                "the caller caught: nothing of the transaction was written"
+            )
         opened = _OPEN.pop(id(conn), None)
         if opened is not None:
             _OPEN_DRIVERS.pop(id(opened.driver), None)
@@ -460,6 +464,17 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
         if commit:
             end_transaction(conn, commit=False)
             raise
+
+
+def _ended_by_the_database(conn: Connection, driver: Any) -> bool:
+    """Did the database roll the transaction back by itself, or doom it, after an error
+    inside it (one the caller caught)? SQLite ends it after some errors (a full disk);
+    PostgreSQL fails it after any error, and would answer its COMMIT with a rollback."""
+    if conn.dialect.name == "postgresql":
+        from memstore.pg_connection import transaction_failed
+
+        return transaction_failed(driver)
+    return not driver.in_transaction
 
 
 def change_token(conn: Connection) -> object:

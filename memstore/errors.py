@@ -25,6 +25,11 @@ class StoreClosed(MemstoreError):
     """The store was closed (``close()``, or the end of its ``with`` block): open it again."""
 
 
+class TransactionAborted(MemstoreError):
+    """The database rolled a transaction back by itself after an error inside it that the
+    caller caught (SQLite: a full disk; PostgreSQL: any error): nothing of it was written."""
+
+
 class StoreBusy(MemstoreError):
     """Another process held the database lock for longer than the busy timeout."""
 

@@ -329,6 +329,15 @@ def take_write_lock(pooled: Any) -> None:
     pooled.driver_connection.execute("SELECT pg_advisory_xact_lock(%s)", (pooled.info[LOCK_KEY],))
 
 
+def transaction_failed(driver_connection: Any) -> bool:
+    """Is the connection's transaction failed (an error inside it, which the server will
+    only roll back), or gone?"""
+    from psycopg.pq import TransactionStatus
+
+    status = driver_connection.info.transaction_status
+    return status not in (TransactionStatus.INTRANS, TransactionStatus.ACTIVE)
+
+
 def change_token(driver_connection: Any) -> str:
     """Changes whenever another transaction committed (or started writing) on the server."""
     return str(driver_connection.execute("SELECT pg_current_snapshot()::text").fetchone()[0])

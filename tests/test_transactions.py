@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Connection, exc, insert, literal_column, select
 
 from memstore import store_core
-from memstore.errors import DatabaseUnavailable
+from memstore.errors import DatabaseUnavailable, TransactionAborted
 from memstore.executor import run
 from memstore.map_store import MapStore
 from memstore.schema import locations
@@ -94,6 +94,52 @@ def test_nested_transactions_are_one(store: MemoryStore) -> None:
             run(inner, INSERT_LOCATION, {"id": 1, "name": "inner", "visit_count": 0})
         raise RuntimeError("outer")
     assert names(store) == []
+
+
+def test_a_transaction_sqlite_rolled_back_itself_is_not_reported_committed(
+    db_path: Path,
+) -> None:
+    """SQLite rolls a whole transaction back on its own after some errors (a full disk).
+    A caller that caught that error inside ``store.transaction()`` must not see the
+    transaction's end succeed: the memory it was told was added is gone with it."""
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(1, "Room", note("Before"))
+        driver = store._conn.connection.driver_connection  # noqa: SLF001
+        with pytest.raises(TransactionAborted, match="rolled this transaction back") as raised:
+            with store.transaction():
+                assert store.add_memory(1, "Room", note("Acknowledged inside"))
+                (pages,) = driver.execute("PRAGMA page_count").fetchone()  # type: ignore[union-attr]
+                driver.execute(f"PRAGMA max_page_count = {pages}")  # type: ignore[union-attr]
+                with contextlib.suppress(sqlite3.OperationalError):  # the caller's own catch
+                    for n in range(400):
+                        store.add_memory(1, "Room", note(f"Filler {n}", text="z" * 5000))
+                assert not driver.in_transaction  # type: ignore[union-attr]
+        assert "\n" not in str(raised.value)
+        driver.execute("PRAGMA max_page_count = 1073741823")  # type: ignore[union-attr]
+        assert [m.title for m in store.memories(1)] == ["Before"]
+        assert store.add_memory(1, "Room", note("After"))
+    with MemoryStore.open(db_path, read_only=True) as again:
+        assert [m.title for m in again.memories(1)] == ["Before", "After"]
+
+
+def test_a_caught_error_inside_a_transaction(store: MemoryStore) -> None:
+    """A statement refused inside ``store.transaction()`` and caught by the caller: SQLite
+    undoes the statement alone, so the rest commits; PostgreSQL aborts the whole
+    transaction, so its end says so (TransactionAborted) instead of committing nothing."""
+    duplicate = {"id": 1, "name": "twice", "visit_count": 0}
+    server = store.target.is_server
+    with contextlib.ExitStack() as outcome:
+        if server:
+            outcome.enter_context(pytest.raises(TransactionAborted, match="rolled this"))
+        with store.transaction() as conn:
+            assert store.add_memory(2, "Room", note("Acknowledged inside"))
+            run(conn, INSERT_LOCATION, duplicate)
+            with contextlib.suppress(Exception):  # the driver's own error, whichever driver
+                run(conn, INSERT_LOCATION, duplicate)  # the primary key refuses it
+    titles = [m.title for m in store.memories(2)]
+    assert titles == ([] if server else ["Acknowledged inside"])
+    assert names(store) == ([] if server else ["twice", "Room"])
+    assert store.add_memory(3, "Room", note("Written after it"))
 
 
 def test_a_connection_lost_inside_a_transaction_is_never_committed_on_a_new_one(
