@@ -24,11 +24,11 @@ from memstore.config import MemstoreConfig, load_config
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
-from memstore.models import check_int, check_location_id
+from memstore.models import check_int, check_location_id, unstorable_text
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.rebuild import rebuild_from_log
 from memstore.store import AppliedSynthesis, MemoryStore
-from memstore.synthesis import LLMCallable
+from memstore.synthesis import LLMCallable, loggable_text
 from memstore.synthesis_runner import SynthesisRunner
 from memstore.tokens import count_tokens
 from memstore.triggers import ZMachineContext, significance
@@ -240,13 +240,27 @@ class SimpleMemoryManager:
         A bad argument is the caller's mistake and raises at once, before the turn is
         counted or anything recorded: TypeError for a wrong type, ValueError (pydantic's
         ValidationError for a context dict) for a value, among them a score, a location or
-        a score change the database's 64-bit integers cannot hold. The database's own
-        refusals (StoreBusy, StoreClosed, ...) are memstore's errors and pass through.
+        a score change the database's 64-bit integers cannot hold, and a location name the
+        database cannot store (a NUL, a lone surrogate). The database's own refusals
+        (StoreBusy, StoreClosed, ...) are memstore's errors and pass through.
+
+        An action or a response holding such characters is data, not a mistake: it is
+        used written out (``\\x00``), and such an action records no exit on the map.
         """
         started = time.perf_counter()
         check_location_id(location_id)
+        _check_texts(location_name=location_name, action=action, response=response)
         ctx = _as_context(z_machine_context, response)
         check_int("memory_tokens", memory_tokens, 0, optional=True)
+        for name, value in (
+            ("location_name", location_name),
+            ("location_after_name", ctx.location_after_name),
+        ):
+            problem = None if value is None else unstorable_text(value)
+            if problem is not None:
+                raise ValueError(f"{name} {problem}: {value[:60]!r}")
+        typed_as_is = unstorable_text(action) is None
+        action, response = _written_out(action), _written_out(response)
         self.turn += 1
         self.counters["turns"] += 1
         first_visit = (
@@ -257,14 +271,18 @@ class SimpleMemoryManager:
         ctx = ctx.model_copy(update={"first_visit": first_visit})
         # the map, from the context's location ids and death flag; written with the
         # bookkeeping below (memstore.map_graph.event_for_turn says what a turn records)
-        map_event = event_for_turn(
-            ctx,
-            action,
-            location_id=location_id,
-            location_name=location_name,
-            episode=self.episode,
-            turn=self.turn,
-            prune_after=self.config.map_prune_after,
+        map_event = (
+            event_for_turn(
+                ctx,
+                action,
+                location_id=location_id,
+                location_name=location_name,
+                episode=self.episode,
+                turn=self.turn,
+                prune_after=self.config.map_prune_after,
+            )
+            if typed_as_is  # an action written out is not what the game was given
+            else None
         )
         if map_event is not None:
             self._pending.map_events.append(map_event)
@@ -348,6 +366,19 @@ class SimpleMemoryManager:
             "flagged_memories": FlaggedMemories(self.store).stats(),
             "database": store_status["database"],
         }
+
+
+def _check_texts(**texts: object) -> None:
+    """TypeError for an argument that is not a str."""
+    for name, value in texts.items():
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def _written_out(text: str) -> str:
+    """``text`` as either database can store it: NUL characters and lone surrogates
+    written out as escapes (memstore.synthesis.loggable_text), nothing cut."""
+    return text if unstorable_text(text) is None else loggable_text(text, len(text))
 
 
 def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZMachineContext:

@@ -94,6 +94,19 @@ def parse_turns(turns: str) -> tuple[int, int | None]:
     return start, end
 
 
+def unstorable_text(value: str) -> str | None:
+    """Why neither database could store ``value`` as it is (a NUL: PostgreSQL holds none in
+    text; a lone surrogate: not Unicode, so not UTF-8), or None."""
+    if "\x00" in value:
+        return "holds a NUL character, which the database cannot store"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
 def blank_for_sqlite(value: str) -> bool:
     """Whether a text is blank to Python or to the database's ``length(trim(x)) > 0`` checks.
 

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from memstore.errors import AnswerError, SynthesisErrorKind
-from memstore.models import Category, Persistence, Status, blank_for_sqlite
+from memstore.models import Category, Persistence, Status, blank_for_sqlite, unstorable_text
 
 #: Spec limits: a synthesis touches few memories at once.
 MAX_SUPERSEDES = 3
@@ -52,17 +52,22 @@ def has_lone_surrogate(text: str) -> bool:
 
 
 def loggable_text(text: str, limit: int = 10_000) -> str:
-    """``text`` cut to ``limit`` characters, lone surrogates written as ``\\udxxx`` escapes:
-    safe to store in the decision log whatever the model sent."""
+    """``text`` cut to ``limit`` characters, lone surrogates written as ``\\udxxx`` escapes
+    and NUL characters as ``\\x00``: safe to store in the decision log, on SQLite and on
+    PostgreSQL (which holds no NUL in text), whatever the model sent."""
     text = text[:limit]
     if has_lone_surrogate(text):
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return text.replace("\x00", "\\x00")
 
 
 def _storable(value: str, what: str) -> str:
-    if has_lone_surrogate(value):
-        raise ValueError(f"{what} is not valid Unicode text (it holds a lone surrogate)")
+    """``value``, if the database can store it whichever it is (memstore.models'
+    ``unstorable_text``: a NUL, which SQLite's checks also stop reading at, or a lone
+    surrogate makes the answer a schema failure)."""
+    problem = unstorable_text(value)
+    if problem is not None:
+        raise ValueError(f"{what} {problem}")
     return value
 
 

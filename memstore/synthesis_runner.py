@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
+from memstore.errors import AnswerError, SynthesisErrorKind
 from memstore.models import Memory
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
@@ -112,15 +113,23 @@ class SynthesisRunner:
         entry.latency_ms = (time.perf_counter() - started) * 1000
         decision = resolve_decision(answer, existing, first_visit)
         self._count_guards(decision)
-        entry.raw_answer = raw
+        entry.raw_answer = loggable_text(raw)
         entry.decision = raw if self.llm is None else answer.model_dump_json()
         if not decision.has_effect:
             self._log_later(entry, where)
             return None
+        try:
+            new_memory = self._new_memory(decision, ctx, episode, turn)
+        except ValueError as exc:  # pydantic's too: the answer passed, its memory breaks a rule
+            why = " ".join(str(exc).split())
+            failure = AnswerError(SynthesisErrorKind.SCHEMA, f"the new memory: {why}")
+            failure.raw = raw
+            self._record_failure(failure, entry, started, where)
+            return None
         applied = self.store.apply_synthesis(
             location_id,
             location_name,
-            new_memory=self._new_memory(decision, ctx, episode, turn),
+            new_memory=new_memory,
             supersede_titles=decision.supersede_titles,
             invalidate_titles=decision.invalidate_titles,
             invalidation_reason=decision.invalidation_reason,

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from memstore.manager import SimpleMemoryManager
+from memstore.models import Memory
 from memstore.store import MemoryStore
 from memstore.synthesis import (
     MAX_ANSWER_CHARS,
     AnswerError,
     LLMCallError,
+    MemoryDraft,
     SynthesisErrorKind,
     parse_synthesis_answer,
     synthesize,
@@ -107,6 +109,9 @@ HOSTILE_NEW_MEMORY = {
     "a 5,000-digit handle string": json.dumps(remember("Big", supersedes=[f"[{HUGE_INT}]"])),
     "a title starting with NUL": json.dumps(remember("\x00Troll")),
     "a title of spaces and NUL": json.dumps(remember("  \x00 x")),
+    "a title of a tab and NUL": json.dumps(remember("\t\x00Troll")),
+    "a NUL inside the title": json.dumps(remember("Troll\x00here")),
+    "a NUL inside the text": json.dumps(remember("Troll", memory_text="axe\x00swings")),
     "a lone surrogate in the title": json.dumps(remember("Troll \ud800")),
     "a lone surrogate in the text": json.dumps(remember("Troll", memory_text="axe \udfff")),
     "a lone surrogate in the reasoning": json.dumps(remember("Troll", reasoning="\ud83d")),
@@ -141,6 +146,41 @@ def test_the_turn_after_a_hostile_answer_is_stored_normally(play: Any) -> None:
     assert [m.title for m in manager.store.memories(CLEARING)] == ["Troll is friendly"]
     assert manager.get_status()["failures"] == {"schema": 1}
     assert manager.get_status()["memories_written"] == 1
+
+
+def test_an_answer_holding_a_nul_is_logged_storably_and_blocks_no_later_write(
+    play: Any,
+) -> None:
+    """PostgreSQL cannot store a NUL: the decision-log row of the failed answer waits in
+    the buffer for the next write, which must not fail on it (nor any write after)."""
+    manager = play("sorry\x00 I cannot answer", remember("Troll is friendly"))
+    assert manager.get_status()["failures"] == {"invalid_json": 1}
+    assert [m.title for m in manager.store.memories(CLEARING)] == ["Troll is friendly"]
+    manager.flush()
+    rows = manager.store.decision_log()
+    (failed,) = [row for row in rows if row["error_kind"]]
+    (applied,) = [row for row in rows if not row["error_kind"]]
+    assert failed["error_kind"] == "invalid_json"
+    assert failed["raw_answer"] == "sorry\\x00 I cannot answer"  # the NUL, written out
+    assert applied["error_kind"] is None and applied["applied"]
+
+
+def test_a_new_memory_that_breaks_a_rule_of_memory_is_a_counted_schema_failure(
+    play: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the answer's checks and Memory's ever disagree (as they did on a title of a
+    tab and a NUL), the memory Memory refuses is a counted failure, never an exception."""
+
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        return Memory(category="NOTE", title=" ", text="t", episode=1, turns="1")
+
+    monkeypatch.setattr(MemoryDraft, "to_memory", refused)
+    manager = play(remember("Troll"))
+    assert_one_schema_failure_nothing_written(manager, [])
+    (row,) = manager.store.decision_log()
+    assert row["error"].startswith("the new memory: ")
+    assert "title must not be blank" in row["error"] and "\n" not in row["error"]
+    assert "\n" not in (manager.last_failure or "\n")
 
 
 def test_the_failed_answer_is_kept_in_the_log_bounded_and_storable(play: Any) -> None:
