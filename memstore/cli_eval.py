@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +29,8 @@ MAX_EPISODES = 10_000
 MAX_SEEDS = 10_000
 #: the most actions per episode
 MAX_MOVES = 10_000_000
+#: the options naming a file the evaluation writes after playing
+OUTPUTS = ("json", "markdown", "plot")
 PLOT_HINT = "the plot needs matplotlib: pip install 'memstore[plot]' (the table is above)"
 
 
@@ -135,16 +138,34 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _check_output(output: str) -> None:
-    """Refuse before playing an output path that could not be written after it."""
-    path = Path(output)
-    if path.is_dir():
-        raise CliError(f"{output} is a folder, not a file to write")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise CliError(f"{output}: {parent} is not a folder")
+#: the databases run_eval writes in its folder (memstore.evaluation.database_paths), with
+#: SQLite's side files: no output may be one of them
+_DATABASE_NAME = re.compile(r"\w+-seed\d+-(memory|nomemory-ep\d+)\.db(-wal|-shm|-journal)?")
+
+
+def check_outputs(args: argparse.Namespace, folder: Path | None) -> None:
+    """Refuse, before anything is played, an output the evaluation could not write after
+    it (a folder, a device, a folder that cannot be written or created), an output that
+    is one of its databases in ``folder`` (--db), and two outputs that name one file; and
+    a --db ``folder`` that cannot be written."""
+    from memstore.evaluation import database_paths
+    from memstore.export_file import check_writable
+
+    outputs = [(f"--{name}", path) for name in OUTPUTS if (path := getattr(args, name))]
+    for option, path in outputs:
+        resolved = Path(path).resolve()
+        if folder is not None and resolved.parent == folder.resolve():
+            if _DATABASE_NAME.fullmatch(resolved.name):
+                raise CliError(
+                    f"{option} {path} is one of the evaluation's databases in --db {folder}: "
+                    "give another file to write"
+                )
+        check_writable(path)
+    for index, first in enumerate(outputs):
+        for second in outputs[index + 1 :]:
+            Context.refuse_same_file(first, second)
+    if folder is not None:
+        check_writable(database_paths(folder, args.agent, [1], 1)[0])
 
 
 @command(
@@ -168,8 +189,12 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
     config = load_settings(model=args.model)
     if args.agent == "llm" and not config.model:
         raise CliError("--agent llm needs a model: give --model or set MEMSTORE_MODEL")
-    if args.agent == "explorer" and (args.tools or args.model):
-        raise CliError("--model and --tools are for --agent llm")
+    if args.synthesis == "model" and not config.model:
+        raise CliError("--synthesis model needs a model: give --model or set MEMSTORE_MODEL")
+    if args.agent == "explorer" and (args.tools or (args.model and args.synthesis != "model")):
+        raise CliError(
+            "--model and --tools are for --agent llm (--model also for --synthesis model)"
+        )
     seeds = args.seeds or list(range(1, DEFAULT_SEEDS + 1))
     if args.db and "://" in str(args.db):
         raise CliError(
@@ -178,9 +203,7 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
         )
     if args.db and Path(args.db).exists() and not Path(args.db).is_dir():
         raise CliError(f"--db {args.db} is a file: here --db is a FOLDER for the databases")
-    for output in (args.json, args.markdown, args.plot):
-        if output:
-            _check_output(output)
+    check_outputs(args, Path(args.db) if args.db else None)
     rom = find_rom(args.rom)
     bar = ProgressBar(sys.stderr, not args.no_progress and sys.stderr.isatty())
     with tempfile.TemporaryDirectory(prefix="memstore-eval-") as scratch:

@@ -28,6 +28,13 @@ def _moves(value: str) -> int:
     return moves
 
 
+def _file_path(value: str) -> str:
+    """``type=`` for --out: a file path, never empty (an empty one is no default)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a file path")
+    return value
+
+
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     # defaults are memstore.demo's, resolved when the command runs (importing the demo
     # module here would slow every other command's start); 0 is refused, never a default
@@ -52,6 +59,7 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
+        type=_file_path,
         default=None,
         help="where to export Memories.md (default game_files/Memories.md); Map.md is "
         "written beside it",
@@ -81,15 +89,15 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         mode_line,
         run_demo,
     )
-    from memstore.export_file import check_target
+    from memstore.export_file import check_writable
     from memstore.rom import find_rom
     from memstore.store import MemoryStore
 
     out = args.out or DEFAULT_MEMORIES_MD
     map_md = str(Path(out).with_name(MAP_MD_NAME))
-    for path in (out, map_md):  # before anything is played or written
+    for path in (out, map_md):  # before anything is played, opened or written
         ctx.refuse_database_file(path)
-        check_target(path)
+        check_writable(path)  # a folder, a device, a folder that cannot be written ...
     ctx.refuse_same_file(("--out", out), (f"the {MAP_MD_NAME} written beside it", map_md))
     config = load_config(db=ctx.db, model=args.model)
     rom = find_rom(args.rom)

@@ -34,7 +34,7 @@ from typing import TextIO
 from memstore.config import MemstoreConfig
 from memstore.demo_report import LONG_RUN_EPISODES, DemoReport  # noqa: F401 - importable here
 from memstore.errors import CliError, MemstoreError
-from memstore.export_file import FileState
+from memstore.export_file import FileState, check_writable
 from memstore.game import ZorkGame, z_machine_context, zork1_walkthrough
 from memstore.manager import SimpleMemoryManager
 from memstore.metrics import coverage_from_records
@@ -140,13 +140,14 @@ def run_demo(
     """Play ``episodes`` episodes of the walkthrough's first ``moves`` actions; export; report.
 
     Memories.md goes to ``out`` and Map.md to ``map_out`` (default: ``Map.md`` beside
-    ``out``); with ``out`` None neither is written. ``before_export`` is called with the
-    store just before Memories.md is written, after the episodes: it may raise to refuse
-    the export (``memstore demo`` refuses to replace a file holding a reviewer's edits),
-    and then neither file is written; it returns the state of the file it checked, which
-    must not change before the write (``write_atomically(unchanged=)``). On Ctrl-C (see
-    the module's docstring) raises :class:`DemoInterrupted` after saving; the refusal is
-    then reported, not raised.
+    ``out``); with ``out`` None neither is written. An output that could not be written
+    (``export_file.check_writable``) raises ``OSError`` before anything is played.
+    ``before_export`` is called with the store just before Memories.md is written, after
+    the episodes: it may raise to refuse the export (``memstore demo`` refuses to replace a
+    file holding a reviewer's edits), and then neither file is written; it returns the
+    state of the file it checked, which must not change before the write
+    (``write_atomically(unchanged=)``). On Ctrl-C (see the module's docstring) raises
+    :class:`DemoInterrupted` after saving; the refusal is then reported, not raised.
     """
     if episodes < 1:
         raise ValueError("episodes must be at least 1")
@@ -154,6 +155,11 @@ def run_demo(
     if not 1 <= moves <= len(actions):
         raise ValueError(f"moves must be between 1 and {len(actions)} (the whole walkthrough)")
     actions = actions[:moves]
+    map_path: str | Path | None = None
+    if out is not None:
+        map_path = Path(out).with_name(MAP_MD_NAME) if map_out is None else map_out
+        for path in (out, map_path):  # refused before anything is played or recorded
+            check_writable(path)
     started = time.perf_counter()
     manager = SimpleMemoryManager(store, store.config, llm)
     report = DemoReport(
@@ -178,10 +184,8 @@ def run_demo(
             store.reset_episode()  # the session memories end with the episode
         manager.close()
         _finish_report(store, manager, report, out, before_export)
-        if out is not None:
-            _export_map(
-                store, report, Path(out).with_name(MAP_MD_NAME) if map_out is None else map_out
-            )
+        if map_path is not None:
+            _export_map(store, report, map_path)
         report.seconds = time.perf_counter() - started
         report.interrupted = report.interrupted or ctrl_c.requested
     if report.interrupted:

@@ -54,6 +54,7 @@ __all__ = [
     "FileState",
     "NotARegularFile",
     "check_target",
+    "check_writable",
     "edits_at_risk",
     "file_state",
     "file_kind",
@@ -189,6 +190,38 @@ def check_target(path: str | Path) -> None:
     that writes several files checks them all first."""
     given = Path(path)
     _existing_mode(_final_target(given), given)
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise, writing nothing that stays, what ``write_atomically(path, ...)`` would raise
+    for a target it could not write: ``check_target``'s refusals, a folder that cannot be
+    written or created (one ``OSError`` naming ``path``: ``cannot write in FOLDER: ...``).
+
+    The only sure test of a folder is to write in it (as root, or on /proc, the permission
+    bits say nothing): an empty temporary file is created there and removed at once (named
+    as ``write_atomically``'s, so a leftover is removed by the next export), or, when the
+    folder is still missing, a temporary folder in its nearest existing ancestor. A command
+    that plays or computes before writing calls this first.
+    """
+    given = Path(path)
+    target = _final_target(given)
+    folder = target.parent if str(target.parent) else Path(".")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{existing} is not a folder", str(given))
+    _existing_mode(target, given)
+    try:
+        if existing == folder:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+            os.close(fd)
+            os.unlink(tmp_name)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=existing))
+    except OSError as exc:
+        doing = f"cannot write in {folder}" if existing == folder else f"cannot create {folder}"
+        raise OSError(exc.errno, f"{doing}: {exc.strerror or exc}", str(given)) from exc
 
 
 def write_atomically(

@@ -256,8 +256,7 @@ class SimpleMemoryManager:
             ("location_name", location_name),
             ("location_after_name", ctx.location_after_name),
         ):
-            problem = None if value is None else unstorable_text(value)
-            if problem is not None:
+            if value is not None and (problem := unstorable_text(value)) is not None:
                 raise ValueError(f"{name} {problem}: {value[:60]!r}")
         typed_as_is = unstorable_text(action) is None
         action, response = _written_out(action), _written_out(response)
