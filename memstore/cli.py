@@ -288,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``memstore`` with ``argv`` (default: the process arguments); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # started with its standard output closed (`memstore ... >&-`)
+        print(f"{PROG}: error: standard output is closed; nothing was done", file=sys.stderr)
+        return 1
     ctx = Context(args, sys.stdout, sys.stderr)
     try:
         code = int(args._run(args, ctx))

@@ -433,6 +433,27 @@ def test_a_reader_that_goes_away_gets_no_broken_pipe_error(db: Path) -> None:
     assert finished.returncode == 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["stats"], ["show", "1"], ["map", "route", "64", "137"]])
+def test_a_closed_standard_output_is_one_line_and_nothing_is_done(
+    db: Path, command: list[str]
+) -> None:
+    """`memstore ... >&-`: Python starts with no sys.stdout; the command must say so in
+    one line (as `cat` does), not fail inside with an internal error."""
+    before = db.read_bytes()
+    finished = subprocess.run(
+        [sys.executable, "-m", "memstore.cli", "--db", str(db), *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),  # noqa: PLW1509 - the child's own stdout, closed
+    )
+    assert finished.returncode == 1
+    assert finished.stderr == "memstore: error: standard output is closed; nothing was done\n"
+    assert db.read_bytes() == before
+
+
 def test_not_a_memstore_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     text_file = tmp_path / "notes.db"
     text_file.write_text("hello\n", encoding="utf-8")
