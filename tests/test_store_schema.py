@@ -13,6 +13,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from memstore.connection import PAGE_SIZE
 from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
@@ -22,6 +23,7 @@ from memstore.errors import (
 from memstore.migrations_dir import known_revisions
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
+from tests.conftest import note
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,6 +139,30 @@ def test_empty_file_becomes_a_new_database(tmp_path: Path) -> None:
     db.touch()
     with MemoryStore.open(db) as store:
         assert store.get_status()["schema_revision"] == HEAD_REVISION
+
+
+def test_a_new_database_has_small_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
+    """New files get PAGE_SIZE pages (less written a durable write); a database made
+    with SQLite's default 4 KiB pages (every memstore database before) keeps them and
+    works as before."""
+    new, older = tmp_path / "new.db", tmp_path / "older.db"
+    with MemoryStore.open(new) as store:
+        store.add_memory(1, "Room", note("Small pages"))
+    with sqlite3.connect(older) as conn:
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE made_first (x)")  # fixes the page size, as a file would
+        conn.execute("DROP TABLE made_first")
+    with MemoryStore.open(older) as store:
+        store.add_memory(1, "Room", note("Default pages"))
+        assert store.supersede_memory(1, "Room", "Default pages", note("Still default"))
+    sizes = {}
+    for db in (new, older):
+        with sqlite3.connect(db) as conn:
+            sizes[db.name] = conn.execute("PRAGMA page_size").fetchone()[0]
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert sizes == {"new.db": PAGE_SIZE, "older.db": 4096}
+    assert PAGE_SIZE == 1024
 
 
 def test_sqlalchemy_urls_are_accepted(tmp_path: Path) -> None:
