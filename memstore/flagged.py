@@ -42,12 +42,23 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, func, insert, select, union_all, update
 
 from memstore.executor import run
-from memstore.models import blank_for_sqlite, check_int, check_location_id
+from memstore.models import (
+    TEXT_MAX,
+    TITLE_MAX,
+    blank_for_sqlite,
+    check_int,
+    check_location_id,
+    unstorable_text,
+)
 from memstore.rows import now
 from memstore.schema import flagged_memories as table
 
 MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 1000
+#: the longest flagged text: a location memory's text limit, which synthesis answers keep too
+MAX_CONTENT_CHARS = TEXT_MAX
+#: the longest location name (Zork's are under 30 characters): a memory title's limit
+MAX_LOCATION_NAME_CHARS = TITLE_MAX
 #: the shorter text must be at least this fraction of the longer one to count as contained
 SIMILARITY_THRESHOLD = 0.8
 #: at most this many rows are read for each kind of near-duplicate candidate (module doc)
@@ -124,6 +135,24 @@ def check_importance(importance: object) -> int:
             f"got {type(importance).__name__} {importance!r}"
         )
     return importance
+
+
+def check_text(what: str, value: object, limit: int) -> str:
+    """A str of at most ``limit`` characters (TypeError or ValueError, on one line)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValueError(f"{what} is {len(value):,} characters, more than the {limit:,} allowed")
+    return value
+
+
+def check_storable(what: str, value: str) -> str:
+    """``value``, if both databases can store it (no NUL, no lone surrogate: memstore.models'
+    ``unstorable_text``); a one-line ValueError otherwise."""
+    problem = unstorable_text(value)
+    if problem is not None:
+        raise ValueError(f"{what} {problem}")
+    return value
 
 
 def _to_model(row: Any) -> FlaggedMemory:
@@ -214,11 +243,14 @@ class FlaggedMemories:
     ) -> bool:
         """Store what the agent flagged; True if a new memory was stored.
 
-        Empty or blank ``content`` is ignored (False, nothing else is checked: a turn with
-        nothing to remember is normal). Otherwise ``importance`` must be an int 1..1000
-        (ValueError), ``location_id`` an int or None (TypeError), ``turn`` an int >= 0,
-        ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError); every number
-        within the database's 64-bit integers (ValueError).
+        ``content`` must be a str (TypeError) of at most MAX_CONTENT_CHARS characters
+        (ValueError). Blank ``content`` is then ignored (False, nothing else is checked: a
+        turn with nothing to remember is normal). Otherwise it must be storable (no NUL,
+        no lone surrogate: ValueError), ``importance`` an int 1..1000 (ValueError),
+        ``location_id`` an int or None (TypeError), ``location_name`` a storable str of at
+        most MAX_LOCATION_NAME_CHARS characters (TypeError, ValueError), ``turn``
+        an int >= 0, ``episode`` an int >= 1, ``score``/``moves`` ints or None (ValueError);
+        every number within the database's 64-bit integers (ValueError).
 
         A near-duplicate of a stored memory (see :func:`is_similar`, and the module doc for
         where it is looked for) is not stored (False); if its importance is higher, the
@@ -226,16 +258,15 @@ class FlaggedMemories:
         lock; the write transaction checks the exact duplicate again through the index, and
         the rows added meanwhile, so concurrent writers never store the same text twice.
         """
-        if not isinstance(content, str):
-            raise TypeError(f"content must be a str, got {type(content).__name__}")
-        text = content.strip()
+        text = check_text("content", content, MAX_CONTENT_CHARS).strip()
         if blank_for_sqlite(text):
             return False
+        check_storable("content", text)
         check_importance(importance)
         if location_id is not None:
             check_location_id(location_id)
-        if not isinstance(location_name, str):
-            raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
+        check_text("location_name", location_name, MAX_LOCATION_NAME_CHARS)
+        check_storable("location_name", location_name)
         check_int("turn", turn, 0)
         check_int("episode", episode, 1)
         check_int("score", score, optional=True)

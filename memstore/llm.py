@@ -6,15 +6,21 @@ every half second never trips them), so each attempt runs in a daemon thread and
 waits for it only until the deadline; a connection still open then is left to that thread.
 memstore retries itself (litellm's own retries need ``tenacity`` and know no deadline):
 litellm and the OpenAI client are told not to retry.
+
+An injected model callable gets the same deadline through ``with_deadline`` (the manager
+wraps its ``llm``; the memory tools call theirs through ``call_with_deadline``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from memstore.config import MemstoreConfig
 from memstore.errors import LLMDeadlineExceeded  # noqa: F401 - importable from here too
@@ -41,6 +47,10 @@ def import_litellm() -> Any:
     import litellm
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
+    # litellm builds its response objects from whatever the server sent; pydantic then
+    # warns, over several lines of stderr, about a field of the wrong type (an answer the
+    # caller refuses and counts anyway)
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
     return litellm
 
 
@@ -85,6 +95,39 @@ def call_with_deadline(function: Any, kwargs: dict[str, Any], seconds: float) ->
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
+
+
+class DeadlineCallable:
+    """An injected model callable bounded like litellm's calls: each call runs in a daemon
+    thread (``call_with_deadline``) and raises LLMDeadlineExceeded (a TimeoutError, so a
+    ``timeout`` failure) when it has not returned within ``seconds``. A callable that hangs
+    is left to its thread; the caller goes on. Other attributes (``last_usage``) are the
+    wrapped callable's."""
+
+    def __init__(self, llm: Callable[[list[dict[str, str]]], str], seconds: float) -> None:
+        self.llm = llm
+        self.seconds = seconds
+        self.__name__ = str(getattr(llm, "__name__", type(llm).__name__))
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        return cast(
+            str, call_with_deadline(functools.partial(self.llm, messages), {}, self.seconds)
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "llm":  # not set yet (copy, pickle): no endless recursion
+            raise AttributeError(name)
+        return getattr(self.llm, name)
+
+
+def with_deadline(
+    llm: Callable[[list[dict[str, str]]], str], seconds: float
+) -> Callable[[list[dict[str, str]]], str]:
+    """``llm`` bounded by ``seconds`` (a DeadlineCallable); a LiteLLMCompletion, which keeps
+    its own deadline, and a callable already bounded are returned as they are."""
+    if isinstance(llm, LiteLLMCompletion | DeadlineCallable):
+        return llm
+    return DeadlineCallable(llm, seconds)
 
 
 class LiteLLMCompletion:

@@ -9,9 +9,18 @@ up to ``max_tool_rounds`` rounds, through litellm's tool calling.
 
 Every failure of the model is handled as synthesis failures are: counted by kind
 (``stats()["failures"]``: timeout, rate_limit, provider_error, malformed, tool_loop),
-logged, never raised; the turn falls back to the explorer's choice
-(memstore.explorer.ExplorerAgent), which follows every turn so its working memory stays
-whole. ``config.timeout`` bounds each call, retries included (memstore.llm).
+logged on one line of at most MAX_LOGGED_FAILURE_CHARS, never raised; the turn falls back
+to the explorer's choice (memstore.explorer.ExplorerAgent), which follows every turn so its
+working memory stays whole. ``config.timeout`` bounds each call, retries included
+(memstore.llm).
+
+Tool calls are bounded too, so the model cannot decide how long a turn takes: at most
+MAX_TOOL_CALLS_PER_ROUND of one reply and MAX_TOOL_CALLS_PER_TURN of a turn are run, and
+all of a turn's tool calls share one deadline, ``config.timeout`` after the first. A call
+past a limit gets an ``Error:`` result and is counted (too_many_tool_calls, tool_deadline),
+as are the calls the tools refuse or fail (``tool_`` and the toolkit's kind: tool_refused
+for bad arguments or an unknown tool, tool_timeout and the query model's other failures).
+A turn therefore takes at most ``(max_tool_rounds + 2) * config.timeout``.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +52,21 @@ MAX_ACTION_WORDS = 8
 MAX_OBSERVATION_CHARS = 600
 DEFAULT_HISTORY = 5
 DEFAULT_TOOL_ROUNDS = 3
+#: at most this many tool calls of one reply are run, and of one turn (the rest refused)
+MAX_TOOL_CALLS_PER_ROUND = 4
+MAX_TOOL_CALLS_PER_TURN = 8
+#: at most this many of one reply's tool calls go back to the model (with their results);
+#: the others are refused without a word
+MAX_TOOL_CALLS_SHOWN = 2 * MAX_TOOL_CALLS_PER_ROUND
+#: the tool-calling reply goes back to the model with its text, and each call's arguments,
+#: cut to this many characters (arguments longer are sent as "{}")
+MAX_ECHOED_CHARS = 2_000
+#: a tool call's id and name are cut to this many characters (no tool's name is longer)
+MAX_CALL_ID_CHARS = 100
+#: the longest log line of a failure, and the longest ``last_failure``
+MAX_LOGGED_FAILURE_CHARS = 300
 MALFORMED, TOOL_LOOP = "malformed", "tool_loop"
+TOO_MANY_TOOL_CALLS, TOOL_DEADLINE = "too_many_tool_calls", "tool_deadline"
 
 SYSTEM_PROMPT = (
     "You are playing Zork I, a text adventure. Each turn, answer with exactly one game "
@@ -52,8 +76,9 @@ SYSTEM_PROMPT = (
     "actions you have not tried."
 )
 TOOLS_NOTE = (
-    " Before answering you may call the memory tools (at most {rounds} rounds); then "
-    "answer with the command."
+    " Before answering you may call the memory tools (at most {rounds} rounds); each "
+    f"reply's first {MAX_TOOL_CALLS_PER_ROUND} calls are run, and at most "
+    f"{MAX_TOOL_CALLS_PER_TURN} in all; then answer with the command."
 )
 
 _PREFIX = re.compile(r"^(?:>|command:|action:|answer:)\s*", re.IGNORECASE)
@@ -203,15 +228,22 @@ class LLMAgent:
     # --- the model ---------------------------------------------------------------------------
 
     def _fail(self, kind: str, message: str) -> None:
+        """Count a failure; log it on one line of at most MAX_LOGGED_FAILURE_CHARS."""
         self.failures[kind] += 1
-        self.last_failure = loggable_text(f"{kind}: {message}", 300)
-        log.warning("agent model failed (%s): %s; the explorer plays this turn", kind, message)
+        message = without_traceback(message)
+        suffix = "; the explorer plays this turn"
+        line = printable_line(
+            f"agent model failed ({kind}): {message}", MAX_LOGGED_FAILURE_CHARS - len(suffix)
+        )
+        self.last_failure = printable_line(f"{kind}: {message}", MAX_LOGGED_FAILURE_CHARS)
+        log.warning("%s%s", line, suffix)
 
     def _ask(self, messages: list[dict[str, Any]]) -> str | None:
         """The model's command, after any tool rounds; None (a counted failure) if none."""
         extra: dict[str, Any] = {}
         if self.tools and self.toolkit is not None:
             extra["tools"] = self.toolkit.tool_schemas()
+        turn = _ToolBudget()
         for round_number in range(self.max_tool_rounds + 1):
             last_round = round_number == self.max_tool_rounds
             self.calls += 1
@@ -222,9 +254,12 @@ class LLMAgent:
                 return None
             message = _message(response)
             calls = _tool_calls(message) if extra else []
+            if calls is None:
+                found = repr(getattr(message, "tool_calls", None))[:100]
+                self._fail(MALFORMED, f"the reply's tool_calls is not a list: {found}")
+                return None
             if calls and not last_round:
-                messages = [*messages, _assistant_turn(message, calls)]
-                messages += [self._run_tool(call) for call in calls]
+                messages = [*messages, *self._run_tools(message, calls, turn)]
                 continue
             if calls:
                 self._fail(TOOL_LOOP, f"still calling tools after {self.max_tool_rounds} rounds")
@@ -237,11 +272,83 @@ class LLMAgent:
             return action
         return None  # pragma: no cover - the loop always returns
 
-    def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+    def _run_tools(
+        self, message: Any, calls: list[dict[str, Any]], turn: _ToolBudget
+    ) -> list[dict[str, Any]]:
+        """The assistant's tool-calling turn and the results of its first
+        MAX_TOOL_CALLS_SHOWN calls. The calls within the round's and the turn's limits, and
+        before the turn's tool deadline, are run; the others are refused and counted."""
+        if turn.deadline is None:
+            turn.deadline = time.monotonic() + self.config.timeout
+        shown = calls[:MAX_TOOL_CALLS_SHOWN]
+        turns: list[dict[str, Any]] = [_assistant_turn(message, shown)]
+        for index, call in enumerate(calls):
+            if index >= MAX_TOOL_CALLS_PER_ROUND or turn.used >= MAX_TOOL_CALLS_PER_TURN:
+                self.failures[TOO_MANY_TOOL_CALLS] += 1
+                result = (
+                    f"Error: too many tool calls: at most {MAX_TOOL_CALLS_PER_ROUND} of one "
+                    f"reply and {MAX_TOOL_CALLS_PER_TURN} of a turn are run; this one was not."
+                )
+            elif time.monotonic() >= turn.deadline:
+                self.failures[TOOL_DEADLINE] += 1
+                result = (
+                    f"Error: no time left for tools this turn (they share "
+                    f"{self.config.timeout:g} s); answer with a command."
+                )
+            else:
+                turn.used += 1
+                result = self._run_tool(call, turn.deadline)
+            if index < len(shown):
+                turns.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        return turns
+
+    def _run_tool(self, call: dict[str, Any], deadline: float) -> str:
+        """Run one tool call; the toolkit's failures (refused, timeout...) are counted as
+        ``tool_<kind>``."""
         assert self.toolkit is not None
         self.tool_calls += 1
-        result = self.toolkit.call_tool(call["name"], call["arguments"])
-        return {"role": "tool", "tool_call_id": call["id"], "content": result}
+        before = self.toolkit.failures.copy()
+        result = self.toolkit.call_tool(call["name"], call["arguments"], deadline=deadline)
+        for kind, count in (self.toolkit.failures - before).items():
+            self.failures[f"tool_{kind}"] += count
+        return result
+
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def without_traceback(text: str) -> str:
+    """``text`` with a traceback it quotes (litellm puts one, then the whole response body,
+    in some of its errors' messages) replaced by the traceback's last line, the error."""
+    head, marker, tail = text.partition(TRACEBACK)
+    if not marker:
+        return text
+    error = next(
+        (line.strip() for line in tail.splitlines() if line.strip() and line[0] not in " \t"),
+        "",
+    )
+    return f"{head.rstrip()} ({error or 'a traceback'}; traceback left out)"
+
+
+class _ToolBudget:
+    """One turn's tool calls: how many were run, and their shared deadline."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.deadline: float | None = None  # time.monotonic(), set at the first tool call
+
+
+def printable_line(text: str, limit: int) -> str:
+    """``text`` on one line, characters a terminal or log would act on (controls, NUL, lone
+    surrogates) escaped, cut to ``limit`` characters (the cut marked with "…")."""
+    line = " ".join(text[: limit * 4].split())
+    line = "".join(c if c.isprintable() else _escape(c) for c in line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _escape(character: str) -> str:
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _message(response: Any) -> Any:
@@ -251,19 +358,31 @@ def _message(response: Any) -> Any:
         return None
 
 
-def _tool_calls(message: Any) -> list[dict[str, Any]]:
-    """The message's tool calls as plain dicts (id, name, JSON arguments)."""
+def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
+    """The message's tool calls as plain dicts (id, name, JSON arguments); None when its
+    ``tool_calls`` is neither absent nor a list."""
+    raw = getattr(message, "tool_calls", None)
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        return None
     found = []
-    for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+    for index, call in enumerate(raw):
         function = getattr(call, "function", None)
+        call_id = getattr(call, "id", None)
         name = getattr(function, "name", None)
         arguments = getattr(function, "arguments", None)
         if isinstance(arguments, dict):
-            arguments = json.dumps(arguments)
+            try:
+                arguments = json.dumps(arguments)
+            except (TypeError, ValueError, RecursionError):  # the toolkit refuses it
+                arguments = "(arguments that are not JSON)"
         found.append(
             {
-                "id": str(getattr(call, "id", None) or f"call_{index}"),
-                "name": name if isinstance(name, str) else "",
+                "id": call_id[:MAX_CALL_ID_CHARS]
+                if isinstance(call_id, str) and call_id
+                else f"call_{index}",
+                "name": name[:MAX_CALL_ID_CHARS] if isinstance(name, str) else "",
                 "arguments": arguments if isinstance(arguments, str) else "",
             }
         )
@@ -271,15 +390,22 @@ def _tool_calls(message: Any) -> list[dict[str, Any]]:
 
 
 def _assistant_turn(message: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """The assistant's tool-calling message, as it goes back to the model."""
+    """The assistant's tool-calling message, as it goes back to the model (its text and
+    each call's arguments cut: they were the model's, it need not read them again)."""
+    content = getattr(message, "content", None)
     return {
         "role": "assistant",
-        "content": getattr(message, "content", None) or "",
+        "content": content[:MAX_ECHOED_CHARS] if isinstance(content, str) else "",
         "tool_calls": [
             {
                 "id": call["id"],
                 "type": "function",
-                "function": {"name": call["name"], "arguments": call["arguments"]},
+                "function": {
+                    "name": call["name"],
+                    "arguments": call["arguments"]
+                    if len(call["arguments"]) <= MAX_ECHOED_CHARS
+                    else "{}",
+                },
             }
             for call in calls
         ],

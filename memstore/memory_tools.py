@@ -17,6 +17,13 @@ shortest route over exits that moved the player before.
 
 A schema's argument named like a Python keyword (``get_route``'s ``from``) is passed to
 its method with a trailing underscore (``from_``), as PEP 8 names such parameters.
+
+Bounds: every tool result is cut to MAX_TOOL_RESULT_CHARS (saying so), each memory shown
+to MAX_SHOWN_MEMORY_CHARS. Each call of the query model, an injected callable too, has
+``config.timeout`` (memstore.llm.call_with_deadline), or less when ``call_tool`` is given
+an earlier deadline. ``failures`` counts, by kind, the query model's failures (timeout,
+rate_limit, provider_error, malformed: an empty answer), the tool calls refused (refused:
+unknown tool, bad arguments) and the tools that failed (error).
 """
 
 from __future__ import annotations
@@ -24,11 +31,15 @@ from __future__ import annotations
 import functools
 import json
 import keyword
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstore.config import MemstoreConfig
+from memstore.errors import LLMDeadlineExceeded
 from memstore.flagged import FlaggedMemories, FlaggedMemory
+from memstore.llm import LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
@@ -43,6 +54,7 @@ from memstore.tool_text import (
     LOCATION_NUMBER,
     MAX_ARGUMENT_CHARS,
     MAX_LOCATION_ID,
+    MAX_SHOWN_ANSWER_CHARS,
     MAX_TOP_LIMIT,
     NO_MAP,
     NO_MEMORIES,
@@ -53,12 +65,14 @@ from memstore.tool_text import (
     TOOL_SCHEMAS,
     build_query_messages,
     build_summary_messages,
+    cut_tool_result,
     format_query_answer,
     format_top_memories,
     memory_place,
     one_line,
     parse_query_answer,
     room_name,
+    shown,
     unknown_location,
 )
 
@@ -91,14 +105,17 @@ def _llm_error(tool: str, exc: BaseException) -> str:
 
 
 def _never_raises(tool: Callable[..., str]) -> Callable[..., str]:
-    """A tool returns its problems as text: the agent loop must never see an exception."""
+    """A tool returns its problems as text, its result cut to MAX_TOOL_RESULT_CHARS: the
+    agent loop must never see an exception. A failure is counted (``error``)."""
 
     @functools.wraps(tool)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
+    def wrapper(self: MemoryToolkit, *args: Any, **kwargs: Any) -> str:
         try:
-            return tool(*args, **kwargs)
+            return cut_tool_result(tool(self, *args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
-            return f"Error: {tool.__name__} failed ({type(exc).__name__}: {exc})."
+            self.failures["error"] += 1
+            detail = one_line(str(exc))[:200]
+            return f"Error: {tool.__name__} failed ({type(exc).__name__}: {detail})."
 
     return wrapper
 
@@ -110,8 +127,6 @@ def default_query_llm(config: MemstoreConfig | None) -> LLMCallable | None:
     model = config.query_model or config.model
     if not model:
         return None
-    from memstore.llm import LiteLLMCompletion
-
     return LiteLLMCompletion(config.model_copy(update={"model": model}), use_response_format=False)
 
 
@@ -141,6 +156,11 @@ class MemoryToolkit:
         self.llm: LLMCallable | None = llm if llm is not None else default_query_llm(self.config)
         self.max_query_memories = max_query_memories
         self.pending_map_events = pending_map_events
+        #: each query-model call's deadline (seconds): ``config.timeout``
+        self.timeout = (self.config or MemstoreConfig()).timeout
+        #: query-model failures, refused tool calls and failed tools, by kind (module doc)
+        self.failures: Counter[str] = Counter()
+        self._deadline: float | None = None  # time.monotonic(), during call_tool only
 
     @property
     def session_id(self) -> str:
@@ -194,7 +214,7 @@ class MemoryToolkit:
             return "Error: limit must be a whole number from 1 to 20."
         try:
             count = int(limit)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: infinity
             return "Error: limit must be a whole number from 1 to 20."
         count = max(1, min(count, MAX_TOP_LIMIT))
         return format_top_memories(self.memories.top(count))
@@ -218,10 +238,11 @@ class MemoryToolkit:
         if self.llm is None:
             return NO_QUERY_MODEL
         try:
-            raw = self.llm(build_query_messages(question, memories))
+            raw = self._ask_model(build_query_messages(question, memories))
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
             return _llm_error("query_memories", exc)
         if not isinstance(raw, str) or not raw.strip():
+            self.failures["malformed"] += 1
             return "Error: query_memories got an empty answer from the memory model."
         return format_query_answer(question, raw, memories)
 
@@ -276,21 +297,44 @@ class MemoryToolkit:
         count = len(memories)
         header = f"Memories from {label} ({count} {'memory' if count == 1 else 'memories'}):"
         listing = "\n".join(
-            f"- Turn {m.turn}: {one_line(m.content)} (importance: {m.importance}/1000)"
+            f"- Turn {m.turn}: {shown(m.content)} (importance: {m.importance}/1000)"
             for m in memories
         )
         if self.llm is None:
             return f"{header}\n{listing}"
         try:
-            summary = self.llm(build_summary_messages(label, memories))
+            summary = self._ask_model(build_summary_messages(label, memories))
         except Exception as exc:  # noqa: BLE001 - the memories are still shown
             return f"{header}\n{listing}\n({_llm_error('get_location_memories', exc)})"
         if not isinstance(summary, str) or not summary.strip():
+            self.failures["malformed"] += 1
             return (
                 f"{header}\n{listing}\n(Error: get_location_memories got an empty summary "
                 "from the memory model; the memories are listed verbatim.)"
             )
-        return f"{header}\n{summary.strip()}"
+        summary = summary.strip()
+        if len(summary) > MAX_SHOWN_ANSWER_CHARS:
+            summary = summary[: MAX_SHOWN_ANSWER_CHARS - 1] + "…"
+        return f"{header}\n{summary}"
+
+    def _ask_model(self, messages: list[dict[str, str]]) -> Any:
+        """The query model's answer, within ``self.timeout`` (or the deadline ``call_tool``
+        was given, if earlier): LLMDeadlineExceeded otherwise. A failure is counted by kind
+        (classify_llm_exception) and raised."""
+        assert self.llm is not None
+        seconds = self.timeout
+        if self._deadline is not None:
+            seconds = min(seconds, self._deadline - time.monotonic())
+        try:
+            if seconds <= 0:
+                raise LLMDeadlineExceeded("no time left in this turn for the memory model")
+            llm = self.llm
+            if isinstance(llm, LiteLLMCompletion) and seconds >= llm.config.timeout:
+                return llm(messages)  # it keeps config.timeout itself
+            return call_with_deadline(functools.partial(llm, messages), {}, seconds)
+        except Exception as exc:
+            self.failures[classify_llm_exception(exc).value] += 1
+            raise
 
     @_never_raises
     def get_route(self, from_: str | int, to: str | int) -> str:
@@ -354,15 +398,32 @@ class MemoryToolkit:
         """The tools in OpenAI / litellm format: pass as ``tools=`` to ``litellm.completion``."""
         return json.loads(json.dumps(TOOL_SCHEMAS))  # a copy the caller may change
 
-    def call_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> str:
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> str:
         """Run the tool a model asked for; ``arguments`` is a dict or the model's JSON
         string. Every problem (unknown tool, bad JSON, wrong arguments, arguments nested too
-        deeply or longer than MAX_ARGUMENT_CHARS) is an error string; it never raises."""
+        deeply or longer than MAX_ARGUMENT_CHARS) is an error string, counted in
+        ``failures`` (``refused``, unless the query model failed: then by its kind); it
+        never raises. The result is at most MAX_TOOL_RESULT_CHARS long. ``deadline`` (a
+        ``time.monotonic()`` time) ends the query model's call earlier than its timeout."""
+        counted = self.failures.total()
+        self._deadline = deadline
         try:
-            return self._call_tool(name, arguments)
+            result = self._call_tool(name, arguments)
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
+            self.failures["error"] += 1
             detail = one_line(str(exc))[:200]
-            return f"Error: call_tool failed ({type(exc).__name__}: {detail})."
+            result = f"Error: call_tool failed ({type(exc).__name__}: {detail})."
+        finally:
+            self._deadline = None
+        if result.startswith("Error:") and self.failures.total() == counted:
+            self.failures["refused"] += 1
+        return cut_tool_result(result)
 
     def _call_tool(self, name: str, arguments: dict[str, Any] | str | None) -> str:
         if not isinstance(name, str) or name not in TOOL_NAMES:

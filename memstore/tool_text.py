@@ -15,12 +15,25 @@ from memstore.models import INT64_MAX
 
 MAX_TOP_LIMIT = 20
 DEFAULT_TOP_LIMIT = 10
+#: the longest tool result handed to the agent's model; a longer one is cut (and says so)
+MAX_TOOL_RESULT_CHARS = 8_000
+#: a memory's text is shown cut to this many characters, in tool results and in the query
+#: and summary prompts, so one long memory cannot crowd out the others
+MAX_SHOWN_MEMORY_CHARS = 1_000
+#: the query or summary model's answer is shown cut to this many characters
+MAX_SHOWN_ANSWER_CHARS = 2_000
+#: the question is echoed cut to this many characters
+MAX_SHOWN_QUESTION_CHARS = 300
+#: at most this many dropped citations are listed (the rest are counted)
+MAX_SHOWN_CITATIONS = 20
 #: at most this many memories (the most important) are shown to the query LLM
 DEFAULT_MAX_QUERY_MEMORIES = 200
 #: the longest tool-call arguments read (characters of JSON)
 MAX_ARGUMENT_CHARS = 100_000
 #: SQLite's largest integer: no location number is larger
 MAX_LOCATION_ID = INT64_MAX
+#: a cited memory number longer than this is no memory's (and int() would refuse a long one)
+MAX_CITED_DIGITS = len(str(INT64_MAX))
 
 NO_MEMORIES = (
     "No memories recorded yet. As you play, important discoveries will be remembered here."
@@ -180,6 +193,20 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def shown(text: str, limit: int = MAX_SHOWN_MEMORY_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters (the cut marked with "…")."""
+    line = one_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def cut_tool_result(text: str, limit: int = MAX_TOOL_RESULT_CHARS) -> str:
+    """A tool's result cut to ``limit`` characters, ending with a note that says it was."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[cut: the result was {len(text):,} characters; at most {limit:,} are shown]"
+    return text[: limit - len(note)] + note
+
+
 def memory_place(memory: FlaggedMemory) -> str:
     """Where a flagged memory was made, on one line."""
     return one_line(memory.location_label) or "unknown location"
@@ -192,7 +219,7 @@ def format_top_memories(memories: Sequence[FlaggedMemory]) -> str:
     lines = [f"Top {len(memories)} Most Important Memories:", ""]
     for number, memory in enumerate(memories, start=1):
         where = memory_place(memory)
-        lines.append(f"{number}. [Turn {memory.turn} @ {where}] {one_line(memory.content)}")
+        lines.append(f"{number}. [Turn {memory.turn} @ {where}] {shown(memory.content)}")
         lines.append(f"   Importance: {memory.importance}/1000")
         lines.append("")
     return "\n".join(lines).strip()
@@ -202,7 +229,7 @@ def build_query_messages(question: str, memories: Sequence[FlaggedMemory]) -> li
     """The spec's query prompt: memories numbered from 1, in the order given."""
     listing = "\n".join(
         f"{number}. [Turn {m.turn} @ {memory_place(m)}, importance={m.importance}] "
-        f"{one_line(m.content)}"
+        f"{shown(m.content)}"
         for number, m in enumerate(memories, start=1)
     )
     return [
@@ -216,7 +243,7 @@ def build_summary_messages(
 ) -> list[dict[str, str]]:
     """The spec's location summary prompt."""
     listing = "\n".join(
-        f"- Turn {m.turn}: {one_line(m.content)} (importance: {m.importance})" for m in memories
+        f"- Turn {m.turn}: {shown(m.content)} (importance: {m.importance})" for m in memories
     )
     return [
         {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
@@ -227,22 +254,17 @@ def build_summary_messages(
     ]
 
 
-def parse_query_answer(raw: str) -> tuple[list[int], str]:
-    """Split the model's answer into (cited numbers in order, without repeats; answer text).
-
-    Numbers come from the "Relevant memories:" line only; the answer is what follows
-    "Answer:" (or, without that marker, every other line).
-    """
-    cited: list[int] = []
+def _read_query_answer(raw: str) -> tuple[list[str], str]:
+    """(the cited numbers as digits without leading zeros, in order, without repeats; the
+    answer text): see ``parse_query_answer``. Linear in the answer's length."""
+    cited: dict[str, None] = {}  # an ordered set
     answer_lines: list[str] = []
     in_answer = False
     for line in raw.strip().splitlines():
         relevant = RELEVANT_LINE.match(line)
         if relevant and not in_answer:
             for match in CITED_NUMBER.finditer(relevant.group(1)):
-                number = int(match.group(1))
-                if number not in cited:
-                    cited.append(number)
+                cited.setdefault(match.group(1).lstrip("0") or "0")
             continue
         marker = ANSWER_MARKER.match(line)
         if marker and not in_answer:
@@ -250,20 +272,51 @@ def parse_query_answer(raw: str) -> tuple[list[int], str]:
             answer_lines = [line[marker.end() :]]
             continue
         answer_lines.append(line)
-    return cited, "\n".join(answer_lines).strip()
+    return list(cited), "\n".join(answer_lines).strip()
+
+
+def _handle(digits: str) -> int | None:
+    """The number ``digits`` cite, or None when it is too long to be any memory's."""
+    return int(digits) if len(digits) <= MAX_CITED_DIGITS else None
+
+
+def parse_query_answer(raw: str) -> tuple[list[int], str]:
+    """Split the model's answer into (cited numbers in order, without repeats; answer text).
+
+    Numbers come from the "Relevant memories:" line only; the answer is what follows
+    "Answer:" (or, without that marker, every other line). A number of more than
+    MAX_CITED_DIGITS digits (no memory has one) is left out.
+    """
+    cited, answer = _read_query_answer(raw)
+    return [n for n in map(_handle, cited) if n is not None], answer
+
+
+def _dropped_note(dropped: Sequence[str]) -> str:
+    """The citations of memories that do not exist: the first MAX_SHOWN_CITATIONS (a long
+    number cut), then how many more."""
+    listed = ", ".join(f"#{shown(digits, 20)}" for digits in dropped[:MAX_SHOWN_CITATIONS])
+    more = len(dropped) - MAX_SHOWN_CITATIONS
+    if more > 0:
+        listed += f" and {more:,} more ({len(dropped):,} in all)"
+    return f"Dropped citations of memories that do not exist: {listed}."
 
 
 def format_query_answer(question: str, raw: str, memories: Sequence[FlaggedMemory]) -> str:
     """The query tool's answer: the model's answer and the memories it cited that exist
     (citations of numbers that do not are dropped, and said so)."""
-    cited, answer = parse_query_answer(raw)
-    valid = [n for n in cited if 1 <= n <= len(memories)]
-    dropped = [n for n in cited if n not in valid]
-    dropped_note = (
-        "Dropped citations of memories that do not exist: "
-        + ", ".join(f"#{n}" for n in dropped)
-        + "."
-    )
+    cited, answer = _read_query_answer(raw)
+    if len(answer) > MAX_SHOWN_ANSWER_CHARS:
+        answer = answer[: MAX_SHOWN_ANSWER_CHARS - 1] + "…"
+    question = shown(question, MAX_SHOWN_QUESTION_CHARS)
+    valid: list[int] = []
+    dropped: list[str] = []
+    for digits in cited:
+        number = _handle(digits)
+        if number is not None and 1 <= number <= len(memories):
+            valid.append(number)
+        else:
+            dropped.append(digits)
+    dropped_note = _dropped_note(dropped)
     if not valid:
         lines = [f"{NO_RELEVANT} (question: {question})"]
         if dropped:
@@ -279,7 +332,7 @@ def format_query_answer(question: str, raw: str, memories: Sequence[FlaggedMemor
         memory = memories[number - 1]
         lines.append(
             f"#{number} [Turn {memory.turn} @ {memory_place(memory)}] "
-            f"{one_line(memory.content)} (importance: {memory.importance}/1000)"
+            f"{shown(memory.content)} (importance: {memory.importance}/1000)"
         )
     if dropped:
         lines += ["", dropped_note]
