@@ -207,7 +207,10 @@ def _room_lines(
 
 def render_map_md(graph: MapGraph, *, threshold: float = DEFAULT_ROUTE_CONFIDENCE) -> str:
     """Map.md for ``graph`` (see the module docstring for the layout, order and escaping);
-    ``threshold`` is the confidence routes need (``MemstoreConfig.map_route_confidence``)."""
+    ``threshold`` is the confidence routes need (``MemstoreConfig.map_route_confidence``).
+    Names and actions are written as ``MapGraph.shown`` gives them (one bounded line,
+    control characters visible), whoever calls this."""
+    graph = graph.shown()
     lines = [FILE_TITLE, ""]
     if not graph.rooms:
         lines += ["No rooms on the map yet.", ""]

@@ -1,7 +1,7 @@
 """`memstore map ...`: the map (issue 16) on the command line, thin over the library.
 
-    memstore map export [--out game_files/Map.md] [--check]   # exporters.map_md
-    memstore map export-json FILE                              # memstore.map_json
+    memstore map export [--out game_files/Map.md] [--check] [--force]   # exporters.map_md
+    memstore map export-json FILE [--force]                              # memstore.map_json
     memstore map import-json FILE [--replace]
     memstore map route FROM TO                                 # ids or room names
     memstore map rooms
@@ -9,21 +9,37 @@
 Each subcommand also takes the global options after it (``memstore map route 64 27 --db
 x.db``). ``show`` (memstore.cli) ends with the room's exits line through
 :func:`exits_for_show`, the fullest line that fits the token budget, as the agent sees it.
+
+The exports replace only what they wrote: an existing file that is a SQLite database,
+not a Map.md (``map export``), or not a map_state.json whose map the database has
+(``map export-json``, memstore.map_json.map_state_at_risk) is refused unless ``--force``;
+an empty file is replaced. What is shown to a person (Map.md, the text output) shows
+names and actions as memstore.map_events.shown_text gives them: one line, control
+characters visible, cut at SHOWN_MAX characters with an ellipsis.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.cli import CliError, Context, add_global_options, command
 from memstore.cli_args import plural, read_text
+from memstore.map_events import shown_text
+
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
 
 __all__ = ["DEFAULT_MAP_MD", "ShownExits", "cmd_map", "exits_for_show"]
 
 DEFAULT_MAP_MD = Path("game_files") / "Map.md"
 STDOUT = "-"
+#: every SQLite database file begins with these bytes
+_SQLITE_HEADER = b"SQLite format 3\x00"
+#: how much of an existing Map.md is read to tell what it is
+_HEAD_BYTES = 64
+_FORCE = "give another file, or pass --force to overwrite it"
 
 
 def _output_path(value: str) -> str:
@@ -53,8 +69,19 @@ def _configure_map(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write nothing; exit 1 with a diff if the file differs from the database",
     )
+    export.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out even when it is not a Map.md (a SQLite database, another file)",
+    )
     export_json = sub.add_parser("export-json", help="write the map as ZorkGPT's map_state.json")
     export_json.add_argument("file", type=_output_path, help="the file, or - for standard output")
+    export_json.add_argument(
+        "--force",
+        action="store_true",
+        help="replace FILE even when it is not a map_state.json or holds a map the "
+        "database does not have",
+    )
     import_json = sub.add_parser(
         "import-json", help="replace the map with a map_state.json's (one transaction)"
     )
@@ -106,18 +133,63 @@ def _to_stderr(args: argparse.Namespace, ctx: Context, path: str) -> Context:
     return Context(args, ctx.err, ctx.err) if path == STDOUT else ctx
 
 
+def _existing(path: str, what: str, *, whole: bool) -> tuple[FileState, str]:
+    """The file an export is to replace, read before the database is opened: its state
+    (for ``write_atomically``'s ``unchanged``) and its text ("" when there is none or it
+    is empty; only its first bytes unless ``whole``). A SQLite database, or a file that
+    cannot be read as text, is refused (one CliError line)."""
+    from memstore.export_file import file_head, file_state
+
+    state = file_state(path)
+    if not state.present or state.size == 0:
+        return state, ""
+    try:
+        head = file_head(path, _HEAD_BYTES)
+    except OSError as exc:
+        raise CliError(
+            f"cannot read {path}: {exc.strerror or exc}; cannot tell whether it is a {what}: "
+            "pass --force to overwrite it"
+        ) from exc
+    if head.startswith(_SQLITE_HEADER):
+        raise CliError(
+            f"{path} is a SQLite database (another memstore database?), not a {what}: {_FORCE}"
+        )
+    if not whole:
+        return state, head.decode("utf-8", "replace")
+    try:
+        return state, read_text(path, what)
+    except CliError as exc:
+        raise CliError(f"{exc}; so it is not a {what}: {_FORCE}") from exc
+
+
+def _refuse_all_but_map_md(path: str) -> FileState:
+    """The state of ``path`` if the export may replace it (nothing there, an empty file, or
+    a Map.md: it begins with its title); else one CliError line."""
+    from exporters.map_md import FILE_TITLE
+
+    state, head = _existing(path, "Map.md", whole=False)
+    if head and not head.startswith((f"{FILE_TITLE}\n", f"{FILE_TITLE}\r\n")):
+        raise CliError(
+            f"{path} is not a Map.md (it does not begin with the line {FILE_TITLE!r}): {_FORCE}"
+        )
+    return state
+
+
 def _export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters.map_md import render_map_md
     from memstore.export_file import check_target, export_check, write_atomically
 
     if args.out == STDOUT and args.check:
         raise CliError("--check compares files: it cannot be used with - (standard output)")
+    checked: FileState | None = None  # the --out the guard read (None: no guard)
     if args.out != STDOUT:
         ctx.refuse_database_file(args.out)
         check_target(args.out)  # refuse a device, FIFO or folder before reading anything
+        if not (args.check or args.force):
+            checked = _refuse_all_but_map_md(args.out)
     info = _to_stderr(args, ctx, args.out)
     graph, threshold = _read_map(info)
-    text = render_map_md(graph, threshold=threshold)
+    text = render_map_md(graph.shown(), threshold=threshold)
     if args.check:
         if export_check(args.out, text):
             ctx.print(f"{args.out} is up to date ({_summary(graph)})")
@@ -133,7 +205,7 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
     if args.out == STDOUT:
         ctx.out.write(text)
         return 0
-    write_atomically(args.out, text, warn=_warner(ctx))
+    write_atomically(args.out, text, warn=_warner(ctx), unchanged=checked)
     info.print(f"wrote {args.out}: {_summary(graph)}")
     return 0
 
@@ -149,18 +221,25 @@ def _warner(ctx: Context) -> Any:
 
 def _export_json(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.export_file import check_target, write_atomically
-    from memstore.map_json import dump_map_state
+    from memstore.map_json import dump_map_state, map_state_at_risk
 
+    checked: FileState | None = None  # the file the guard read (None: no guard)
+    held = ""  # its text
     if args.file != STDOUT:
         ctx.refuse_database_file(args.file)
         check_target(args.file)
+        if not args.force:
+            checked, held = _existing(args.file, "map_state.json", whole=True)
     info = _to_stderr(args, ctx, args.file)
     graph, _threshold = _read_map(info)
+    problem = map_state_at_risk(graph, held)
+    if problem is not None:
+        raise CliError(f"{args.file} {shown_text(problem, None)}: {_FORCE}")
     text = dump_map_state(graph)
     if args.file == STDOUT:
         ctx.out.write(text)
         return 0
-    write_atomically(args.file, text, warn=_warner(ctx))
+    write_atomically(args.file, text, warn=_warner(ctx), unchanged=checked)
     info.print(f"wrote {args.file}: {_summary(graph)}")
     return 0
 
@@ -177,7 +256,7 @@ def _import_json(args: argparse.Namespace, ctx: Context) -> int:
     except MapStateError as exc:
         raise CliError(f"{args.file}: {exc}") from exc
     for note in parsed.notes:
-        print(f"{PROG}: warning: {args.file}: {note}", file=ctx.err)
+        print(f"{PROG}: warning: {args.file}: {shown_text(note, None)}", file=ctx.err)
     with ctx.open_store(create=True) as store:
         try:
             done = import_map_state(MapStore(store), parsed, replace=args.replace)
@@ -196,10 +275,6 @@ def _import_json(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _route(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.map_lookup import find_room, room_label
     from memstore.map_store import MapStore
@@ -211,21 +286,21 @@ def _route(args: argparse.Namespace, ctx: Context) -> int:
         for asked in (args.start, args.goal):
             found = find_room(rooms, asked)
             if found.room is None:
-                raise CliError(_one_line(found.problem or f"no room {asked!r} on the map"))
+                raise CliError(shown_text(found.problem or "no such room on the map", None))
             ends.append(found.room)
         start, goal = ends
         route = the_map.route(start.id, goal.id)
     if route.actions is None:
-        raise CliError(_one_line(route.reason or "no route"))
-    where = f"from {_one_line(room_label(start))} to {_one_line(room_label(goal))}"
+        raise CliError(shown_text(route.reason or "no route", None))
+    where = f"from {room_label(start)} to {room_label(goal)}"
     if not route.actions:
         ctx.print(f"route {where}: already there, no action needed")
         return 0
     ctx.print(f"route {where}: {plural(len(route.actions), 'action')}")
     for number, step in enumerate(route.steps, 1):
-        to = _one_line(step.to_name) or "room"
-        ctx.print(f"{number}. {_one_line(step.command)} → {to} ({step.to_id})")
-    ctx.print("actions: " + ", ".join(_one_line(action) for action in route.actions))
+        to = shown_text(step.to_name) or "room"
+        ctx.print(f"{number}. {shown_text(step.command)} → {to} ({step.to_id})")
+    ctx.print("actions: " + ", ".join(shown_text(action) for action in route.actions))
     return 0
 
 
@@ -244,7 +319,7 @@ def _rooms(args: argparse.Namespace, ctx: Context) -> int:
         if exits.pruned:
             parts.append(f"pruned: {', '.join(exits.pruned)}")
         parts.append(f"{len(exits.untried)} untried")
-        name = _one_line(room.name) or "(no name yet)"
+        name = shown_text(room.name) or "(no name yet)"
         ctx.print(f"{room.id:>{width}}  {name}: {'; '.join(parts)}")
     return 0
 
@@ -254,7 +329,8 @@ def _rooms(args: argparse.Namespace, ctx: Context) -> int:
 
 class ShownExits(NamedTuple):
     """For ``memstore show``: the room's name on the map (None off the map) and the exits
-    line the agent gets after ``text`` ("" when there is none or none fits)."""
+    line the agent gets after ``text`` ("" when there is none or none fits), both as
+    ``shown_text`` shows them to a person."""
 
     name: str | None
     line: str
@@ -269,7 +345,8 @@ def exits_for_show(store: Any, location_id: int, text: str) -> ShownExits:
 
     config = store.config
     room = MapStore(store, config).exits(location_id)
+    name = None if room.name is None else shown_text(room.name)
     if not config.map_exits_line:
-        return ShownExits(room.name, "")
+        return ShownExits(name, "")
     combined = with_exits_line(text, room, config.token_budget)
-    return ShownExits(room.name, combined[len(text) :].lstrip("\n"))
+    return ShownExits(name, shown_text(combined[len(text) :].lstrip("\n"), None))

@@ -59,6 +59,7 @@ __all__ = [
     "file_state",
     "file_kind",
     "export_check",
+    "file_head",
     "write_atomically",
     "write_bytes_atomically",
 ]
@@ -182,6 +183,26 @@ def file_state(path: str | Path) -> FileState:
     except FileNotFoundError:
         return FileState(False)
     return FileState(True, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+def file_head(path: str | Path, size: int) -> bytes:
+    """The first ``size`` bytes (fewer in a shorter file) of the regular file ``path``
+    names, through its links: for telling what a file is before an export replaces it.
+    Raises what ``check_target`` raises for a target that is not a regular file, and
+    ``OSError`` when it cannot be read; never blocks (a FIFO swapped in is not read).
+
+    Call it before this process opens the file as a database: closing a descriptor of a
+    file releases every POSIX lock the process holds on it (memstore.connection)."""
+    given = Path(path)
+    check_target(given)
+    fd = os.open(given, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):  # swapped since check_target
+            raise NotARegularFile(
+                errno.EINVAL, f"is {file_kind(mode)}, not a regular file", str(given)
+            )
+        return handle.read(size)
 
 
 def check_target(path: str | Path) -> None:

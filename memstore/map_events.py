@@ -30,6 +30,12 @@ there) and ``f`` failures (times it did not)::
 Laplace's rule of succession: a prior of one success and one failure, so one traversal
 gives 2/3, never 1. ``route`` uses connections whose confidence is above a threshold
 (default 0.5: more verifications than failures) and never a pruned exit.
+
+**Text the map keeps and shows.** An action's key, and the action as typed that the map
+keeps (``stored_action``), are at most ACTION_KEY_MAX characters, cut so that the kept
+action has the same key. What the map shows a person (Map.md, its Mermaid graph, `memstore
+map` output) goes through ``shown_text``: one line, control characters made visible, at
+most SHOWN_MAX characters with an ellipsis.
 """
 
 from __future__ import annotations
@@ -89,9 +95,13 @@ BLOCKED = "blocked"  # a direction command that did not move: a failure of that 
 STAYED = "stayed"  # another action that did not move: a failure of its connection, if any
 
 
+#: what ends an action without being part of it: spaces and stops (``n.``, ``pray !``)
+_ACTION_END = " .!"
+
+
 def normalise_action(action: str) -> str:
-    """An action as a key: lower case, runs of whitespace one space, no trailing stop."""
-    return " ".join(action.lower().split()).rstrip(".!").rstrip()
+    """An action as a key: lower case, runs of whitespace one space, no trailing stops."""
+    return " ".join(action.lower().split()).rstrip(_ACTION_END)
 
 
 def _direction_of(normalised: str) -> str | None:
@@ -107,8 +117,9 @@ def canonical_direction(action: str) -> str | None:
     return _direction_of(normalise_action(action))
 
 
-#: an action's key is at most this long (an index entry must fit a database page: a
-#: runaway command thousands of characters long is one connection by its beginning)
+#: an action's key, and the action as typed that the map keeps, are at most this long (an
+#: index entry must fit a database page, and Map.md a line: a runaway command thousands of
+#: characters long is one connection by its beginning)
 ACTION_KEY_MAX = 200
 
 
@@ -116,9 +127,55 @@ ACTION_KEY_MAX = 200
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
     normalised action (``Enter  Window`` and ``enter window`` are one), at most
-    ACTION_KEY_MAX characters."""
-    normalised = normalise_action(action)
-    return _direction_of(normalised) or normalised[:ACTION_KEY_MAX].rstrip()
+    ACTION_KEY_MAX characters. A key is its own key (``action_key(key) == key``), so a key
+    written out (map_state.json) reads back as itself."""
+    key = normalise_action(action)
+    if len(key) > ACTION_KEY_MAX:
+        key = key[:ACTION_KEY_MAX].rstrip(_ACTION_END)
+    return _direction_of(key) or key
+
+
+def stored_action(action: str) -> str:
+    """The action as typed, as the map keeps it: whole when it is at most ACTION_KEY_MAX
+    characters, else its beginning (runs of whitespace one space) cut to that length. The
+    kept action always has the action's key (``action_key(stored_action(a)) ==
+    action_key(a)``): when a cut could not keep it, the key itself is kept."""
+    if len(action) <= ACTION_KEY_MAX:
+        return action
+    key = action_key(action)
+    kept = " ".join(action.split())[:ACTION_KEY_MAX].rstrip()
+    return kept if action_key(kept) == key else key
+
+
+#: a name or an action is shown (Map.md, its Mermaid graph, `memstore map`) at most this long
+SHOWN_MAX = 100
+#: what ends a text that was cut for showing
+ELLIPSIS = "…"
+#: C0 control characters as their Control Pictures (NUL ␀, ESC ␛), DEL as ␡, and the C1
+#: ones (a terminal reads U+009B as an escape sequence's start) as the replacement character
+_VISIBLE = str.maketrans(
+    {
+        **{chr(code): chr(0x2400 + code) for code in range(0x20)},
+        "\x7f": "\u2421",
+        **{chr(code): "\ufffd" for code in range(0x80, 0xA0)},
+    }
+)
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1) replaced by a visible stand-in:
+    nothing in it can move a terminal's cursor, and a file holding it stays text to git."""
+    return text.translate(_VISIBLE)
+
+
+def shown_text(text: str, limit: int | None = SHOWN_MAX) -> str:
+    """A name or an action as the map shows it to a person: one line (runs of whitespace,
+    line breaks among them, one space), control characters made ``visible``, and at most
+    ``limit`` characters (None: no limit), a longer one cut and ended with ELLIPSIS."""
+    line = visible(" ".join(text.split()))
+    if limit is None or len(line) <= limit:
+        return line
+    return line[: max(0, limit - len(ELLIPSIS))].rstrip() + ELLIPSIS
 
 
 def confidence(verifications: int, failures: int) -> float:
@@ -135,7 +192,7 @@ class MapEvent(NamedTuple):
     kind: str  # MOVED, BLOCKED or STAYED
     from_id: int
     from_name: str
-    action: str  # as typed
+    action: str  # as typed (stored_action: at most ACTION_KEY_MAX characters)
     action_key: str
     direction: str | None
     to_id: int  # where the player was after the action (from_id unless MOVED)
@@ -178,5 +235,15 @@ def event_for_turn(
         kind = STAYED
     to_name = (ctx.location_after_name or "") if kind == MOVED else name
     return MapEvent(
-        kind, before, name, action, key, direction, after, to_name, episode, turn, prune_after
+        kind,
+        before,
+        name,
+        stored_action(action),
+        key,
+        direction,
+        after,
+        to_name,
+        episode,
+        turn,
+        prune_after,
     )

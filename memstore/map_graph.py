@@ -18,12 +18,14 @@ from typing import NamedTuple
 
 # the events and the exits line, importable from here as before the split
 from memstore.map_events import (
+    ACTION_KEY_MAX,
     BLOCKED,
     DEFAULT_PRUNE_AFTER,
     DEFAULT_ROUTE_CONFIDENCE,
     DIRECTION_ORDER,
     DIRECTIONS,
     MOVED,
+    SHOWN_MAX,
     STAYED,
     MapEvent,
     action_key,
@@ -31,10 +33,14 @@ from memstore.map_events import (
     confidence,
     event_for_turn,
     normalise_action,
+    shown_text,
+    stored_action,
+    visible,
 )
 from memstore.map_exits import exits_line, exits_line_variants, with_exits_line
 
 __all__ = [
+    "ACTION_KEY_MAX",
     "BLOCKED",
     "MOVED",
     "STAYED",
@@ -50,6 +56,7 @@ __all__ = [
     "Room",
     "RoomExits",
     "Route",
+    "SHOWN_MAX",
     "Unexplored",
     "UntriedDirections",
     "action_key",
@@ -59,6 +66,9 @@ __all__ = [
     "exits_line",
     "exits_line_variants",
     "normalise_action",
+    "shown_text",
+    "stored_action",
+    "visible",
     "with_exits_line",
 ]
 
@@ -174,6 +184,15 @@ class Unexplored(NamedTuple):
     reason: str | None = None
 
 
+class _ByRoom(NamedTuple):
+    """The keys of each room's rows (MapGraph._by_room): its connections' keys, its
+    failed directions and its pruned ones."""
+
+    connections: dict[int, list[tuple[int, str]]]
+    failures: dict[int, list[str]]
+    pruned: dict[int, list[str]]
+
+
 def _not_on_map(location_id: int) -> str:
     return f"room {location_id} is not on the map (no exit was taken or tried there yet)"
 
@@ -193,12 +212,22 @@ class MapGraph:
 
     ``apply`` is the in-memory twin of ``memstore.map_store.write_map_events``'s SQL (a
     test checks they agree); the queries read only what is loaded.
+
+    The tables may be filled directly (memstore.map_sql.read_graph, the JSON reader) and
+    their rows replaced under the same key; a room's rows are found through an index of
+    the keys by room, built once per map (so ``exits`` of every room is linear in the
+    map's size, not quadratic) and built again after ``apply`` or when a table's size
+    changes.
     """
 
     rooms: dict[int, str] = field(default_factory=dict)
     connections: dict[tuple[int, str], Connection] = field(default_factory=dict)
     failures: dict[tuple[int, str], ExitFailure] = field(default_factory=dict)
     pruned: dict[tuple[int, str], PrunedExit] = field(default_factory=dict)
+    #: the tables' sizes when it was built, and the index of their keys by room
+    _index: tuple[tuple[int, int, int], _ByRoom] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     # -- the rules
 
@@ -210,6 +239,7 @@ class MapGraph:
 
     def apply(self, event: MapEvent) -> None:
         """Record one event (see the module docstring for the rules)."""
+        self._index = None
         key = (event.from_id, event.action_key)
         if event.kind == STAYED:
             self._fail(key)
@@ -274,6 +304,20 @@ class MapGraph:
             dict(self.rooms), dict(self.connections), dict(self.failures), dict(self.pruned)
         )
 
+    def shown(self, limit: int | None = SHOWN_MAX) -> MapGraph:
+        """A copy for a person to read (Map.md, `memstore map`): every room name and action
+        as ``shown_text`` gives it (one line, control characters visible, at most
+        ``limit`` characters); keys, ids and counts unchanged."""
+        return MapGraph(
+            {room: shown_text(name, limit) for room, name in self.rooms.items()},
+            {
+                key: c._replace(action=shown_text(c.action, limit))
+                for key, c in self.connections.items()
+            },
+            dict(self.failures),
+            dict(self.pruned),
+        )
+
     def apply_all(self, events: Iterable[MapEvent]) -> MapGraph:
         for event in events:
             self.apply(event)
@@ -285,9 +329,25 @@ class MapGraph:
         name = self.rooms.get(location_id)
         return None if name is None else Room(location_id, name)
 
+    def _by_room(self) -> _ByRoom:
+        """The index of the tables' keys by room (see the class docstring)."""
+        sizes = (len(self.connections), len(self.failures), len(self.pruned))
+        if self._index is None or self._index[0] != sizes:
+            connections: dict[int, list[tuple[int, str]]] = {}
+            for key in self.connections:
+                connections.setdefault(key[0], []).append(key)
+            failures: dict[int, list[str]] = {}
+            for room, direction in self.failures:
+                failures.setdefault(room, []).append(direction)
+            pruned: dict[int, list[str]] = {}
+            for room, direction in self.pruned:
+                pruned.setdefault(room, []).append(direction)
+            self._index = (sizes, _ByRoom(connections, failures, pruned))
+        return self._index[1]
+
     def _from(self, location_id: int) -> list[Connection]:
-        found = [c for (room, _key), c in self.connections.items() if room == location_id]
-        return sorted(found, key=exit_order)
+        keys = self._by_room().connections.get(location_id, ())
+        return sorted([self.connections[key] for key in keys], key=exit_order)
 
     def _routable(self, connection: Connection, threshold: float) -> bool:
         return connection.confidence > threshold and not (
@@ -319,8 +379,9 @@ class MapGraph:
         if name is None:
             return RoomExits(location_id, None, (), (), (), (), _not_on_map(location_id))
         connections = self._from(location_id)
-        blocked = {d for room, d in self.failures if room == location_id}
-        pruned = {d for room, d in self.pruned if room == location_id}
+        by_room = self._by_room()
+        blocked = set(by_room.failures.get(location_id, ()))
+        pruned = set(by_room.pruned.get(location_id, ()))
         exits = {c.direction for c in connections}
         tried = blocked | pruned | exits
         blocked -= pruned | exits
@@ -417,5 +478,5 @@ class MapGraph:
         return [Room(room, name) for room, name in sorted(self.rooms.items())]
 
     def _label(self, room: int) -> str:
-        name = self.rooms.get(room)
+        name = shown_text(self.rooms.get(room, ""))
         return f"{name} ({room})" if name else f"room {room}"

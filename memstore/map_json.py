@@ -43,6 +43,12 @@ and what is reported and left out) validates everything before anything is writt
 transaction (``MapStore.replace``): all of it or nothing. A database that already has a
 map is refused unless ``replace=True`` (``--replace``), so a peer's file never overwrites
 what agents learned by accident; merging two maps is not supported.
+
+**Replacing a file** (:func:`map_state_at_risk`): ``export-json`` replaces an existing
+file only when that loses no map: the file is empty, or a map_state.json whose rooms and
+connections are all on the map written over it (an earlier export of this map, or of a
+map it grew from). Anything else (a peer's map_state.json never imported, a file that is
+no map_state.json) is refused unless ``--force``.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ __all__ = [
     "dump_map_state",
     "import_map_state",
     "map_state",
+    "map_state_at_risk",
     "parse_map_state",
 ]
 
@@ -159,6 +166,32 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
 def dump_map_state(graph: MapGraph) -> str:
     """``map_state.json`` text for ``graph``: deterministic, UTF-8, a final newline."""
     return json.dumps(map_state(graph), indent=2, ensure_ascii=False) + "\n"
+
+
+def map_state_at_risk(graph: MapGraph, text: str) -> str | None:
+    """None when replacing a file holding ``text`` with ``graph``'s map_state.json loses
+    no map (see the module docstring); else what it would lose, as the end of a sentence
+    that starts with the file's name (one line)."""
+    if not text.strip():
+        return None
+    try:
+        held = parse_map_state(text).graph
+    except MapStateError as exc:
+        problem = str(exc).removesuffix("; nothing was imported")
+        return f"is not a map_state.json memstore reads ({problem})"
+    rooms = sum(1 for room in held.rooms if room not in graph.rooms)
+    connections = sum(1 for key in held.connections if key not in graph.connections)
+    if not rooms and not connections:
+        return None
+    lost = " and ".join(
+        f"{count} {what}{'' if count == 1 else 's'}"
+        for count, what in ((rooms, "room"), (connections, "connection"))
+        if count
+    )
+    return (
+        f"holds a map with {lost} that this database's map does not have (a peer's "
+        "map_state.json, never imported?)"
+    )
 
 
 # --- importing -----------------------------------------------------------------------------------

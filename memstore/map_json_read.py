@@ -3,8 +3,10 @@ checked map and what was left out, before anything is written.
 
 **Reading** (:func:`parse_map_state`) validates everything before anything is written.
 A bad value (a count that is not a whole number, a confidence outside 0..1, an id that is
-not a location number, an exit listed twice under two spellings, a duplicate key, NaN) is
-refused with one line naming its key (:class:`~memstore.errors.MapStateError`). What
+not a location number, an exit listed twice under two spellings, a duplicate key, NaN, a
+name, exit or action the database cannot store: a NUL, a lone surrogate) is refused with
+one line naming its key (:class:`~memstore.errors.MapStateError`). An exit or action
+longer than the map keeps is kept by its beginning (memstore.map_events.stored_action). What
 memstore has no place for is reported, one line each, and left out, never fatal: an
 unknown key (grouped: ``unknown key 'visited' in rooms (42 times)``), an exit a room lists
 that was never taken (memstore keeps exits that moved the player), a failure count or
@@ -35,8 +37,10 @@ from memstore.map_graph import (
     PrunedExit,
     action_key,
     confidence,
+    stored_action,
+    visible,
 )
-from memstore.models import INT64_MAX
+from memstore.models import INT64_MAX, unstorable_text
 
 #: metadata.version written (ZorkGPT's)
 FORMAT_VERSION = "1.0"
@@ -62,6 +66,8 @@ _ROOM_KEYS = ("id", "name", "exits")
 _EXTRA_KEYS = ("confidence", "connections", "exit_failures", "pruned_exits")
 _EXTRA_CONNECTION_KEYS = ("action", "failures", "first_seen", "last_seen")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
+#: the most digits a location number has (a longer key is refused before it is converted)
+_MAX_DIGITS = len(str(MAX_INTEGER))
 #: a file's confidence further than this from memstore's rule for the counts kept is reported
 _CONFIDENCE_TOLERANCE = 0.001
 #: at most this many keys are named in one reported line
@@ -76,10 +82,15 @@ class ParsedMapState(NamedTuple):
 
 
 def _shown(value: Any) -> str:
+    """A value as JSON, cut to 60 characters: control characters escaped (by JSON, or
+    made ``visible``), a text that is not valid Unicode written with ASCII escapes."""
     try:
         text = json.dumps(value, ensure_ascii=False)
+        if unstorable_text(text) is not None:  # a lone surrogate, which no file can hold
+            text = json.dumps(value)
     except (TypeError, ValueError):  # pragma: no cover - values come from json.loads
         text = repr(value)
+    text = visible(text)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -112,19 +123,30 @@ def _count(value: Any, where: str) -> int:
 
 
 def _room_id(key: str, where: str) -> int:
-    if not _DECIMAL.fullmatch(key) or int(key) > MAX_INTEGER:
-        raise _refuse(where, "is not a location number (a whole number 0 or more, as digits)")
+    if len(key) > _MAX_DIGITS or not _DECIMAL.fullmatch(key) or int(key) > MAX_INTEGER:
+        raise _refuse(
+            where,
+            f"is not a location number (a whole number 0 to {MAX_INTEGER}, as digits)",
+        )
     return int(key)
+
+
+def _storable(text: str, where: str) -> str:
+    """``text`` if the database can store it (no NUL, no lone surrogate); else refused."""
+    problem = unstorable_text(text)
+    if problem is not None:
+        raise _refuse(where, problem)
+    return text
 
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise _refuse(where, f"must be a string, got {_shown(value)}")
-    return value
+    return _storable(value, where)
 
 
 def _exit_key(exit_: str, where: str) -> str:
-    key = action_key(exit_)
+    key = action_key(_storable(exit_, where))
     if not key:
         raise _refuse(where, "is an empty exit")
     return key
@@ -318,14 +340,14 @@ class _Reader:
                     f"must be a number from 0 to 1, got {_shown(value)}",
                 )
         more = extra.get((room, key))
-        action, first, last = exit_, (0, 0), (0, 0)
+        action, first, last = stored_action(exit_), (0, 0), (0, 0)
         if more is not None:
             where = _path("metadata", "memstore", "connections", more[0])
             fields = _object(more[1], where)
             for name in fields:
                 if name not in _EXTRA_CONNECTION_KEYS:
                     self.unknown[f"{_shown(name)} in metadata.memstore.connections"] += 1
-            action = _text(fields.get("action", exit_), f'{where}["action"]')
+            action = stored_action(_text(fields.get("action", exit_), f'{where}["action"]'))
             if action_key(action) != key:
                 raise _refuse(f'{where}["action"]', f"is not the exit {_shown(key)}")
             f = _count(fields.get("failures", 0), f'{where}["failures"]')

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from memstore.map_graph import Room
+from memstore.map_graph import Room, shown_text
 from memstore.models import INT64_MAX
 
 __all__ = ["RoomLookup", "find_room", "room_label"]
@@ -41,8 +41,10 @@ def _fold(name: str) -> str:
 
 
 def room_label(room: Room) -> str:
-    """``West of House (64)``, or ``room 64`` for a room the game has not named."""
-    return f"{room.name} ({room.id})" if room.name else f"room {room.id}"
+    """``West of House (64)``, or ``room 64`` for a room the game has not named; the name
+    as the map shows it (memstore.map_events.shown_text: one line, cut when long)."""
+    name = shown_text(room.name)
+    return f"{name} ({room.id})" if name else f"room {room.id}"
 
 
 def _echo(asked: str) -> str:
@@ -89,5 +91,5 @@ def find_room(rooms: Iterable[Room], asked: str | int) -> RoomLookup:
     for room in known:
         by_fold.setdefault(_fold(room.name), room)
     close = difflib.get_close_matches(wanted, [f for f in by_fold if f], n=3, cutoff=0.6)
-    hint = "; closest: " + ", ".join(repr(by_fold[f].name) for f in close) if close else ""
+    hint = "; closest: " + ", ".join(_echo(by_fold[f].name) for f in close) if close else ""
     return RoomLookup(text, None, problem=f"no room called {_echo(text)} on the map{hint}")

@@ -28,6 +28,7 @@ from sqlalchemy import Connection as SQLConnection
 from memstore.dialect import OnConflict
 from memstore.executor import run, run_many
 from memstore.map_graph import (
+    ACTION_KEY_MAX,
     BLOCKED,
     DIRECTIONS,
     MOVED,
@@ -37,8 +38,10 @@ from memstore.map_graph import (
     MapEvent,
     MapGraph,
     PrunedExit,
+    action_key,
+    stored_action,
 )
-from memstore.models import check_location_id
+from memstore.models import check_location_id, unstorable_text
 from memstore.schema import map_connections, map_exit_failures, map_pruned_exits, map_rooms
 
 __all__ = [
@@ -341,8 +344,17 @@ def write_map_events(conn: SQLConnection, events: Sequence[MapEvent]) -> None:
 
 
 def check_event(event: object) -> MapEvent:
+    """The event as the map writes it (its action as ``stored_action`` keeps it), or
+    TypeError / ValueError for one that cannot be written."""
     if not isinstance(event, MapEvent):
         raise TypeError(f"a map event must be a MapEvent, got {type(event).__name__}")
+    for name in ("from_name", "action", "action_key", "to_name"):
+        problem = unstorable_text(getattr(event, name))
+        if problem is not None:
+            raise ValueError(f"a map event's {name} {problem}: {getattr(event, name)[:60]!r}")
+    key = event.action_key
+    if not key or len(key) > ACTION_KEY_MAX or action_key(key) != key:
+        raise ValueError(f"a map event's key must be an action's key (action_key): {key[:60]!r}")
     if event.kind not in (MOVED, BLOCKED, STAYED):
         raise ValueError(f"unknown map event kind {event.kind!r}")
     if (event.kind == BLOCKED or event.direction is not None) and (
@@ -357,7 +369,7 @@ def check_event(event: object) -> MapEvent:
             raise ValueError(f"a map event's {name} must be an int >= {least}, got {value!r}")
     if event.direction is not None and event.direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {event.direction!r}")
-    return event
+    return event._replace(action=stored_action(event.action))
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -398,10 +410,20 @@ def read_room(conn: SQLConnection, location_id: int) -> MapGraph:
 def graph_problems(graph: MapGraph) -> list[str]:
     """What keeps a map from being stored as it is (for ``MapStore.replace``)."""
     problems = []
+    for room, name in graph.rooms.items():
+        problem = unstorable_text(name)
+        if problem is not None:
+            problems.append(f"the name of room {room} {problem}")
     for (room, key), connection in graph.connections.items():
-        where = f"connection {key!r} of room {room}"
+        where = f"connection {key[:60]!r} of room {room}"
         if (room, key) != (connection.from_id, connection.action_key) or not key.strip():
             problems.append(f"{where} is filed under another room or key")
+        for text in (key, connection.action):
+            problem = unstorable_text(text)
+            if problem is not None:
+                problems.append(f"{where} {problem}")
+        if len(key) > ACTION_KEY_MAX or len(connection.action) > ACTION_KEY_MAX:
+            problems.append(f"{where} is longer than {ACTION_KEY_MAX} characters")
         if connection.direction is not None and connection.direction != key:
             problems.append(f"{where} has direction {connection.direction!r}")
         if key in DIRECTIONS and connection.direction != key:

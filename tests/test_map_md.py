@@ -144,3 +144,16 @@ def test_the_script_is_what_the_sample_map_holds() -> None:
     graph = sample_graph()
     assert len(graph.rooms) == len({r for step in SCRIPT for r in (step[0], step[2])})
     assert (BEHIND, "west") in graph.pruned and (WEST, "west") not in graph.pruned
+
+
+def test_a_caller_rendering_a_graph_itself_gets_names_shown_not_raw() -> None:
+    """render_map_md itself shows names as MapGraph.shown does (a caller need not know):
+    an escape sequence in a room name would make git treat Map.md as binary and act on a
+    terminal showing it."""
+    graph = sample_graph()
+    room = next(iter(graph.rooms))
+    graph.rooms[room] = "Red\x1b[2J Room" + "x" * 500
+    text = render_map_md(graph)
+    assert "\x1b" not in text and "### Red␛" in text
+    assert max(len(line) for line in text.splitlines()) < 400
+    assert render_map_md(graph.shown()) == text  # showing twice changes nothing
