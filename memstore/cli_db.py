@@ -107,7 +107,8 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
     from alembic import command as alembic
     from alembic.util import CommandError
 
-    from memstore.connection import failure_kind, one_line, resolve_target, store_busy
+    from memstore.connection import resolve_target
+    from memstore.refusals import failure_kind, one_line, store_busy
 
     config = alembic_config(ctx.db, ctx.out, ctx.args.busy_timeout)
     try:

@@ -33,10 +33,7 @@ from memstore.connection import (
     create_store_engine,
     driver_of,
     end_transaction,
-    failure_kind,
-    one_line,
     resolve_target,
-    store_busy,
     store_tiers,
     store_transaction_begin,
     upgrade_to_write,
@@ -54,6 +51,7 @@ from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
 from memstore.models import Memory
 from memstore.pg_connection import answer_watch
+from memstore.refusals import failure_kind, one_line, store_busy
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,

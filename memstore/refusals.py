@@ -1,0 +1,82 @@
+"""What a database refused, in memstore's terms: SQLite's and PostgreSQL's errors alike.
+
+Part of the connection layer (memstore.connection opens databases and runs transactions):
+``failure_kind`` names a refusal (a lock held too long, a conflict, a read-only database, a
+lost server, a number or a text the database cannot hold), ``store_busy`` says it in
+memstore's one line, ``one_line`` gives a driver error's own message on one line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memstore.errors import StoreBusy
+
+__all__ = ["failure_kind", "one_line", "store_busy"]
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """What a database refused, in memstore's terms (SQLite's and PostgreSQL's errors alike):
+
+    "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
+    cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
+    conflict with recovery): nothing happened, try again; "read-only" a write the database
+    or the role may not make; "gone" the server connection was lost (the server stopped,
+    restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
+    bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
+    one of PostgreSQL's index entries; None for anything else (a bug: raised as it is).
+    """
+    if getattr(exc, "connection_invalidated", False):
+        return "gone"
+    orig = getattr(exc, "orig", None) or exc
+    kind = type(orig).__name__
+    if kind == "DataError" and "NUL" in str(orig):  # psycopg, before sending
+        return "nul"
+    code = getattr(orig, "sqlstate", None)
+    if code is not None:  # PostgreSQL
+        if code.startswith("08") or code in ("57P01", "57P02", "57P03"):
+            return "gone"
+        return {
+            "55P03": "busy",  # lock_not_available (lock_timeout)
+            "40001": "conflict",  # serialization_failure (a standby: conflict with recovery)
+            "40P01": "conflict",  # deadlock_detected
+            "25006": "read-only",  # read_only_sql_transaction
+            "42501": "read-only",  # insufficient_privilege
+            "22003": "overflow",  # numeric_value_out_of_range
+            "54000": "too-long",  # program_limit_exceeded: an index entry past a page
+        }.get(code)
+    if type(orig).__module__.startswith("psycopg") and any(
+        base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
+    ):
+        # the connection is closed, the server went away without a code, or a connection
+        # attempt timed out (ConnectionTimeout)
+        return "gone"
+    if not isinstance(orig, sqlite3.OperationalError):
+        return None
+    message = str(orig)
+    if "readonly" in message or "read-only" in message:
+        return "read-only"
+    if "locked" in message or "busy" in message:
+        return "busy"
+    return None
+
+
+def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:
+    """memstore's one line for a lock another process held past the busy timeout
+    (``failure_kind`` "busy"), or a transaction a server cancelled for a conflict
+    ("conflict"): nothing was written."""
+    if kind == "conflict":
+        return StoreBusy(
+            f"{where} cancelled this call for a conflict with another transaction ({why}); "
+            f"nothing was written; try again"
+        )
+    return StoreBusy(
+        f"{where} stayed locked by another process for longer than the busy timeout; "
+        f"nothing was written"
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver error's own message, on one line (SQLAlchemy's wrapper and SQL left out)."""
+    orig = getattr(exc, "orig", None) or exc
+    return " ".join(str(orig).split()) or type(orig).__name__
