@@ -7,13 +7,13 @@ waits for it only until the deadline; a connection still open then is left to th
 memstore retries itself (litellm's own retries need ``tenacity`` and know no deadline):
 litellm and the OpenAI client are told not to retry.
 
-An injected model callable gets the same deadline through ``with_deadline`` (the manager
-wraps its ``llm``; the memory tools call theirs through ``call_with_deadline``).
+A model callable the caller injects is called as it is, in the caller's thread: it may
+need that thread, and it is the caller's to bound. ``with_deadline`` gives one the same
+deadline, run in a daemon thread, for a caller who wants it.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -98,26 +98,53 @@ def call_with_deadline(function: Any, kwargs: dict[str, Any], seconds: float) ->
 
 
 class DeadlineCallable:
-    """An injected model callable bounded like litellm's calls: each call runs in a daemon
-    thread (``call_with_deadline``) and raises LLMDeadlineExceeded (a TimeoutError, so a
-    ``timeout`` failure) when it has not returned within ``seconds``. A callable that hangs
-    is left to its thread; the caller goes on. Other attributes (``last_usage``) are the
-    wrapped callable's."""
+    """A model callable bounded like litellm's calls, for a caller who asks for it
+    (``with_deadline``): each call runs in a daemon thread (``call_with_deadline``) and
+    raises LLMDeadlineExceeded (a TimeoutError, so a ``timeout`` failure) when it has not
+    returned within ``seconds``. A call that hangs is left to its thread and the caller goes
+    on; until it returns, every new call is refused at once the same way, so calls never
+    overlap. memstore never wraps a callable by itself: one may need the caller's thread
+    (a sqlite3 connection, a signal handler, context variables). Other attributes
+    (``last_usage``) are the wrapped callable's, set and read."""
+
+    _OWN = frozenset({"llm", "seconds", "__name__", "_running"})
 
     def __init__(self, llm: Callable[[list[dict[str, str]]], str], seconds: float) -> None:
         self.llm = llm
         self.seconds = seconds
         self.__name__ = str(getattr(llm, "__name__", type(llm).__name__))
+        self._running: threading.Event | None = None  # set when the last call returned
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        return cast(
-            str, call_with_deadline(functools.partial(self.llm, messages), {}, self.seconds)
-        )
+        return self.within(messages, self.seconds)
+
+    def within(self, messages: list[dict[str, str]], seconds: float) -> str:
+        """The answer within the shorter of ``seconds`` and the callable's own limit."""
+        if self._running is not None and not self._running.is_set():
+            raise LLMDeadlineExceeded(
+                "the previous call, abandoned at its deadline, has not returned yet"
+            )
+        finished = threading.Event()
+        self._running = finished
+
+        def call() -> str:
+            try:
+                return self.llm(messages)
+            finally:
+                finished.set()
+
+        return cast(str, call_with_deadline(call, {}, min(seconds, self.seconds)))
 
     def __getattr__(self, name: str) -> Any:
-        if name == "llm":  # not set yet (copy, pickle): no endless recursion
+        if name in DeadlineCallable._OWN:  # not set yet (copy, pickle): no endless recursion
             raise AttributeError(name)
         return getattr(self.llm, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in DeadlineCallable._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.llm, name, value)
 
 
 def with_deadline(

@@ -64,10 +64,6 @@ class SimpleMemoryManager:
         self.store = store
         self.config = config or store.config or load_config()
         self._llm = llm
-        if llm is not None:  # an injected callable gets the deadline litellm's calls have
-            from memstore.llm import with_deadline
-
-            self._llm = with_deadline(llm, self.config.timeout)
         if llm is None and self.config.llm_configured:
             from memstore.llm import LiteLLMCompletion
 

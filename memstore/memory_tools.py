@@ -19,11 +19,13 @@ A schema's argument named like a Python keyword (``get_route``'s ``from``) is pa
 its method with a trailing underscore (``from_``), as PEP 8 names such parameters.
 
 Bounds: every tool result is cut to MAX_TOOL_RESULT_CHARS (saying so), each memory shown
-to MAX_SHOWN_MEMORY_CHARS. Each call of the query model, an injected callable too, has
-``config.timeout`` (memstore.llm.call_with_deadline), or less when ``call_tool`` is given
-an earlier deadline. ``failures`` counts, by kind, the query model's failures (timeout,
-rate_limit, provider_error, malformed: an empty answer), the tool calls refused (refused:
-unknown tool, bad arguments) and the tools that failed (error).
+to MAX_SHOWN_MEMORY_CHARS. Each call of a litellm query model has ``config.timeout``
+(memstore.llm.call_with_deadline), or less when ``call_tool`` is given an earlier
+deadline; an injected callable is called as it is, in the caller's thread, unless the
+caller bounded it (memstore.llm.with_deadline), which then gets the earlier deadline
+too. ``failures`` counts, by kind, the query model's failures (timeout, rate_limit,
+provider_error, malformed: an empty answer), the tool calls refused (refused: unknown
+tool, bad arguments) and the tools that failed (error).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any
 from memstore.config import MemstoreConfig
 from memstore.errors import LLMDeadlineExceeded
 from memstore.flagged import FlaggedMemories, FlaggedMemory
-from memstore.llm import LiteLLMCompletion, call_with_deadline
+from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
@@ -329,7 +331,11 @@ class MemoryToolkit:
             if seconds <= 0:
                 raise LLMDeadlineExceeded("no time left in this turn for the memory model")
             llm = self.llm
-            if isinstance(llm, LiteLLMCompletion) and seconds >= llm.config.timeout:
+            if isinstance(llm, DeadlineCallable):  # bounded by the caller's wish
+                return llm.within(messages, seconds)
+            if not isinstance(llm, LiteLLMCompletion):
+                return llm(messages)  # the caller's own callable, in the caller's thread
+            if seconds >= llm.config.timeout:
                 return llm(messages)  # it keeps config.timeout itself
             return call_with_deadline(functools.partial(llm, messages), {}, seconds)
         except Exception as exc:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memstore.config import MemstoreConfig
+from memstore.llm import with_deadline
 from memstore.llm_agent import (
     MAX_LOGGED_FAILURE_CHARS,
     MAX_TOOL_CALLS_PER_ROUND,
@@ -153,8 +154,9 @@ def test_the_next_turn_gets_its_own_tool_call_allowance(sqlite_store: MemoryStor
 def test_a_turns_tool_calls_share_one_deadline(
     sqlite_store: MemoryStore, never_blocks: None
 ) -> None:
-    """A query model that never answers: the first call times out after config.timeout, and
-    the turn's time is then spent, so the other calls are refused without waiting."""
+    """A query model that never answers (bounded by its caller, memstore.llm.with_deadline):
+    the first call times out after config.timeout, the turn's deadline, and the turn's time
+    is then spent, so the other calls are refused without waiting."""
     release = threading.Event()
     asked = []
 
@@ -165,7 +167,8 @@ def test_a_turns_tool_calls_share_one_deadline(
 
     calls = [call("query_memories", QUERY, n) for n in range(MAX_TOOL_CALLS_PER_ROUND)]
     completion = Scripted(reply(None, calls), reply("north"))
-    agent = tool_agent(sqlite_store, completion, hung, timeout=0.2)
+    # the caller bounds its callable (5 s); the turn's deadline (0.2 s) is shorter and wins
+    agent = tool_agent(sqlite_store, completion, with_deadline(hung, 5.0), timeout=0.2)
     try:
         assert agent.choose(OBSERVATION).action == "north"
     finally:

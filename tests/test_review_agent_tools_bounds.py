@@ -5,7 +5,10 @@ result is cut to a fixed length (and says so), an injected model callable gets
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -191,7 +194,8 @@ def hung() -> Iterator[Hung]:
 def test_a_hung_query_model_is_a_timeout_error_string(
     sqlite_store: MemoryStore, hung: Hung, never_blocks: None
 ) -> None:
-    kit = MemoryToolkit(sqlite_store, llm=hung, config=MemstoreConfig(timeout=0.2))
+    bounded = with_deadline(hung, 0.2)  # the caller bounds its own callable
+    kit = MemoryToolkit(sqlite_store, llm=bounded, config=MemstoreConfig(timeout=5.0))
     kit.add_memory("The lamp is in the living room", 500, 1, 64, "West of House")
     result = kit.call_tool("query_memories", '{"question": "lamp?"}')
     assert result.startswith("Error: query_memories could not get an answer")
@@ -202,7 +206,9 @@ def test_a_hung_query_model_is_a_timeout_error_string(
 def test_a_hung_summary_model_still_lists_the_memories(
     sqlite_store: MemoryStore, hung: Hung, never_blocks: None
 ) -> None:
-    kit = MemoryToolkit(sqlite_store, llm=hung, config=MemstoreConfig(timeout=0.2))
+    kit = MemoryToolkit(
+        sqlite_store, llm=with_deadline(hung, 0.2), config=MemstoreConfig(timeout=5.0)
+    )
     kit.add_memory("The lamp is in the living room", 500, 1, 64, "West of House")
     result = kit.call_tool("get_location_memories", {"location": "64"})
     assert "The lamp is in the living room" in result and "no answer within" in result
@@ -213,7 +219,7 @@ def test_a_hung_synthesis_model_is_a_counted_timeout(
     sqlite_store: MemoryStore, hung: Hung, never_blocks: None
 ) -> None:
     manager = SimpleMemoryManager(
-        sqlite_store, config=MemstoreConfig(timeout=0.2), llm=hung, episode=1
+        sqlite_store, config=MemstoreConfig(timeout=5.0), llm=with_deadline(hung, 0.2), episode=1
     )
     ctx = ZMachineContext(location_before=3, location_after=3)
     manager.record_action_outcome(3, "Clearing", "look", "x" * 150, ctx)
@@ -253,3 +259,76 @@ def test_a_bounded_callable_keeps_its_name_answers_and_errors() -> None:
         bounded([])
     assert with_deadline(named, 5.0).__name__ == "named"  # type: ignore[attr-defined]
     assert with_deadline(bounded, 5.0) is bounded  # never wrapped twice
+
+
+def test_an_injected_callable_runs_in_the_callers_thread(sqlite_store: MemoryStore) -> None:
+    """memstore never moves a caller's callable to a thread of its own: one holding a
+    sqlite3 connection (usable only in the thread that made it) keeps working, as it did
+    before deadlines existed (a round-2 review found such a callable failing every call,
+    and so no memory ever written, once the manager wrapped it)."""
+    cache = sqlite3.connect(":memory:")
+    cache.execute("CREATE TABLE answers (n INTEGER)")
+    threads: list[threading.Thread] = []
+
+    def replayed(messages: list[dict[str, str]]) -> str:
+        threads.append(threading.current_thread())
+        cache.execute("INSERT INTO answers VALUES (1)")
+        return json.dumps(
+            {
+                "should_remember": True,
+                "category": "NOTE",
+                "memory_title": "Mailbox here",
+                "memory_text": "A small mailbox.",
+                "persistence": "permanent",
+                "reasoning": "replayed",
+            }
+        )
+
+    manager = SimpleMemoryManager(sqlite_store, llm=replayed, episode=1)
+    ctx = ZMachineContext(location_before=3, location_after=3)
+    manager.record_action_outcome(3, "Clearing", "look", "x" * 150, ctx)
+    assert threads == [threading.current_thread()]
+    assert dict(manager.failures) == {}
+    assert [m.title for m in sqlite_store.memories(3)] == ["Mailbox here"]
+
+    def query(messages: list[dict[str, str]]) -> str:
+        threads.append(threading.current_thread())
+        cache.execute("INSERT INTO answers VALUES (2)")
+        return "Relevant memories: #1\nAnswer: it holds a leaflet"
+
+    kit = MemoryToolkit(sqlite_store, llm=query)
+    kit.add_memory("The mailbox holds a leaflet", 500, 1, 64, "West of House")
+    assert "it holds a leaflet" in kit.call_tool("query_memories", '{"question": "mailbox?"}')
+    assert threads == [threading.current_thread()] * 2 and kit.failures == {}
+    assert cache.execute("SELECT count(*) FROM answers").fetchone() == (2,)
+
+
+def test_a_bounded_callable_never_runs_two_calls_at_once(hung: Hung, never_blocks: None) -> None:
+    """A call abandoned at its deadline may still be running: until it returns, a new call
+    is refused at once (a local model that cannot serve two calls is never given two)."""
+    bounded = with_deadline(hung, 0.1)
+    with pytest.raises(LLMDeadlineExceeded, match="no answer within"):
+        bounded([])
+    with pytest.raises(LLMDeadlineExceeded, match="previous call.*has not returned"):
+        bounded([])
+    assert hung.calls == 1
+    hung.release.set()
+    for _ in range(100):  # the abandoned call returns in its thread
+        if bounded._running is not None and bounded._running.is_set():  # type: ignore[attr-defined]  # noqa: SLF001
+            break
+        time.sleep(0.01)
+    assert "late" in bounded([])
+    assert hung.calls == 2
+
+
+def test_setting_an_attribute_on_a_bounded_callable_sets_the_callables() -> None:
+    class Model:
+        last_usage: object = "first"
+
+        def __call__(self, messages: list[dict[str, str]]) -> str:
+            return "answer"
+
+    model = Model()
+    bounded = with_deadline(model, 5.0)
+    bounded.last_usage = None  # type: ignore[attr-defined]
+    assert model.last_usage is None and bounded.last_usage is None  # type: ignore[attr-defined]
