@@ -95,13 +95,14 @@ BLOCKED = "blocked"  # a direction command that did not move: a failure of that 
 STAYED = "stayed"  # another action that did not move: a failure of its connection, if any
 
 
-#: what ends an action without being part of it: spaces and stops (``n.``, ``pray !``)
+#: what a key cut to ACTION_KEY_MAX never ends in (spaces and stops), so it is its own key
 _ACTION_END = " .!"
 
 
 def normalise_action(action: str) -> str:
-    """An action as a key: lower case, runs of whitespace one space, no trailing stops."""
-    return " ".join(action.lower().split()).rstrip(_ACTION_END)
+    """An action as a key: lower case, runs of whitespace one space, no trailing stop (the
+    rule every stored key was made by: changing it would split stored connections)."""
+    return " ".join(action.lower().split()).rstrip(".!").rstrip()
 
 
 def _direction_of(normalised: str) -> str | None:
@@ -127,8 +128,8 @@ ACTION_KEY_MAX = 200
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
     normalised action (``Enter  Window`` and ``enter window`` are one), at most
-    ACTION_KEY_MAX characters. A key is its own key (``action_key(key) == key``), so a key
-    written out (map_state.json) reads back as itself."""
+    ACTION_KEY_MAX characters. A key cut to that length ends in no space or stop, so it is
+    its own key and reads back as itself from map_state.json."""
     key = normalise_action(action)
     if len(key) > ACTION_KEY_MAX:
         key = key[:ACTION_KEY_MAX].rstrip(_ACTION_END)

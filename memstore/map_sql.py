@@ -353,8 +353,8 @@ def check_event(event: object) -> MapEvent:
         if problem is not None:
             raise ValueError(f"a map event's {name} {problem}: {getattr(event, name)[:60]!r}")
     key = event.action_key
-    if not key or len(key) > ACTION_KEY_MAX or action_key(key) != key:
-        raise ValueError(f"a map event's key must be an action's key (action_key): {key[:60]!r}")
+    if not key or len(key) > ACTION_KEY_MAX or action_key(event.action) != key:
+        raise ValueError(f"a map event's key must be its action's key (action_key): {key[:60]!r}")
     if event.kind not in (MOVED, BLOCKED, STAYED):
         raise ValueError(f"unknown map event kind {event.kind!r}")
     if (event.kind == BLOCKED or event.direction is not None) and (
