@@ -244,8 +244,9 @@ class SimpleMemoryManager:
         database cannot store (a NUL, a lone surrogate). The database's own refusals
         (StoreBusy, StoreClosed, ...) are memstore's errors and pass through.
 
-        An action or a response holding such characters is data, not a mistake: it is
-        used written out (``\\x00``), and such an action records no exit on the map.
+        An action, a response or an item name holding such characters is data, not a
+        mistake: it is used written out (``\\x00``), and such an action records no exit on
+        the map.
         """
         started = time.perf_counter()
         check_location_id(location_id)
@@ -260,6 +261,9 @@ class SimpleMemoryManager:
                 raise ValueError(f"{name} {problem}: {value[:60]!r}")
         typed_as_is = unstorable_text(action) is None
         action, response = _written_out(action), _written_out(response)
+        if any(unstorable_text(name) is not None for name in ctx.item_names.values()):
+            written = {item: _written_out(name) for item, name in ctx.item_names.items()}
+            ctx = ctx.model_copy(update={"item_names": written})
         self.turn += 1
         self.counters["turns"] += 1
         first_visit = (

@@ -80,14 +80,20 @@ class SynthesisRunner:
         entry = DecisionLog(triggers=joined_triggers(triggers), mode=self.mode, model=self.model)
         where = (location_id, location_name, episode, turn)
         if self.llm is None:
-            answer = record_offline(
-                location_id=location_id,
-                location_name=location_name,
-                action=action,
-                response=response,
-                ctx=ctx,
-                existing=existing,
-            )
+            try:
+                answer = record_offline(
+                    location_id=location_id,
+                    location_name=location_name,
+                    action=action,
+                    response=response,
+                    ctx=ctx,
+                    existing=existing,
+                )
+            except ValueError as exc:  # pydantic's too: the recorder's answer breaks a rule
+                self._record_failure(
+                    _schema_failure("the offline answer", exc), entry, started, where
+                )
+                return None
             raw = answer.model_dump_json()
         else:
             self.counters["llm_calls"] += 1
@@ -121,10 +127,7 @@ class SynthesisRunner:
         try:
             new_memory = self._new_memory(decision, ctx, episode, turn)
         except ValueError as exc:  # pydantic's too: the answer passed, its memory breaks a rule
-            why = " ".join(str(exc).split())
-            failure = AnswerError(SynthesisErrorKind.SCHEMA, f"the new memory: {why}")
-            failure.raw = raw
-            self._record_failure(failure, entry, started, where)
+            self._record_failure(_schema_failure("the new memory", exc, raw), entry, started, where)
             return None
         applied = self.store.apply_synthesis(
             location_id,
@@ -204,3 +207,10 @@ class SynthesisRunner:
         self.pending.decisions.append(
             DecisionRow(location_id, location_name, episode, turn, entry, now())
         )
+
+
+def _schema_failure(what: str, exc: ValueError, raw: str | None = None) -> AnswerError:
+    """A ``schema`` failure for ``what`` a rule refused (pydantic's message on one line)."""
+    failure = AnswerError(SynthesisErrorKind.SCHEMA, f"{what}: {' '.join(str(exc).split())}")
+    failure.raw = raw
+    return failure

@@ -83,3 +83,44 @@ def test_a_location_name_the_database_cannot_store_is_refused_at_once(
     manager.record_action_outcome(WEST, "West of House", "north", "Done.", moved(64, 137))
     manager.close()
     assert len(store.turn_records(manager.run_id)) == 1
+
+
+@pytest.mark.parametrize("name", ["lamp\x00", "lamp \ud800"], ids=["NUL", "surrogate"])
+def test_an_item_name_the_database_cannot_store_is_written_out(
+    store: MemoryStore, name: str
+) -> None:
+    """Item names come with the context (the game adapter's object names): the offline
+    recorder makes a memory's title of them, which a NUL once made a pydantic error
+    raised out of the turn, after it was counted."""
+    manager = SimpleMemoryManager(store, episode=1)
+    context = ZMachineContext(
+        location_before=7, location_after=7, inventory_after=frozenset({5}), item_names={5: name}
+    )
+    manager.record_action_outcome(7, "Attic", "take lamp", "Taken.", context)
+    manager.close()
+    titles = [m.title for m in store.memories(7)]
+    assert (
+        len(titles) == 1
+        and name.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00") in titles[0]
+    ), titles
+    assert manager.turn == 1 and manager.get_status()["failures"] == {}
+
+
+def test_a_memory_the_offline_recorder_cannot_make_is_a_counted_failure(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the offline recorder ever build an answer its own checks refuse, the turn
+    counts a schema failure and nothing raises into the agent loop."""
+    import memstore.synthesis_runner as runner
+
+    def refused(**_fields: Any) -> Any:
+        raise ValueError("1 validation error for MemorySynthesisResponse\nmemory_title\n  bad")
+
+    monkeypatch.setattr(runner, "record_offline", refused)
+    manager = SimpleMemoryManager(store, episode=1)
+    context = ZMachineContext(location_before=7, location_after=7, inventory_after=frozenset({5}))
+    assert manager.record_action_outcome(7, "Attic", "take lamp", "Taken.", context) is None
+    assert manager.get_status()["failures"] == {"schema": 1}
+    manager.close()
+    (row,) = store.decision_log()
+    assert row["error_kind"] == "schema" and "\n" not in row["error"]
