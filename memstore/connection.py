@@ -452,6 +452,8 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
     transaction itself."""
     try:
         if commit and _ended_by_the_database(conn, driver_of(conn)):  # ConnectionLost if lost
+            if _session_gone(conn, driver_of(conn)):  # not invalidated: the caller caught it
+                raise ConnectionLost("the server ended the session inside the transaction")
             raise TransactionAborted(
                 "the database rolled this transaction back after an error inside it that "
                 "the caller caught: nothing of the transaction was written"
@@ -485,6 +487,11 @@ def _ended_by_the_database(conn: Connection, driver: Any) -> bool:
 
         return transaction_failed(driver)
     return not driver.in_transaction
+
+
+def _session_gone(conn: Connection, driver: Any) -> bool:
+    """Is the server connection itself gone (closed, or broken by the server)?"""
+    return conn.dialect.name == "postgresql" and bool(driver.closed or driver.broken)
 
 
 def change_token(conn: Connection) -> object:

@@ -27,6 +27,7 @@ from memstore.config import load_config
 from memstore.connection import (
     BEGIN_KEY,
     DEFAULT_BUSY_TIMEOUT_S,
+    PAGE_SIZE,
     Target,
     check_existing,
     resolve_target,
@@ -109,6 +110,9 @@ def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
+        # a new file gets memstore's page size, as MemoryStore.open gives it (a no-op on
+        # an existing one)
+        dbapi_connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         # batch mode rebuilds tables: dropping one must not cascade to the rows of another
         # (a no-op inside a transaction, so it is set here, before any)
         dbapi_connection.execute("PRAGMA foreign_keys = OFF")

@@ -62,6 +62,9 @@ def test_alembic_upgrade_head_and_open_give_the_same_schema(tmp_path: Path) -> N
     command.upgrade(alembic_config(migrated), "head")
     MemoryStore.open(created).close()
     assert schema_of(migrated) == schema_of(created)
+    for db in (migrated, created):  # `memstore db upgrade` makes a new file as open() does
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA page_size").fetchone() == (PAGE_SIZE,)
     with sqlite3.connect(created) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
             (HEAD_REVISION,)

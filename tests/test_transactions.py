@@ -276,3 +276,28 @@ def test_ctrl_c_while_a_write_waits_for_another_process_leaves_the_store_usable(
     with MemoryStore.open(db_path, read_only=True) as again:
         assert [m.title for m in again.memories(3)] == ["Written after Ctrl-C"]
         assert again.memories(2) == []
+
+
+def test_a_server_ending_the_session_inside_a_transaction_is_a_lost_connection(
+    pg_cluster: Any, pg_database: str
+) -> None:
+    """The server ends the session (a restart, an administrator) inside
+    ``store.transaction()``; the caller catches the error of the statement that met it. The
+    end of the block says the connection was lost (not that an error rolled it back), and
+    the next call connects again."""
+    import psycopg
+
+    with MemoryStore.open(pg_database) as store:
+        store.add_memory(1, "Room", note("Before"))
+        with pytest.raises(DatabaseUnavailable, match="lost the connection") as raised:
+            with store.transaction():
+                assert store.add_memory(1, "Room", note("Inside"))
+                pid = store._conn.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]  # noqa: SLF001
+                with psycopg.connect(pg_cluster.conninfo(pg_database.rsplit("/", 1)[1])) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                with contextlib.suppress(Exception):  # the caller's own catch
+                    store.add_memory(1, "Room", note("Meets the ended session"))
+        assert "\n" not in str(raised.value)
+        assert store.add_memory(2, "Room", note("After"))  # the next call connects again
+        assert [m.title for m in store.memories(1)] == ["Before"]
+        assert [m.title for m in store.memories(2)] == ["After"]
