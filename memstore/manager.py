@@ -260,7 +260,9 @@ class SimpleMemoryManager:
             if value is not None and (problem := unstorable_text(value)) is not None:
                 raise ValueError(f"{name} {problem}: {value[:60]!r}")
         typed_as_is = unstorable_text(action) is None
-        action, response = _written_out(action), _written_out(response)
+        if not typed_as_is:
+            action = _written_out(action)
+        response = _written_out(response)
         if any(unstorable_text(name) is not None for name in ctx.item_names.values()):
             written = {item: _written_out(name) for item, name in ctx.item_names.items()}
             ctx = ctx.model_copy(update={"item_names": written})
