@@ -53,6 +53,8 @@ Markdown text (headings, table cells) is escaped with ``exporters.notes_md.escap
 
 from __future__ import annotations
 
+import re
+
 from exporters.notes_md import escape_markdown
 from memstore.map_graph import (
     DEFAULT_ROUTE_CONFIDENCE,
@@ -63,7 +65,7 @@ from memstore.map_graph import (
     PrunedExit,
 )
 
-__all__ = ["FILE_TITLE", "mermaid_label", "mermaid_node_id", "render_map_md"]
+__all__ = ["FILE_TITLE", "is_map_md", "mermaid_label", "mermaid_node_id", "render_map_md"]
 
 FILE_TITLE = "# Map"
 TABLE_HEADER = (
@@ -88,6 +90,27 @@ _MERMAID_ENTITIES = str.maketrans(
         "\\": "#92;",
     }
 )
+
+
+#: the lines every Map.md render_map_md writes begins with: the title, then the empty map's
+#: line or the summary line, and (a map with rooms) the graph section after the legend
+_EMPTY_LINE = "No rooms on the map yet."
+_SUMMARY = re.compile(r"\d+ rooms?, \d+ connections? \(\d+ routed\), \d+ pruned exits?\.", re.ASCII)
+_GRAPH_START = "\n## Graph\n\n```mermaid\ngraph TD\n"
+
+
+def is_map_md(text: str) -> bool:
+    """True when ``text`` has the layout :func:`render_map_md` writes (of any map, this
+    database's or an older one): the title line, an empty line, the summary line (or the
+    empty map's line) and, after it, the Mermaid graph section. Hand-written notes that
+    only begin with ``# Map`` are not a Map.md. Line endings may be ``\\r\\n``."""
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n", 3)
+    if len(lines) < 3 or lines[0] != FILE_TITLE or lines[1]:
+        return False
+    if lines[2] == _EMPTY_LINE:
+        return True
+    return _SUMMARY.fullmatch(lines[2]) is not None and _GRAPH_START in text
 
 
 def mermaid_node_id(room: int) -> str:
@@ -213,7 +236,7 @@ def render_map_md(graph: MapGraph, *, threshold: float = DEFAULT_ROUTE_CONFIDENC
     graph = graph.shown()
     lines = [FILE_TITLE, ""]
     if not graph.rooms:
-        lines += ["No rooms on the map yet.", ""]
+        lines += [_EMPTY_LINE, ""]
         return "\n".join(lines)
     connections = len(graph.connections)
     by_room = _by_room(graph)

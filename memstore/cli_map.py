@@ -10,8 +10,9 @@ Each subcommand also takes the global options after it (``memstore map route 64 
 x.db``). ``show`` (memstore.cli) ends with the room's exits line through
 :func:`exits_for_show`, the fullest line that fits the token budget, as the agent sees it.
 
-The exports replace only what they wrote: an existing file that is a SQLite database,
-not a Map.md (``map export``), or not a map_state.json whose map the database has
+The exports replace only what they wrote (memstore.export_file.foreign_file): an existing
+file that is a SQLite database, not a Map.md memstore wrote (``map export``,
+exporters.map_md.is_map_md), or not a map_state.json whose map the database has
 (``map export-json``, memstore.map_json.map_state_at_risk) is refused unless ``--force``;
 an empty file is replaced. What is shown to a person (Map.md, the text output) shows
 names and actions as memstore.map_events.shown_text gives them: one line, control
@@ -37,7 +38,7 @@ DEFAULT_MAP_MD = Path("game_files") / "Map.md"
 STDOUT = "-"
 #: every SQLite database file begins with these bytes
 _SQLITE_HEADER = b"SQLite format 3\x00"
-#: how much of an existing Map.md is read to tell what it is
+#: how much of an existing file is read to tell whether it is a SQLite database
 _HEAD_BYTES = 64
 _FORCE = "give another file, or pass --force to overwrite it"
 
@@ -133,10 +134,10 @@ def _to_stderr(args: argparse.Namespace, ctx: Context, path: str) -> Context:
     return Context(args, ctx.err, ctx.err) if path == STDOUT else ctx
 
 
-def _existing(path: str, what: str, *, whole: bool) -> tuple[FileState, str]:
+def _existing(path: str, what: str) -> tuple[FileState, str]:
     """The file an export is to replace, read before the database is opened: its state
     (for ``write_atomically``'s ``unchanged``) and its text ("" when there is none or it
-    is empty; only its first bytes unless ``whole``). A SQLite database, or a file that
+    is empty). A SQLite database, or a file that
     cannot be read as text, is refused (one CliError line)."""
     from memstore.export_file import file_head, file_state
 
@@ -154,8 +155,6 @@ def _existing(path: str, what: str, *, whole: bool) -> tuple[FileState, str]:
         raise CliError(
             f"{path} is a SQLite database (another memstore database?), not a {what}: {_FORCE}"
         )
-    if not whole:
-        return state, head.decode("utf-8", "replace")
     try:
         return state, read_text(path, what)
     except CliError as exc:
@@ -164,13 +163,16 @@ def _existing(path: str, what: str, *, whole: bool) -> tuple[FileState, str]:
 
 def _refuse_all_but_map_md(path: str) -> FileState:
     """The state of ``path`` if the export may replace it (nothing there, an empty file, or
-    a Map.md: it begins with its title); else one CliError line."""
-    from exporters.map_md import FILE_TITLE
+    a Map.md memstore wrote: exporters.map_md.is_map_md, by memstore.export_file's one
+    rule ``foreign_file``); else one CliError line."""
+    from exporters.map_md import is_map_md
+    from memstore.export_file import foreign_file
 
-    state, head = _existing(path, "Map.md", whole=False)
-    if head and not head.startswith((f"{FILE_TITLE}\n", f"{FILE_TITLE}\r\n")):
+    state, text = _existing(path, "Map.md")
+    if foreign_file(text, is_map_md):
         raise CliError(
-            f"{path} is not a Map.md (it does not begin with the line {FILE_TITLE!r}): {_FORCE}"
+            f"{path} is not a Map.md memstore wrote (not the title, summary and graph "
+            f"memstore writes: hand-written notes?): {_FORCE}"
         )
     return state
 
@@ -229,7 +231,7 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
         ctx.refuse_database_file(args.file)
         check_target(args.file)
         if not args.force:
-            checked, held = _existing(args.file, "map_state.json", whole=True)
+            checked, held = _existing(args.file, "map_state.json")
     info = _to_stderr(args, ctx, args.file)
     graph, _threshold = _read_map(info)
     problem = map_state_at_risk(graph, held)

@@ -59,6 +59,7 @@ __all__ = [
     "file_state",
     "file_kind",
     "export_check",
+    "foreign_file",
     "file_head",
     "write_atomically",
     "write_bytes_atomically",
@@ -213,10 +214,28 @@ def check_target(path: str | Path) -> None:
     _existing_mode(_final_target(given), given)
 
 
+def _nearest_existing(folder: Path, given: Path) -> Path:
+    """``folder`` or its nearest ancestor that exists: where the missing folders are created.
+    A symbolic link to nothing on the way is refused (``NotADirectoryError`` naming it and
+    ``given``): the folders cannot be created through it (``mkdir`` says "File exists")."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise NotADirectoryError(
+                errno.ENOTDIR,
+                f"{existing} is a symbolic link to nothing ({os.readlink(existing)}): cannot "
+                f"create {folder} through it",
+                str(given),
+            )
+        existing = existing.parent
+    return existing
+
+
 def check_writable(path: str | Path) -> None:
     """Raise, writing nothing that stays, what ``write_atomically(path, ...)`` would raise
     for a target it could not write: ``check_target``'s refusals, a folder that cannot be
-    written or created (one ``OSError`` naming ``path``: ``cannot write in FOLDER: ...``).
+    written or created (one ``OSError`` naming ``path``: ``cannot write in FOLDER: ...``),
+    a missing folder under a symbolic link to nothing (``NotADirectoryError`` naming it).
 
     The only sure test of a folder is to write in it (as root, or on /proc, the permission
     bits say nothing): an empty temporary file is created there and removed at once (named
@@ -227,9 +246,7 @@ def check_writable(path: str | Path) -> None:
     given = Path(path)
     target = _final_target(given)
     folder = target.parent if str(target.parent) else Path(".")
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = _nearest_existing(folder, given)
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, f"{existing} is not a folder", str(given))
     _existing_mode(target, given)
@@ -290,6 +307,7 @@ def write_bytes_atomically(
         )
     mode = 0o644 if existing is None else existing.st_mode & 0o7777
     folder = target.parent if str(target.parent) else Path(".")
+    _nearest_existing(folder, given)
     folder.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(folder, target.name)
     try:
@@ -339,6 +357,22 @@ def export_check(path: str | Path, text: str, *, encoding: str = "utf-8") -> boo
     return on_disk == text.encode(encoding)
 
 
+# --- what an export may replace ------------------------------------------------------------
+
+#: a UTF-8 byte order mark, as the first character of a decoded file (editors add one)
+BOM = "\ufeff"
+
+
+def foreign_file(text: str, is_kind: Callable[[str], bool]) -> bool:
+    """The one rule of every export (Memories.md, Map.md, map_state.json): it replaces,
+    without ``--force``, only an empty file (nothing but whitespace) or a file of the kind
+    it writes. True when a file holding ``text`` is neither: ``is_kind`` is asked about the
+    text with a leading byte order mark removed, so a file an editor saved with one is
+    still recognised."""
+    body = text.removeprefix(BOM)
+    return bool(body.strip()) and not is_kind(body)
+
+
 # --- replacing a Memories.md that holds edits ----------------------------------------------
 
 
@@ -368,9 +402,9 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     is not, however the database changed since. A Memories.md with no base line
     (hand-written, or an older memstore's export: compared 2-way) is at risk when it holds
     a memory the database lacks or has otherwise, a conflict or a problem; not for the
-    memories the database learned after it was written. An empty file, and a file that is
-    no Memories.md at all (no ``# Location Memories`` title, no location section), are
-    not at risk: they are replaced as before this guard.
+    memories the database learned after it was written. An empty file is not at risk; a
+    file that is no Memories.md at all (no ``# Location Memories`` title, no base line, no
+    location section) is (``foreign_file``: an export replaces only a file of its kind).
     """
     from exporters.parse import parse_memories_md_rows
     from exporters.render import FILE_TITLE
@@ -378,8 +412,16 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
 
     parsed = parse_memories_md_rows(text)
     with_base = parsed.base is not None
-    if not with_base and not (text.lstrip("\ufeff").startswith(FILE_TITLE) or parsed.locations):
-        return None  # empty, or not a Memories.md
+    if foreign_file(
+        text, lambda body: with_base or body.startswith(FILE_TITLE) or bool(parsed.locations)
+    ):
+        return EditsAtRisk(
+            f"{path} is not a Memories.md (no {FILE_TITLE!r} title, no location section): "
+            "give another file, or pass --force to overwrite it",
+            final=True,
+        )
+    if not text.removeprefix(BOM).strip():
+        return None  # empty: nothing to lose
     outcome = import_memories(store, text, apply=False, parsed=parsed)
     plan = outcome.plan
     counts = (

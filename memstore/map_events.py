@@ -40,6 +40,7 @@ most SHOWN_MAX characters with an ellipsis.
 
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -163,20 +164,54 @@ _VISIBLE = str.maketrans(
 )
 
 
+#: joiners kept as they are: they only join the characters around them (emoji sequences)
+_ZWJ, _ZWNJ = "\u200d", "\u200c"
+
+
 def visible(text: str) -> str:
-    """``text`` with every control character (C0, DEL, C1) replaced by a visible stand-in:
-    nothing in it can move a terminal's cursor, and a file holding it stays text to git."""
-    return text.translate(_VISIBLE)
+    """``text`` with every control character (C0, DEL, C1) replaced by a visible stand-in,
+    and every format character (Unicode category Cf: the bidi controls U+202E ..., a zero
+    width space) but the two joiners by the replacement character: nothing in it can move
+    a terminal's cursor or reorder what follows, and a file holding it stays text to git."""
+    shown = text.translate(_VISIBLE)
+    if shown.isascii():
+        return shown
+    return "".join(
+        "\ufffd" if c not in (_ZWJ, _ZWNJ) and unicodedata.category(c) == "Cf" else c for c in shown
+    )
+
+
+def _extends(char: str) -> bool:
+    """Whether ``char`` belongs to the character before it (a combining mark, a joiner, a
+    variation selector, an emoji skin tone): a cut never falls just before it."""
+    return (
+        char in (_ZWJ, _ZWNJ)
+        or unicodedata.category(char) in ("Mn", "Mc", "Me")
+        or "\ufe00" <= char <= "\ufe0f"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+    )
+
+
+def _cluster_start(line: str, cut: int) -> int:
+    """``cut``, moved back to the start of the character cluster it falls in (a base and
+    its marks, an emoji joined by U+200D, a flag), so no mark or joiner is left dangling."""
+    while 0 < cut < len(line) and (_extends(line[cut]) or line[cut - 1] == _ZWJ):
+        cut -= 1
+    flags = 0  # regional indicators pair into flags: never keep half of one
+    while flags < cut and "\U0001f1e6" <= line[cut - 1 - flags] <= "\U0001f1ff":
+        flags += 1
+    return cut - flags % 2
 
 
 def shown_text(text: str, limit: int | None = SHOWN_MAX) -> str:
     """A name or an action as the map shows it to a person: one line (runs of whitespace,
-    line breaks among them, one space), control characters made ``visible``, and at most
-    ``limit`` characters (None: no limit), a longer one cut and ended with ELLIPSIS."""
+    line breaks among them, one space), control and format characters made ``visible``,
+    and at most ``limit`` characters (None: no limit), a longer one cut before the
+    character cluster the limit falls in and ended with ELLIPSIS."""
     line = visible(" ".join(text.split()))
     if limit is None or len(line) <= limit:
         return line
-    return line[: max(0, limit - len(ELLIPSIS))].rstrip() + ELLIPSIS
+    return line[: _cluster_start(line, max(0, limit - len(ELLIPSIS)))].rstrip() + ELLIPSIS
 
 
 def confidence(verifications: int, failures: int) -> float:

@@ -193,6 +193,39 @@ class _ByRoom(NamedTuple):
     pruned: dict[int, list[str]]
 
 
+class _Table(dict):  # type: ignore[type-arg]
+    """A dict that counts its changes (``version``), so that MapGraph's index of its keys
+    by room is rebuilt after any change, whatever its size, at no cost per query."""
+
+    version = 0
+
+
+def _counted(name: str) -> object:
+    change = getattr(dict, name)
+
+    def counted(self: _Table, *args: object, **kwargs: object) -> object:
+        self.version += 1
+        return change(self, *args, **kwargs)
+
+    return counted
+
+
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__ior__",
+    "pop",
+    "popitem",
+    "clear",
+    "update",
+    "setdefault",
+):
+    setattr(_Table, _name, _counted(_name))
+
+#: MapGraph's tables, whose changes its index follows (each is a _Table)
+_TABLES = ("connections", "failures", "pruned")
+
+
 def _not_on_map(location_id: int) -> str:
     return f"room {location_id} is not on the map (no exit was taken or tried there yet)"
 
@@ -216,18 +249,29 @@ class MapGraph:
     The tables may be filled directly (memstore.map_sql.read_graph, the JSON reader) and
     their rows replaced under the same key; a room's rows are found through an index of
     the keys by room, built once per map (so ``exits`` of every room is linear in the
-    map's size, not quadratic) and built again after ``apply`` or when a table's size
-    changes.
+    map's size, not quadratic) and built again after any change to a table: each is a
+    dict that counts its changes (``_Table``; a plain dict given is copied into one).
     """
 
     rooms: dict[int, str] = field(default_factory=dict)
     connections: dict[tuple[int, str], Connection] = field(default_factory=dict)
     failures: dict[tuple[int, str], ExitFailure] = field(default_factory=dict)
     pruned: dict[tuple[int, str], PrunedExit] = field(default_factory=dict)
-    #: the tables' sizes when it was built, and the index of their keys by room
-    _index: tuple[tuple[int, int, int], _ByRoom] | None = field(
+    #: the tables (and their change counts) when it was built, and the index by room
+    _index: tuple[tuple[object, ...], _ByRoom] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # every table is a _Table, however it is given (constructor or assignment), so
+        # that any change to it is seen: the index never answers from stale keys
+        if name in _TABLES and not isinstance(value, _Table):
+            value = _Table(value)  # type: ignore[call-overload]
+        super().__setattr__(name, value)
+
+    def _versions(self) -> tuple[object, ...]:
+        tables = [getattr(self, name) for name in _TABLES]
+        return (*map(id, tables), *(table.version for table in tables))
 
     # -- the rules
 
@@ -331,8 +375,8 @@ class MapGraph:
 
     def _by_room(self) -> _ByRoom:
         """The index of the tables' keys by room (see the class docstring)."""
-        sizes = (len(self.connections), len(self.failures), len(self.pruned))
-        if self._index is None or self._index[0] != sizes:
+        versions = self._versions()
+        if self._index is None or self._index[0] != versions:
             connections: dict[int, list[tuple[int, str]]] = {}
             for key in self.connections:
                 connections.setdefault(key[0], []).append(key)
@@ -342,7 +386,7 @@ class MapGraph:
             pruned: dict[int, list[str]] = {}
             for room, direction in self.pruned:
                 pruned.setdefault(room, []).append(direction)
-            self._index = (sizes, _ByRoom(connections, failures, pruned))
+            self._index = (versions, _ByRoom(connections, failures, pruned))
         return self._index[1]
 
     def _from(self, location_id: int) -> list[Connection]:

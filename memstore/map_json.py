@@ -45,9 +45,11 @@ map is refused unless ``replace=True`` (``--replace``), so a peer's file never o
 what agents learned by accident; merging two maps is not supported.
 
 **Replacing a file** (:func:`map_state_at_risk`): ``export-json`` replaces an existing
-file only when that loses no map: the file is empty, or a map_state.json whose rooms and
-connections are all on the map written over it (an earlier export of this map, or of a
-map it grew from). Anything else (a peer's map_state.json never imported, a file that is
+file only when that loses no map: the file is empty, or a map_state.json the map written
+over it covers (an earlier export of this map, or of a map it grew from): every room and
+connection in it is on the map, each connection leads to the same room with no more
+verifications or failures than the map has, and every failed exit (no more failures) and
+pruned exit is on the map too. Anything else (a peer's map_state.json never imported, a file that is
 no map_state.json) is refused unless ``--force``.
 """
 
@@ -179,19 +181,56 @@ def map_state_at_risk(graph: MapGraph, text: str) -> str | None:
     except MapStateError as exc:
         problem = str(exc).removesuffix("; nothing was imported")
         return f"is not a map_state.json memstore reads ({problem})"
-    rooms = sum(1 for room in held.rooms if room not in graph.rooms)
-    connections = sum(1 for key in held.connections if key not in graph.connections)
-    if not rooms and not connections:
+    lost = _not_covered(graph, held)
+    if not lost:
         return None
-    lost = " and ".join(
-        f"{count} {what}{'' if count == 1 else 's'}"
-        for count, what in ((rooms, "room"), (connections, "connection"))
-        if count
-    )
     return (
-        f"holds a map with {lost} that this database's map does not have (a peer's "
-        "map_state.json, never imported?)"
+        f"holds a map with {' and '.join(lost)} that this database's map does not have (a "
+        "peer's map_state.json, never imported?)"
     )
+
+
+def _not_covered(graph: MapGraph, held: MapGraph) -> list[str]:
+    """What ``held`` knows that ``graph`` does not, counted (``["2 rooms", ...]``): a
+    room or connection it lacks, a connection leading elsewhere, more verifications or
+    failures than it has, a failed exit it lacks or has failed fewer times, a pruned exit
+    it lacks (unless it has taken that exit since, which un-prunes it)."""
+    mine = graph.connections
+    shared = [(c, mine[k]) for k, c in held.connections.items() if k in mine]
+    counts = (
+        (sum(1 for room in held.rooms if room not in graph.rooms), "room", "rooms"),
+        (sum(1 for key in held.connections if key not in mine), "connection", "connections"),
+        (
+            sum(1 for c, m in shared if c.to_id != m.to_id),
+            "connection leading elsewhere",
+            "connections leading elsewhere",
+        ),
+        (
+            sum(
+                1
+                for c, m in shared
+                if c.to_id == m.to_id
+                and (c.verifications > m.verifications or c.failures > m.failures)
+            ),
+            "connection seen more often",
+            "connections seen more often",
+        ),
+        (
+            sum(
+                1
+                for k, f in held.failures.items()
+                if k not in graph.failures or f.failures > graph.failures[k].failures
+            ),
+            "failed exit",
+            "failed exits",
+        ),
+        (
+            sum(1 for k in held.pruned if k not in graph.pruned and k not in mine),
+            "pruned exit",
+            "pruned exits",
+        ),
+    )
+    return [f"{n} {one if n == 1 else many}" for n, one, many in counts if n]
 
 
 # --- importing -----------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_export_is_atomic(
     capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "Memories.md"
-    out.write_text("the old file\n", encoding="utf-8")
+    out.write_text("# Location Memories\n", encoding="utf-8")  # an older (empty) export
 
     def broken_replace(*_args: object) -> None:
         raise OSError(28, "No space left on device")
@@ -131,7 +131,7 @@ def test_export_is_atomic(
     monkeypatch.setattr(os, "replace", broken_replace)
     code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out))
     assert_one_error_line(code, err, "No space left on device")
-    assert out.read_text(encoding="utf-8") == "the old file\n"
+    assert out.read_text(encoding="utf-8") == "# Location Memories\n"
     left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("memories.db"))
     assert left == ["Memories.md"]  # no temporary file left behind
 

@@ -277,15 +277,19 @@ def test_export_refuses_a_memories_md_without_base_line_that_holds_edits(
     assert "HAND EDIT" not in exported.read_text(encoding="utf-8")
 
 
-def test_export_replaces_a_file_that_is_no_memories_md_as_before(
+def test_export_refuses_a_file_that_is_no_memories_md_unless_forced(
     capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
 ) -> None:
-    """The chosen limit of the guard: only a Memories.md is examined for edits."""
+    """An export replaces only an empty file or a file of its kind (review D, F5)."""
     other = tmp_path / "other.md"
     other.write_text("the old file\n", encoding="utf-8")
 
     code, err = export(capsys, db, other)
 
+    assert code == 1
+    assert "is not a Memories.md" in err and "--force" in err
+    assert other.read_text(encoding="utf-8") == "the old file\n"
+    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(other), "--force")
     assert code == 0, err
     assert "Trap door" in other.read_text(encoding="utf-8")
 

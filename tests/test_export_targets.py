@@ -23,6 +23,9 @@ from tests.cli_helpers import never_blocks as never_blocks  # a fixture
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
 
+#: an older Memories.md with no memories (its title): a file of the kind the export writes
+OLD_EXPORT = "# Location Memories\n"
+
 
 def temporary_files(*folders: Path) -> list[str]:
     return sorted(p.name for folder in folders for p in folder.iterdir() if p.suffix == ".tmp")
@@ -174,7 +177,7 @@ def test_a_symlink_is_written_through_to_its_final_target_and_stays_a_link(
     real_folder.mkdir()
     link_folder.mkdir()
     real = real_folder / "Memories.md"
-    real.write_text("the old file\n", encoding="utf-8")
+    real.write_text(OLD_EXPORT, encoding="utf-8")
     real.chmod(0o600)
     middle = link_folder / "middle.md"
     middle.symlink_to(real)
@@ -282,7 +285,7 @@ def test_a_hard_linked_file_is_replaced_atomically_with_a_warning(
     capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path, expected: str
 ) -> None:
     out = tmp_path / "Memories.md"
-    out.write_text("the old file\n", encoding="utf-8")
+    out.write_text(OLD_EXPORT, encoding="utf-8")
     copy = tmp_path / "reviewer-copy.md"
     os.link(out, copy)
 
@@ -293,7 +296,7 @@ def test_a_hard_linked_file_is_replaced_atomically_with_a_warning(
     assert warning.startswith("memstore: warning: ") and str(out) in warning
     assert "1 other hard link" in warning and "keep the old content" in warning
     assert out.read_text(encoding="utf-8") == expected
-    assert copy.read_text(encoding="utf-8") == "the old file\n"  # the link was broken
+    assert copy.read_text(encoding="utf-8") == OLD_EXPORT  # the link was broken
     assert out.stat().st_nlink == 1
     # a second export has nothing to warn about
     code, _stdout, err = run(capsys, "--db", str(db), "export", "--out", str(out))
