@@ -292,7 +292,8 @@ def test_an_immutable_target_names_the_target_not_a_temporary_file(
     with MemoryStore.open(db_path) as store:
         store.add_memory(15, "West of House", mem("Fact"))
     target = tmp_path / "Memories.md"
-    target.write_text("old\n", encoding="utf-8")
+    old = "# Location Memories\n"  # an older export: a file the export may replace
+    target.write_text(old, encoding="utf-8")
     if os.geteuid() != 0 or shutil.which("chattr") is None:
         pytest.skip("needs root and chattr (permission bits do not stop a rename)")
     if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode:
@@ -305,7 +306,7 @@ def test_an_immutable_target_names_the_target_not_a_temporary_file(
     (line,) = err.strip().splitlines()
     assert line.startswith(f"memstore: error: {target}: "), line
     assert ".tmp" not in line
-    assert target.read_text(encoding="utf-8") == "old\n"
+    assert target.read_text(encoding="utf-8") == old
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
 
 
