@@ -455,8 +455,9 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
             if _session_gone(conn, driver_of(conn)):  # not invalidated: the caller caught it
                 raise ConnectionLost("the server ended the session inside the transaction")
             raise TransactionAborted(
-                "the database rolled this transaction back after an error inside it that "
-                "the caller caught: nothing of the transaction was written"
+                "the transaction ended inside the block (the database rolled it back after "
+                "an error the caller caught, or a COMMIT or ROLLBACK ran inside it): its end "
+                "committed nothing"
             )
         opened = _OPEN.pop(id(conn), None)
         if opened is not None:

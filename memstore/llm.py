@@ -107,25 +107,33 @@ class DeadlineCallable:
     (a sqlite3 connection, a signal handler, context variables). Other attributes
     (``last_usage``) are the wrapped callable's, set and read."""
 
-    _OWN = frozenset({"llm", "seconds", "__name__", "_running"})
+    _OWN = frozenset({"llm", "seconds", "__name__", "_running", "_lock"})
 
     def __init__(self, llm: Callable[[list[dict[str, str]]], str], seconds: float) -> None:
+        if not isinstance(seconds, int | float) or not 0 < seconds <= threading.TIMEOUT_MAX:
+            raise ValueError(
+                f"seconds must be a positive finite number (at most "
+                f"{threading.TIMEOUT_MAX:g}), got {seconds!r}"
+            )
         self.llm = llm
-        self.seconds = seconds
+        self.seconds = float(seconds)
         self.__name__ = str(getattr(llm, "__name__", type(llm).__name__))
         self._running: threading.Event | None = None  # set when the last call returned
+        self._lock = threading.Lock()  # the check of the last call and the start of the next
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         return self.within(messages, self.seconds)
 
     def within(self, messages: list[dict[str, str]], seconds: float) -> str:
         """The answer within the shorter of ``seconds`` and the callable's own limit."""
-        if self._running is not None and not self._running.is_set():
-            raise LLMDeadlineExceeded(
-                "the previous call, abandoned at its deadline, has not returned yet"
-            )
-        finished = threading.Event()
-        self._running = finished
+        with self._lock:
+            if self._running is not None and not self._running.is_set():
+                raise LLMDeadlineExceeded(
+                    "another call is still running (a call abandoned at its deadline, or "
+                    "one from another thread): calls never overlap"
+                )
+            finished = threading.Event()
+            self._running = finished
 
         def call() -> str:
             try:

@@ -257,21 +257,22 @@ class MapGraph:
     connections: dict[tuple[int, str], Connection] = field(default_factory=dict)
     failures: dict[tuple[int, str], ExitFailure] = field(default_factory=dict)
     pruned: dict[tuple[int, str], PrunedExit] = field(default_factory=dict)
-    #: the tables (and their change counts) when it was built, and the index by room
-    _index: tuple[tuple[object, ...], _ByRoom] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    #: the tables' change counts when it was built, and the index by room (not a field:
+    #: ``dataclasses.asdict`` and ``MapGraph(**fields)`` never see it)
+    _index = None  # type: tuple[tuple[object, ...], _ByRoom] | None
 
     def __setattr__(self, name: str, value: object) -> None:
         # every table is a _Table, however it is given (constructor or assignment), so
-        # that any change to it is seen: the index never answers from stale keys
-        if name in _TABLES and not isinstance(value, _Table):
-            value = _Table(value)  # type: ignore[call-overload]
+        # that any change to it is seen, and a table given anew drops the index: it never
+        # answers from stale keys
+        if name in _TABLES:
+            if not isinstance(value, _Table):
+                value = _Table(value)  # type: ignore[call-overload]
+            super().__setattr__("_index", None)
         super().__setattr__(name, value)
 
     def _versions(self) -> tuple[object, ...]:
-        tables = [getattr(self, name) for name in _TABLES]
-        return (*map(id, tables), *(table.version for table in tables))
+        return tuple(getattr(self, name).version for name in _TABLES)
 
     # -- the rules
 

@@ -309,7 +309,7 @@ def test_a_bounded_callable_never_runs_two_calls_at_once(hung: Hung, never_block
     bounded = with_deadline(hung, 0.1)
     with pytest.raises(LLMDeadlineExceeded, match="no answer within"):
         bounded([])
-    with pytest.raises(LLMDeadlineExceeded, match="previous call.*has not returned"):
+    with pytest.raises(LLMDeadlineExceeded, match="another call is still running"):
         bounded([])
     assert hung.calls == 1
     hung.release.set()
@@ -332,3 +332,41 @@ def test_setting_an_attribute_on_a_bounded_callable_sets_the_callables() -> None
     bounded = with_deadline(model, 5.0)
     bounded.last_usage = None  # type: ignore[attr-defined]
     assert model.last_usage is None and bounded.last_usage is None  # type: ignore[attr-defined]
+
+
+def test_a_bounded_callable_called_from_many_threads_never_runs_two_calls_at_once() -> None:
+    """The check of the last call and the start of the next are one step (round 3 saw two
+    calls run at once from six threads, and live calls refused as abandoned)."""
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def model(messages: list[dict[str, str]]) -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.002)
+        with lock:
+            running[0] -= 1
+        return "answer"
+
+    bounded = with_deadline(model, 5.0)
+    answers: list[str] = []
+
+    def caller() -> None:
+        for _ in range(20):
+            try:
+                answers.append(bounded([]))
+            except LLMDeadlineExceeded as exc:
+                assert "another call is still running" in str(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert peak[0] == 1 and answers
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0, -1, 1e300, "5"])
+def test_a_deadline_that_is_not_a_positive_finite_number_is_refused(seconds: Any) -> None:
+    with pytest.raises(ValueError, match="positive finite number"):
+        with_deadline(lambda messages: "answer", seconds)

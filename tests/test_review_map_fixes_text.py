@@ -5,6 +5,7 @@ through an index (linear in the map's size)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -292,3 +293,21 @@ def test_keys_are_made_by_the_rule_the_stored_keys_were_made_by(action: str, key
     (``go .`` stored, ``go`` recorded beside it, each verified half as often), and their
     own exports no longer imported: short actions keep the rule they were stored by."""
     assert action_key(action) == key
+
+
+def test_a_table_given_anew_drops_the_index_whatever_its_address() -> None:
+    """Round 3: the index was keyed by the tables' ids, and a new table built where the
+    old one was freed answered from the old keys (KeyError, or a wrong exit list)."""
+    graph = MapGraph()
+    graph.apply(_moved("north", before=1, after=2))
+    for attempt in range(50):
+        assert [e.command for e in graph.exits(1).exits]  # the index is built
+        graph.connections = {
+            (1, f"up{attempt}"): graph.connections[next(iter(graph.connections))]._replace(
+                action_key=f"up{attempt}", action=f"up{attempt}", direction=None
+            )
+        }
+        graph.connections = dict(graph.connections)  # assigned twice: the first is freed
+        assert [e.command for e in graph.exits(1).exits] == [f"up{attempt}"]
+    copy = MapGraph(**dataclasses.asdict(graph))  # the index is no field
+    assert copy.connections == graph.connections

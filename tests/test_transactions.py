@@ -105,7 +105,7 @@ def test_a_transaction_sqlite_rolled_back_itself_is_not_reported_committed(
     with MemoryStore.open(db_path) as store:
         store.add_memory(1, "Room", note("Before"))
         driver = store._conn.connection.driver_connection  # noqa: SLF001
-        with pytest.raises(TransactionAborted, match="rolled this transaction back") as raised:
+        with pytest.raises(TransactionAborted, match="the database rolled it back") as raised:
             with store.transaction():
                 assert store.add_memory(1, "Room", note("Acknowledged inside"))
                 (pages,) = driver.execute("PRAGMA page_count").fetchone()  # type: ignore[union-attr]
@@ -130,7 +130,9 @@ def test_a_caught_error_inside_a_transaction(store: MemoryStore) -> None:
     server = store.target.is_server
     with contextlib.ExitStack() as outcome:
         if server:
-            outcome.enter_context(pytest.raises(TransactionAborted, match="rolled this"))
+            outcome.enter_context(
+                pytest.raises(TransactionAborted, match="the database rolled it back")
+            )
         with store.transaction() as conn:
             assert store.add_memory(2, "Room", note("Acknowledged inside"))
             run(conn, INSERT_LOCATION, duplicate)
