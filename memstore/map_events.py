@@ -137,6 +137,13 @@ def action_key(action: str) -> str:
     return _direction_of(key) or key
 
 
+def written_exit(key: str) -> str:
+    """A key as map_state.json spells its exit: the key, or, for a key that is not its own
+    key (an action with two runs of trailing stops, ``wait. .``, has the key ``wait.``),
+    the key and `` .``, whose key it is, so the file reads back as the map it was."""
+    return key if action_key(key) == key else f"{key} ."
+
+
 def stored_action(action: str) -> str:
     """The action as typed, as the map keeps it: whole when it is at most ACTION_KEY_MAX
     characters, else its beginning (runs of whitespace one space) cut to that length. The

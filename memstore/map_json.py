@@ -59,6 +59,7 @@ import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.errors import MapStateError
+from memstore.map_events import written_exit
 from memstore.map_graph import DIRECTION_ORDER, Connection, MapGraph, confidence, exit_order
 
 # the reader, importable from here too
@@ -117,7 +118,7 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
         str(room): {
             "id": room,
             "name": graph.rooms[room],
-            "exits": [c.action_key for c in by_room.get(room, [])],
+            "exits": [written_exit(c.action_key) for c in by_room.get(room, [])],
         }
         for room in sorted(graph.rooms)
     }
@@ -127,8 +128,9 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
     extra_connections: dict[str, dict[str, Any]] = {}
     for room in sorted(by_room):
         for c in by_room[room]:
-            key = f"{room}_{c.action_key}"
-            connections.setdefault(str(room), {})[c.action_key] = c.to_id
+            exit_ = written_exit(c.action_key)
+            key = f"{room}_{exit_}"
+            connections.setdefault(str(room), {})[exit_] = c.to_id
             trust[key] = round(confidence(c.verifications, c.failures), 4)
             verified[key] = c.verifications
             extra_connections[key] = {

@@ -311,3 +311,16 @@ def test_a_table_given_anew_drops_the_index_whatever_its_address() -> None:
         assert [e.command for e in graph.exits(1).exits] == [f"up{attempt}"]
     copy = MapGraph(**dataclasses.asdict(graph))  # the index is no field
     assert copy.connections == graph.connections
+
+
+@pytest.mark.parametrize("action", ["go . .", "wait. .", "go north. .", "go ! .", "pray ! !"])
+def test_a_key_ending_in_a_stop_round_trips_through_map_state_json(
+    store: MemoryStore, action: str
+) -> None:
+    """Round 3: an action with two runs of trailing stops (``wait. .``) has a key that ends
+    in one (``wait.``), which is not its own key: written out as it was, the database's own
+    map_state.json could not be imported, nor replaced by the next export without --force."""
+    the_map = MapStore(store)
+    the_map.record([_moved(action)])
+    graph = the_map.graph()
+    assert parse_map_state(dump_map_state(graph)).graph == graph
