@@ -37,7 +37,7 @@ import re
 from collections.abc import Iterable
 from typing import Protocol
 
-__all__ = ["render_notes_md", "escape_markdown"]
+__all__ = ["NOTES_TITLE", "escape_markdown", "is_notes_md", "render_notes_md"]
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>#|~&])")
 _LINE_START = re.compile(r"^([-+=])")
@@ -53,6 +53,10 @@ class FlaggedMemoryLike(Protocol):
     score: int | None
     moves: int | None
     episode: int
+
+
+#: the first line of every Notes.md
+NOTES_TITLE = "# Agent Notes"
 
 
 def escape_markdown(line: str) -> str:
@@ -98,10 +102,15 @@ def _entry(number: int, memory: FlaggedMemoryLike) -> list[str]:
     return lines
 
 
+def is_notes_md(text: str) -> bool:
+    """Whether ``text`` is a Notes.md as ``render_notes_md`` writes it (its title line)."""
+    return text.replace("\r\n", "\n").startswith(f"{NOTES_TITLE}\n")
+
+
 def render_notes_md(memories: Iterable[FlaggedMemoryLike]) -> str:
     """Notes.md for these flagged memories (see the module docstring for order and escaping)."""
     ordered = sorted(memories, key=_sort_key)
-    lines = ["# Agent Notes", ""]
+    lines = [NOTES_TITLE, ""]
     if not ordered:
         lines += ["No memories flagged by the agent yet.", ""]
         return "\n".join(lines)

@@ -78,6 +78,7 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     configure=_configure_demo,
 )
 def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    from memstore.cli_map import refuse_all_but_map_md
     from memstore.cli_transfer import refuse_to_lose_edits
     from memstore.config import load_config
     from memstore.demo import (
@@ -99,6 +100,8 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         ctx.refuse_database_file(path)
         check_writable(path)  # a folder, a device, a folder that cannot be written ...
     ctx.refuse_same_file(("--out", out), (f"the {MAP_MD_NAME} written beside it", map_md))
+    # the Map.md beside --out: replaced only if memstore wrote it, as by `map export`
+    map_checked = None if args.force else refuse_all_but_map_md(map_md)
     config = load_config(db=ctx.db, model=args.model)
     rom = find_rom(args.rom)
     ctx.print(mode_line(config, None))
@@ -123,6 +126,7 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
                 progress=not args.no_progress and sys.stderr.isatty(),
                 stream=sys.stderr,
                 before_export=None if args.force else before_export,
+                map_unchanged=map_checked,
             )
         except DemoInterrupted as interrupted:  # Ctrl-C: say what was saved, then exit 130
             ctx.print(interrupted.report.render())

@@ -22,6 +22,7 @@ characters visible, cut at SHOWN_MAX characters with an ellipsis.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -134,7 +135,7 @@ def _to_stderr(args: argparse.Namespace, ctx: Context, path: str) -> Context:
     return Context(args, ctx.err, ctx.err) if path == STDOUT else ctx
 
 
-def _existing(path: str, what: str) -> tuple[FileState, str]:
+def existing_export(path: str, what: str) -> tuple[FileState, str]:
     """The file an export is to replace, read before the database is opened: its state
     (for ``write_atomically``'s ``unchanged``) and its text ("" when there is none or it
     is empty). A SQLite database, or a file that
@@ -161,20 +162,26 @@ def _existing(path: str, what: str) -> tuple[FileState, str]:
         raise CliError(f"{exc}; so it is not a {what}: {_FORCE}") from exc
 
 
-def _refuse_all_but_map_md(path: str) -> FileState:
+def refuse_all_but(path: str, what: str, is_kind: Callable[[str], bool], why: str) -> FileState:
+    """The state of ``path`` if an export of a ``what`` may replace it (nothing there, an
+    empty file, or a file ``is_kind`` recognises: memstore.export_file's one rule
+    ``foreign_file``); else one CliError line saying ``why`` it is refused."""
+    from memstore.export_file import foreign_file
+
+    state, text = existing_export(path, what)
+    if foreign_file(text, is_kind):
+        raise CliError(f"{path} is not a {what} memstore wrote ({why}): {_FORCE}")
+    return state
+
+
+def refuse_all_but_map_md(path: str) -> FileState:
     """The state of ``path`` if the export may replace it (nothing there, an empty file, or
     a Map.md memstore wrote: exporters.map_md.is_map_md, by memstore.export_file's one
     rule ``foreign_file``); else one CliError line."""
     from exporters.map_md import is_map_md
-    from memstore.export_file import foreign_file
 
-    state, text = _existing(path, "Map.md")
-    if foreign_file(text, is_map_md):
-        raise CliError(
-            f"{path} is not a Map.md memstore wrote (not the title, summary and graph "
-            f"memstore writes: hand-written notes?): {_FORCE}"
-        )
-    return state
+    why = "not the title, summary and graph memstore writes: hand-written notes?"
+    return refuse_all_but(path, "Map.md", is_map_md, why)
 
 
 def _export(args: argparse.Namespace, ctx: Context) -> int:
@@ -188,7 +195,7 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
         ctx.refuse_database_file(args.out)
         check_target(args.out)  # refuse a device, FIFO or folder before reading anything
         if not (args.check or args.force):
-            checked = _refuse_all_but_map_md(args.out)
+            checked = refuse_all_but_map_md(args.out)
     info = _to_stderr(args, ctx, args.out)
     graph, threshold = _read_map(info)
     text = render_map_md(graph.shown(), threshold=threshold)
@@ -231,7 +238,7 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
         ctx.refuse_database_file(args.file)
         check_target(args.file)
         if not args.force:
-            checked, held = _existing(args.file, "map_state.json")
+            checked, held = existing_export(args.file, "map_state.json")
     info = _to_stderr(args, ctx, args.file)
     graph, _threshold = _read_map(info)
     problem = map_state_at_risk(graph, held)

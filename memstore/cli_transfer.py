@@ -75,6 +75,14 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     if args.notes is not None and stdout not in (args.out, args.notes):
         ctx.refuse_same_file(("--out", args.out), ("--notes", args.notes))
     checked: FileState | None = None  # the --out the edit guard read (None: no guard)
+    notes_checked: FileState | None = None  # the --notes the guard read
+    if args.notes not in (None, stdout) and not (args.check or args.force):
+        from exporters.notes_md import is_notes_md
+        from memstore.cli_map import refuse_all_but
+
+        notes_checked = refuse_all_but(
+            args.notes, "Notes.md", is_notes_md, "not the '# Agent Notes' memstore writes"
+        )
     with info.open_store(read_only=True) as store:
         if not (args.check or args.force or args.out == stdout):
             checked = refuse_to_lose_edits(store, args.out)
@@ -108,9 +116,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         if path == stdout:
             ctx.out.write(content)
         else:
-            write_atomically(
-                path, content, warn=warn, unchanged=checked if path == args.out else None
-            )
+            unchanged = checked if path == args.out else notes_checked
+            write_atomically(path, content, warn=warn, unchanged=unchanged)
             info.print(f"wrote {path}: {what}")
     return 0
 

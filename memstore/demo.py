@@ -136,6 +136,7 @@ def run_demo(
     stream: TextIO = sys.stderr,
     map_out: str | Path | None = None,
     before_export: Callable[[MemoryStore], FileState] | None = None,
+    map_unchanged: FileState | None = None,
 ) -> DemoReport:
     """Play ``episodes`` episodes of the walkthrough's first ``moves`` actions; export; report.
 
@@ -146,7 +147,8 @@ def run_demo(
     the episodes: it may raise to refuse the export (``memstore demo`` refuses to replace a
     file holding a reviewer's edits), and then neither file is written; it returns the
     state of the file it checked, which must not change before the write
-    (``write_atomically(unchanged=)``). On Ctrl-C (see the module's docstring) raises
+    (``write_atomically(unchanged=)``); ``map_unchanged``, the state of the Map.md the
+    caller checked, likewise. On Ctrl-C (see the module's docstring) raises
     :class:`DemoInterrupted` after saving; the refusal is then reported, not raised.
     """
     if episodes < 1:
@@ -185,7 +187,7 @@ def run_demo(
         manager.close()
         _finish_report(store, manager, report, out, before_export)
         if map_path is not None:
-            _export_map(store, report, map_path)
+            _export_map(store, report, map_path, map_unchanged)
         report.seconds = time.perf_counter() - started
         report.interrupted = report.interrupted or ctrl_c.requested
     if report.interrupted:
@@ -232,8 +234,11 @@ def _finish_report(
             report.export_error = str(exc)
 
 
-def _export_map(store: MemoryStore, report: DemoReport, out: str | Path) -> None:
-    """Write Map.md (after an interrupt, a failure is reported rather than raised)."""
+def _export_map(
+    store: MemoryStore, report: DemoReport, out: str | Path, unchanged: FileState | None
+) -> None:
+    """Write Map.md (after an interrupt, a failure is reported rather than raised), unless
+    the file changed since ``unchanged`` was read (``write_atomically``)."""
     from exporters.map_md import render_map_md
     from memstore.export_file import write_atomically
     from memstore.map_store import MapStore
@@ -241,10 +246,10 @@ def _export_map(store: MemoryStore, report: DemoReport, out: str | Path) -> None
     the_map = MapStore(store)
     text = render_map_md(the_map.graph(), threshold=the_map.threshold)
     if not report.interrupted:
-        report.map_exported_to = write_atomically(out, text)
+        report.map_exported_to = write_atomically(out, text, unchanged=unchanged)
         return
     try:
-        report.map_exported_to = write_atomically(out, text)
+        report.map_exported_to = write_atomically(out, text, unchanged=unchanged)
     except OSError as exc:
         report.map_export_error = f"{out}: {exc.strerror or exc}"
 

@@ -177,7 +177,8 @@ def test_a_symlink_is_written_through_to_its_final_target_and_stays_a_link(
     real_folder.mkdir()
     link_folder.mkdir()
     real = real_folder / "Memories.md"
-    real.write_text(OLD_EXPORT, encoding="utf-8")
+    # an older file of the kind the option writes (an export replaces no other kind)
+    real.write_text(OLD_EXPORT if option == "--out" else "# Agent Notes\n", encoding="utf-8")
     real.chmod(0o600)
     middle = link_folder / "middle.md"
     middle.symlink_to(real)

@@ -258,3 +258,54 @@ def test_shown_text_cuts_before_the_whole_cluster(tail: str) -> None:
         kept = shown.removesuffix(ELLIPSIS)
         assert len(shown) <= SHOWN_MAX
         assert kept.lstrip("A") in ("", tail, tail + " and", tail + " an", tail + " a"), shown
+
+
+# --- round 3: --notes and the demo's Map.md follow the same rule ------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["# Location Memories\n\n## Location 1: Room\n", '{"my": "peer data"}\n'],
+    ids=["a reviewer's Memories.md", "a JSON file"],
+)
+def test_export_notes_replaces_only_a_notes_md_unless_forced(
+    capsys: Capsys, tmp_path: Path, content: str
+) -> None:
+    db, target = _empty_db(tmp_path), tmp_path / "target.md"
+    target.write_text(content, encoding="utf-8")
+    out = tmp_path / "Memories.md"
+    code, stdout, err = run(
+        capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(target)
+    )
+    assert code == 1 and "wrote" not in stdout
+    one_error_line(err, str(target), "is not a Notes.md", "--force")
+    assert target.read_text(encoding="utf-8") == content and not out.exists()
+    code, _, err = run(
+        capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(target), "--force"
+    )
+    assert code == 0, err
+    assert target.read_text(encoding="utf-8").startswith("# Agent Notes")
+    code, _, err = run(  # its own Notes.md is replaced without --force
+        capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(target)
+    )
+    assert code == 0, err
+
+
+@pytest.mark.slow
+def test_demo_refuses_a_map_md_it_did_not_write_before_playing(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    out_folder = tmp_path / "out"
+    out_folder.mkdir()
+    notes = out_folder / "Map.md"
+    notes.write_text("# Map\n\nMy own hand-drawn notes of Zork.\n", encoding="utf-8")
+    db = tmp_path / "demo.db"
+    argv = ["--db", str(db), "demo", "--episodes", "1", "--moves", "5", "--no-progress"]
+    code, _, err = run(capsys, *argv, "--out", str(out_folder / "Memories.md"))
+    assert code == 1
+    one_error_line(err, str(notes), "is not a Map.md", "--force")
+    assert notes.read_text(encoding="utf-8").startswith("# Map\n\nMy own")
+    assert not db.exists()  # refused before anything was played or recorded
+    code, _, err = run(capsys, *argv, "--out", str(out_folder / "Memories.md"), "--force")
+    assert code == 0, err
+    assert "rooms" in notes.read_text(encoding="utf-8")
