@@ -195,10 +195,22 @@ def map_state_at_risk(graph: MapGraph, text: str) -> str | None:
 def _not_covered(graph: MapGraph, held: MapGraph) -> list[str]:
     """What ``held`` knows that ``graph`` does not, counted (``["2 rooms", ...]``): a
     room or connection it lacks, a connection leading elsewhere, more verifications or
-    failures than it has, a failed exit it lacks or has failed fewer times, a pruned exit
-    it lacks (unless it has taken that exit since, which un-prunes it)."""
+    failures than it has (unless it saw that connection last no later than ``graph``
+    did), a failed exit it lacks or has failed fewer times, a pruned exit it lacks (unless
+    it has taken that exit since, which un-prunes it)."""
     mine = graph.connections
-    shared = [(c, mine[k]) for k, c in held.connections.items() if k in mine]
+    # a connection the file last saw (memstore's own export says when) no later than the
+    # database did holds nothing new, whatever its destination or counts then: the map
+    # follows an exit's latest destination, and starts its count again there
+    shared = [
+        (c, mine[k])
+        for k, c in held.connections.items()
+        if k in mine
+        and not (
+            c.last_episode > 0
+            and (c.last_episode, c.last_turn) <= (mine[k].last_episode, mine[k].last_turn)
+        )
+    ]
     counts = (
         (sum(1 for room in held.rooms if room not in graph.rooms), "room", "rooms"),
         (sum(1 for key in held.connections if key not in mine), "connection", "connections"),

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from memstore.errors import MapStateError
+from memstore.export_file import BOM
 from memstore.map_graph import (
     DIRECTION_ORDER,
     Connection,
@@ -187,6 +188,7 @@ def _no_constant(name: str) -> Any:
 
 
 def _load(text: str) -> dict[str, Any]:
+    text = text.removeprefix(BOM)  # as an editor may save it (memstore.export_file)
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:

@@ -309,3 +309,46 @@ def test_demo_refuses_a_map_md_it_did_not_write_before_playing(
     code, _, err = run(capsys, *argv, "--out", str(out_folder / "Memories.md"), "--force")
     assert code == 0, err
     assert "rooms" in notes.read_text(encoding="utf-8")
+
+
+def test_export_json_replaces_its_own_export_after_an_exit_changed_destination(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    """Round 3: an exit that later led elsewhere (the map follows the latest destination,
+    its count starting again) made the database's own earlier export look like a peer's
+    newer map. A connection the file last saw before the database did holds nothing new."""
+    from memstore.map_graph import MapEvent
+    from memstore.map_store import MapStore
+
+    db, target = tmp_path / "own.db", tmp_path / "map_state.json"
+
+    def north(to_id: int, episode: int, turn: int) -> MapEvent:
+        return MapEvent(
+            "moved", 10, "Hall", "north", "north", "north", to_id, f"R{to_id}", episode, turn
+        )
+
+    with MemoryStore.open(db) as store:
+        MapStore(store).record([north(20, 1, 1), north(20, 1, 5)])
+    code, _, err = run(capsys, "--db", str(db), "map", "export-json", str(target))
+    assert code == 0, err
+    with MemoryStore.open(db) as store:
+        MapStore(store).record([north(30, 2, 1)])
+    code, _, err = run(capsys, "--db", str(db), "map", "export-json", str(target))
+    assert code == 0, err
+    assert json.loads(target.read_text(encoding="utf-8"))["connections"]["10"]["north"] == 30
+
+
+def test_export_json_and_import_json_accept_a_map_state_json_with_a_bom(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    db, target = _map_db(capsys, tmp_path), tmp_path / "bom.json"
+    code, _, err = run(capsys, "--db", str(db), "map", "export-json", str(target))
+    assert code == 0, err
+    target.write_text("\ufeff" + target.read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = run(capsys, "--db", str(db), "map", "export-json", str(target))
+    assert code == 0, err
+    target.write_text("\ufeff" + target.read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = run(
+        capsys, "--db", str(tmp_path / "fresh.db"), "map", "import-json", str(target)
+    )
+    assert code == 0, err
