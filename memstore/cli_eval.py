@@ -5,6 +5,12 @@ and without (a fresh database each episode), then prints the table, and writes t
 report (--json), a markdown table (--markdown) and the plot (--plot, with the optional
 ``memstore[plot]`` extra). The databases go to --db FOLDER, or to a temporary folder that
 is removed afterwards.
+
+The outputs follow every export's one rule (memstore.export_file.foreign_file): an existing
+--json, --markdown or --plot is replaced only when it is empty or of the kind eval writes
+there (an eval report JSON, an eval markdown table, a PNG), checked before anything is
+played and again just before it is written; anything else is refused unless --force. All
+three are written atomically (a hard link keeps the old content, with a warning).
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memstore.cli import CliError, Context, command
 from memstore.cli_args import positive_int
+
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
 
 #: the defaults of the issue's "done when" run
 DEFAULT_EPISODES = 5
@@ -115,6 +125,11 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
         "--markdown", type=_output, default=None, help="write the table as markdown here"
     )
     parser.add_argument("--plot", type=_output, default=None, help="write the plot (PNG) here")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --json, --markdown or --plot that is not eval's own kind",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -143,11 +158,59 @@ class ProgressBar:
 _DATABASE_NAME = re.compile(r"\w+-seed\d+-(memory|nomemory-ep\d+)\.db(-wal|-shm|-journal)?")
 
 
+#: what each output may replace without --force (besides nothing and an empty file)
+_KINDS = {
+    "json": "an eval report (the JSON memstore eval writes)",
+    "markdown": "an eval table (the markdown memstore eval writes)",
+    "plot": "a PNG (a plot)",
+}
+_FORCE = "give another file, or pass --force to overwrite it"
+#: the largest existing output read to tell what it is (a larger file is no report or
+#: plot eval wrote in a run anyone would play: refused unless --force)
+_MOST_READ = 256 << 20
+
+
+def refuse_foreign_output(name: str, path: str) -> FileState:
+    """The state of the output ``--{name} path`` (for ``write_atomically``'s ``unchanged``)
+    if eval may replace it: nothing there, an empty file, or a file of the kind eval writes
+    there (memstore.export_file's one rule ``foreign_file``: an eval report JSON, an eval
+    markdown table, a PNG); else one CliError line. Reads the file, never writes it."""
+    from memstore.eval_report import is_png, is_report_json, is_report_markdown
+    from memstore.export_file import file_head, file_state, foreign_file
+
+    option, kind = f"--{name}", _KINDS[name]
+    state = file_state(path)
+    if not state.present or state.size == 0:
+        return state
+    if state.size > _MOST_READ:  # no run anyone would play writes this much
+        raise CliError(f"{option} {path} is too large to be {kind}: {_FORCE}")
+    try:
+        data = file_head(path, _MOST_READ)
+    except OSError as exc:
+        raise CliError(
+            f"cannot read {option} {path}: {exc.strerror or exc}; cannot tell whether it is "
+            f"{kind}: pass --force to overwrite it"
+        ) from exc
+    if name == "plot":  # bytes as latin-1 characters, one each, for the rule's "empty"
+        foreign = foreign_file(data.decode("latin-1"), lambda body: is_png(body.encode("latin-1")))
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        is_kind = is_report_json if name == "json" else is_report_markdown
+        foreign = text is None or foreign_file(text, is_kind)
+    if foreign:
+        raise CliError(f"{option} {path} is not {kind}: {_FORCE}")
+    return state
+
+
 def check_outputs(args: argparse.Namespace, folder: Path | None) -> None:
     """Refuse, before anything is played, an output the evaluation could not write after
     it (a folder, a device, a folder that cannot be written or created), an output that
-    is one of its databases in ``folder`` (--db), and two outputs that name one file; and
-    a --db ``folder`` that cannot be written."""
+    is one of its databases in ``folder`` (--db), two outputs that name one file, and
+    (unless --force) an existing output that is not of the kind eval writes there
+    (``refuse_foreign_output``); and a --db ``folder`` that cannot be written."""
     from memstore.evaluation import database_paths
     from memstore.export_file import check_writable
 
@@ -164,6 +227,10 @@ def check_outputs(args: argparse.Namespace, folder: Path | None) -> None:
     for index, first in enumerate(outputs):
         for second in outputs[index + 1 :]:
             Context.refuse_same_file(first, second)
+    if not getattr(args, "force", False):
+        for name in OUTPUTS:
+            if path := getattr(args, name):
+                refuse_foreign_output(name, path)
     if folder is not None:
         check_writable(database_paths(folder, args.agent, [1], 1)[0])
 
@@ -225,14 +292,37 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
         except FileExistsError as exc:
             raise CliError(str(exc)) from exc
     ctx.print(render_table(report))
+    warn = _warner(ctx)
     if args.json:
         text = json.dumps(report_json(report), indent=2, sort_keys=False) + "\n"
-        ctx.print(f"wrote {write_atomically(args.json, text)}")
+        written = write_atomically(args.json, text, warn=warn, unchanged=_unchanged(args, "json"))
+        ctx.print(f"wrote {written}")
     if args.markdown:
-        ctx.print(f"wrote {write_atomically(args.markdown, render_markdown(report))}")
+        text = render_markdown(report)
+        unchanged = _unchanged(args, "markdown")
+        ctx.print(f"wrote {write_atomically(args.markdown, text, warn=warn, unchanged=unchanged)}")
     if args.plot:
         try:
-            ctx.print(f"wrote {plot_report(report, args.plot)}")
+            unchanged = _unchanged(args, "plot")
+            ctx.print(f"wrote {plot_report(report, args.plot, warn=warn, unchanged=unchanged)}")
         except PlotUnavailable:
             ctx.print(PLOT_HINT)
     return 0
+
+
+def _unchanged(args: argparse.Namespace, name: str) -> FileState | None:
+    """Just before an output is written, after the play: checked again (someone may have
+    saved another file there meanwhile), and its state, so that a file saved while it is
+    written is not replaced (FileChanged). None with --force: replaced whatever it is."""
+    if args.force:
+        return None
+    return refuse_foreign_output(name, getattr(args, name))
+
+
+def _warner(ctx: Context) -> Any:
+    from memstore.cli import PROG
+
+    def warn(message: str) -> None:
+        print(f"{PROG}: warning: {message}", file=ctx.err)
+
+    return warn

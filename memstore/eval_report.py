@@ -4,9 +4,11 @@ plot (matplotlib, the optional ``[plot]`` extra). Pure functions of an :class:`E
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstore.eval_results import (
     ARM_LABELS,
@@ -20,9 +22,48 @@ from memstore.eval_results import (
     fmt,
 )
 
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
+
 
 class PlotUnavailable(RuntimeError):
     """matplotlib is not installed (``pip install 'memstore[plot]'``)."""
+
+
+#: the keys every ``report_json`` has: what tells an eval report an earlier eval wrote
+REPORT_KEYS = ("agent", "model", "tools", "memories_written_by", "episodes", "moves", "seeds",
+               "arms", "targets")  # fmt: skip
+#: how every title (``_title``) ends: the markdown table's first line is it, in bold
+TITLE_END = "; figures are means over the seeds"
+#: the first bytes of every PNG file (the plot)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def is_report_json(text: str) -> bool:
+    """True when ``text`` is an eval report ``report_json`` wrote (an object with its keys),
+    however it was indented since."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and all(key in data for key in REPORT_KEYS)
+
+
+def is_report_markdown(text: str) -> bool:
+    """True when ``text`` is a table ``render_markdown`` wrote: its bold title line
+    (``**agent ...; figures are means over the seeds**``) and the table's header below."""
+    lines = text.splitlines()
+    if not lines:
+        return False
+    title = lines[0].strip()
+    if not (title.startswith("**agent ") and title.endswith(f"{TITLE_END}**")):
+        return False
+    return any(line.startswith("| episode | arm |") for line in lines[1:4])
+
+
+def is_png(data: bytes) -> bool:
+    """True when ``data`` (a file's first bytes) is a PNG's: what a plot may replace."""
+    return data.startswith(PNG_SIGNATURE)
 
 
 def report_json(report: EvalReport, *, timing: bool = True) -> dict[str, Any]:
@@ -133,7 +174,7 @@ def _title(report: EvalReport) -> str:
     agent = report.agent if report.agent == "explorer" else f"{report.agent} ({report.model})"
     return (
         f"agent {agent}, memories by the {report.synthesis}, {report.episodes} episodes of "
-        f"at most {report.moves} moves, seeds {seeds}; figures are means over the seeds"
+        f"at most {report.moves} moves, seeds {seeds}{TITLE_END}"
     )
 
 
@@ -166,9 +207,9 @@ def render_markdown(report: EvalReport, *, timing: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_report(report: EvalReport, path: str | Path) -> Path:
-    """Rooms, score, repeated failed actions and coverage by episode, both arms, as a
-    PNG. Raises PlotUnavailable when matplotlib is not installed."""
+def plot_png(report: EvalReport) -> bytes:
+    """Rooms, score, repeated failed actions and coverage by episode, both arms: the PNG's
+    bytes. Raises PlotUnavailable when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -184,23 +225,41 @@ def plot_report(report: EvalReport, path: str | Path) -> Path:
         ("location coverage", lambda e: e.coverage, True),
     ]
     figure, axes = plt.subplots(1, len(panels), figsize=(12, 3), dpi=72)
-    for axis, (title, value, percent) in zip(axes, panels, strict=True):
-        for arm, style in ((MEMORY, "o-"), (NO_MEMORY, "s--")):
-            summary = report.arms[arm]
-            values = [summary.mean(n, value) for n in numbers]
-            axis.plot(numbers, [v if v is not None else float("nan") for v in values], style,
-                      label=ARM_LABELS[arm])  # fmt: skip
-        axis.set_title(title, fontsize=9)
-        axis.set_xlabel("episode", fontsize=8)
-        axis.set_xticks(numbers)
-        axis.tick_params(labelsize=8)
-        if percent:
-            axis.set_ylim(0, 1.05)
-            axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-    axes[0].legend(fontsize=8)
-    figure.suptitle(_title(report), fontsize=9)
-    figure.tight_layout()
-    out = Path(path)
-    figure.savefig(out, format="png", metadata={"Software": None})
-    plt.close(figure)
-    return out
+    try:
+        for axis, (title, value, percent) in zip(axes, panels, strict=True):
+            for arm, style in ((MEMORY, "o-"), (NO_MEMORY, "s--")):
+                summary = report.arms[arm]
+                values = [summary.mean(n, value) for n in numbers]
+                axis.plot(numbers, [v if v is not None else float("nan") for v in values], style,
+                          label=ARM_LABELS[arm])  # fmt: skip
+            axis.set_title(title, fontsize=9)
+            axis.set_xlabel("episode", fontsize=8)
+            axis.set_xticks(numbers)
+            axis.tick_params(labelsize=8)
+            if percent:
+                axis.set_ylim(0, 1.05)
+                axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        axes[0].legend(fontsize=8)
+        figure.suptitle(_title(report), fontsize=9)
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", metadata={"Software": None})
+    finally:
+        plt.close(figure)
+    return buffer.getvalue()
+
+
+def plot_report(
+    report: EvalReport,
+    path: str | Path,
+    *,
+    warn: Callable[[str], None] | None = None,
+    unchanged: FileState | None = None,
+) -> Path:
+    """Write ``plot_png(report)`` to ``path`` atomically (memstore.export_file's
+    ``write_bytes_atomically``: a hard link to the old plot keeps the old plot; ``warn`` and
+    ``unchanged`` are its). Raises PlotUnavailable when matplotlib is not installed, before
+    anything is written."""
+    from memstore.export_file import write_bytes_atomically
+
+    return write_bytes_atomically(path, plot_png(report), warn=warn, unchanged=unchanged)
