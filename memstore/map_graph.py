@@ -38,6 +38,7 @@ from memstore.map_events import (
     visible,
 )
 from memstore.map_exits import exits_line, exits_line_variants, with_exits_line
+from memstore.map_tables import MAP_TABLES, ByRoom, CountedTable
 
 __all__ = [
     "ACTION_KEY_MAX",
@@ -184,48 +185,6 @@ class Unexplored(NamedTuple):
     reason: str | None = None
 
 
-class _ByRoom(NamedTuple):
-    """The keys of each room's rows (MapGraph._by_room): its connections' keys, its
-    failed directions and its pruned ones."""
-
-    connections: dict[int, list[tuple[int, str]]]
-    failures: dict[int, list[str]]
-    pruned: dict[int, list[str]]
-
-
-class _Table(dict):  # type: ignore[type-arg]
-    """A dict that counts its changes (``version``), so that MapGraph's index of its keys
-    by room is rebuilt after any change, whatever its size, at no cost per query."""
-
-    version = 0
-
-
-def _counted(name: str) -> object:
-    change = getattr(dict, name)
-
-    def counted(self: _Table, *args: object, **kwargs: object) -> object:
-        self.version += 1
-        return change(self, *args, **kwargs)
-
-    return counted
-
-
-for _name in (
-    "__setitem__",
-    "__delitem__",
-    "__ior__",
-    "pop",
-    "popitem",
-    "clear",
-    "update",
-    "setdefault",
-):
-    setattr(_Table, _name, _counted(_name))
-
-#: MapGraph's tables, whose changes its index follows (each is a _Table)
-_TABLES = ("connections", "failures", "pruned")
-
-
 def _not_on_map(location_id: int) -> str:
     return f"room {location_id} is not on the map (no exit was taken or tried there yet)"
 
@@ -250,7 +209,7 @@ class MapGraph:
     their rows replaced under the same key; a room's rows are found through an index of
     the keys by room, built once per map (so ``exits`` of every room is linear in the
     map's size, not quadratic) and built again after any change to a table: each is a
-    dict that counts its changes (``_Table``; a plain dict given is copied into one).
+    dict that counts its changes (``CountedTable``; a plain dict given is copied into one).
     """
 
     rooms: dict[int, str] = field(default_factory=dict)
@@ -259,20 +218,20 @@ class MapGraph:
     pruned: dict[tuple[int, str], PrunedExit] = field(default_factory=dict)
     #: the tables' change counts when it was built, and the index by room (not a field:
     #: ``dataclasses.asdict`` and ``MapGraph(**fields)`` never see it)
-    _index = None  # type: tuple[tuple[object, ...], _ByRoom] | None
+    _index = None  # type: tuple[tuple[object, ...], ByRoom] | None
 
     def __setattr__(self, name: str, value: object) -> None:
-        # every table is a _Table, however it is given (constructor or assignment), so
+        # every table is a CountedTable, however it is given (constructor or assignment), so
         # that any change to it is seen, and a table given anew drops the index: it never
         # answers from stale keys
-        if name in _TABLES:
-            if not isinstance(value, _Table):
-                value = _Table(value)  # type: ignore[call-overload]
+        if name in MAP_TABLES:
+            if not isinstance(value, CountedTable):
+                value = CountedTable(value)  # type: ignore[call-overload]
             super().__setattr__("_index", None)
         super().__setattr__(name, value)
 
     def _versions(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name).version for name in _TABLES)
+        return tuple(getattr(self, name).version for name in MAP_TABLES)
 
     # -- the rules
 
@@ -374,7 +333,7 @@ class MapGraph:
         name = self.rooms.get(location_id)
         return None if name is None else Room(location_id, name)
 
-    def _by_room(self) -> _ByRoom:
+    def _by_room(self) -> ByRoom:
         """The index of the tables' keys by room (see the class docstring)."""
         versions = self._versions()
         if self._index is None or self._index[0] != versions:
@@ -387,7 +346,7 @@ class MapGraph:
             pruned: dict[int, list[str]] = {}
             for room, direction in self.pruned:
                 pruned.setdefault(room, []).append(direction)
-            self._index = (versions, _ByRoom(connections, failures, pruned))
+            self._index = (versions, ByRoom(connections, failures, pruned))
         return self._index[1]
 
     def _from(self, location_id: int) -> list[Connection]:
