@@ -129,10 +129,11 @@ ACTION_KEY_MAX = 200
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
     normalised action (``Enter  Window`` and ``enter window`` are one), at most
-    ACTION_KEY_MAX characters. A key cut to that length ends in no space or stop, so it is
-    its own key and reads back as itself from map_state.json."""
+    ACTION_KEY_MAX characters. The key of an action longer than that (runs of whitespace
+    one space) ends in no space or stop, so it is its own key, the key of the action as the
+    map keeps it (``stored_action``), and reads back as itself from map_state.json."""
     key = normalise_action(action)
-    if len(key) > ACTION_KEY_MAX:
+    if len(key) > ACTION_KEY_MAX or len(" ".join(action.split())) > ACTION_KEY_MAX:
         key = key[:ACTION_KEY_MAX].rstrip(_ACTION_END)
     return _direction_of(key) or key
 
