@@ -21,6 +21,7 @@ from memstore.eval_results import (
     EvalReport,
     fmt,
 )
+from memstore.llm_agent import is_tool_refusal
 
 if TYPE_CHECKING:
     from memstore.export_file import FileState
@@ -143,10 +144,18 @@ def _arm_lines(report: EvalReport, *, timing: bool) -> list[str]:
 
 
 def _failures(found: Mapping[str, int]) -> str:
-    total = sum(found.values())
-    if not total:
-        return "no failures"
-    return f"{total} failed: " + ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
+    """Failed model calls by kind, then the refused tool calls (``is_tool_refusal``) apart:
+    the model answered those turns."""
+    failed = {k: v for k, v in found.items() if v and not is_tool_refusal(k)}
+    refused = {k: v for k, v in found.items() if v and is_tool_refusal(k)}
+    text = _counts("failed", failed) if failed else "no failures"
+    return f"{text}; {_counts('tool calls refused', refused)}" if refused else text
+
+
+def _counts(what: str, found: Mapping[str, int]) -> str:
+    return f"{sum(found.values())} {what}: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(found.items())
+    )
 
 
 def _target_lines(report: EvalReport) -> list[str]:

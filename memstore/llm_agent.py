@@ -68,6 +68,14 @@ MAX_LOGGED_FAILURE_CHARS = 300
 MALFORMED, TOOL_LOOP = "malformed", "tool_loop"
 TOO_MANY_TOOL_CALLS, TOOL_DEADLINE = "too_many_tool_calls", "tool_deadline"
 
+
+def is_tool_refusal(kind: str) -> bool:
+    """Whether a failure kind of ``stats()["failures"]`` counts refused tool calls (past a
+    limit, or refused by the toolkit), not a failed model call: the model's answer was
+    still used. ``tool_loop`` is the model's failure (it never answered)."""
+    return kind == TOO_MANY_TOOL_CALLS or (kind.startswith("tool_") and kind != TOOL_LOOP)
+
+
 SYSTEM_PROMPT = (
     "You are playing Zork I, a text adventure. Each turn, answer with exactly one game "
     "command, such as 'north', 'take lamp' or 'open mailbox', and nothing else: no "

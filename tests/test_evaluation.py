@@ -168,3 +168,22 @@ def test_the_readme_shows_the_committed_report_table() -> None:
     table = [line for line in committed.splitlines() if line.startswith("|")]
     assert len(table) == 12 and "\n".join(table) in readme
     assert "(reports/eval_report.png)" in readme
+
+
+def test_refused_tool_calls_are_not_reported_as_failed_model_calls() -> None:
+    """A review found the report saying "996 failed: too_many_tool_calls 996" of an agent
+    whose every model call was answered: the tool calls past the limit were refused, and
+    the answers used. The report keeps the two apart."""
+    refused = report()
+    refused.arms[MEMORY].llm.update(
+        agent_calls=10,
+        agent_failures={"too_many_tool_calls": 996, "tool_deadline": 2, "tool_refused": 1},
+    )
+    failed = report()
+    failed.arms[MEMORY].llm.update(
+        agent_calls=10, agent_failures={"timeout": 3, "tool_loop": 1, "tool_deadline": 2}
+    )
+    line = next(x for x in render_table(refused).splitlines() if "LLM calls: agent 10" in x)
+    assert "agent 10 (no failures; 999 tool calls refused: too_many_tool_calls 996, " in line
+    line = next(x for x in render_table(failed).splitlines() if "LLM calls: agent 10" in x)
+    assert "agent 10 (4 failed: timeout 3, tool_loop 1; 2 tool calls refused: " in line
