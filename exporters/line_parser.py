@@ -12,7 +12,6 @@ line, and a property test checks that both give the same. Memories are built as 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from pydantic import ValidationError
@@ -40,8 +39,9 @@ from exporters.memory_block import (
     header_fields,
     location_numbers_problem,
 )
-from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_row_problem
-from memstore.models import Category, LocationInfo, Persistence, Status
+from exporters.pending import PendingLocation, PendingMemory
+from memstore.md_rows import LocationRow, LocationRows, location_row_problem
+from memstore.models import LocationInfo, Persistence, Status
 
 __all__ = ["Problem", "read_body", "read_line_by_line"]
 
@@ -67,67 +67,13 @@ _LOCATION_ROW = itemgetter(0)
 _new = tuple.__new__  # a NamedTuple from its values, without its Python-level __new__
 
 
-class _PendingMemory:
-    """A memory whose header was read; its text lines follow until the memory ends."""
-
-    __slots__ = (
-        "line",
-        "category",
-        "persistence",
-        "status",
-        "title",
-        "episode",
-        "turns",
-        "score_change",
-        "reference",
-        "reference_line",
-        "text",
-    )
-
-    def __init__(
-        self,
-        line: int,
-        category: Category,
-        persistence: Persistence,
-        status: Status,
-        title: str,
-        episode: int,
-        turns: str,
-        score_change: int | None,
-    ) -> None:
-        self.line = line
-        self.category = category
-        self.persistence = persistence
-        self.status = status
-        self.title = title
-        self.episode = episode
-        self.turns = turns
-        self.score_change = score_change
-        self.reference: re.Match[str] | None = None
-        self.reference_line = 0
-        self.text: list[str] = []
-
-
-@dataclass(slots=True)
-class _PendingLocation:
-    line: int
-    id: int
-    name: str
-    visit_count: int = 0
-    episodes: tuple[int, ...] = ()
-    visits_seen: bool = False
-    memories: list[MemoryRow] = field(default_factory=list)
-    #: read in one match (fast_blocks): its values are ones LocationInfo accepts
-    checked: bool = False
-
-
 class _Parser:
     def __init__(self) -> None:
         self.locations: list[LocationRows] = []
         self.problems: list[Problem] = []
         self.seen_ids: set[int] = set()
-        self.location: _PendingLocation | None = None
-        self.memory: _PendingMemory | None = None
+        self.location: PendingLocation | None = None
+        self.memory: PendingMemory | None = None
         # True while the lines belong to a memory or location that is being skipped.
         self.skipping_memory = False
         self.skipping_location = False
@@ -230,7 +176,7 @@ class _Parser:
             )
             return
         self.seen_ids.add(location_id)
-        self.location = _PendingLocation(number, location_id, unescape(match.group(2)))
+        self.location = PendingLocation(number, location_id, unescape(match.group(2)))
 
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False
@@ -291,7 +237,7 @@ class _Parser:
             return
         fast = FAST_HEADER.fullmatch(line)
         if fast is not None:
-            self.memory = _PendingMemory(number, *header_fields(fast))
+            self.memory = PendingMemory(number, *header_fields(fast))
             return
         self.skipping_memory = True  # until the header proves valid
         match = _HEADER.fullmatch(line)
@@ -346,7 +292,7 @@ class _Parser:
             return
         episode, turns, score = metadata.groups()
         self.skipping_memory = False
-        self.memory = _PendingMemory(
+        self.memory = PendingMemory(
             number,
             category,
             persistence or Persistence.PERMANENT,
@@ -493,7 +439,7 @@ class _Parser:
             return False
         self.finish_location()
         self.seen_ids.add(found[0])
-        self.location = _PendingLocation(number, *found, True, [], True)
+        self.location = PendingLocation(number, *found, True, [], True)
         return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:

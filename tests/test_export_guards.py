@@ -18,6 +18,7 @@ from memstore.store import MemoryStore
 from tests.cli_helpers import never_blocks as never_blocks  # a fixture
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
+from tests.fixtures.walkthrough import rom_or_skip
 
 
 @pytest.fixture
@@ -323,6 +324,7 @@ def test_export_refuses_a_file_exported_from_another_database_that_differs(
 def test_demo_refuses_to_overwrite_reviewer_edits_before_playing(
     capsys: pytest.CaptureFixture[str], db: Path, exported: Path
 ) -> None:
+    rom_or_skip()  # the demo plays the game
     edited = edit(exported, "Under the rug.", "Under the rug. REVIEWER EDIT")
 
     code, _out, err = run(
@@ -343,6 +345,7 @@ def test_demo_refuses_to_overwrite_reviewer_edits_before_playing(
 def test_demo_with_force_overwrites_the_edits(
     capsys: pytest.CaptureFixture[str], db: Path, exported: Path
 ) -> None:
+    rom_or_skip()  # the demo plays the game
     edit(exported, "Under the rug.", "Under the rug. REVIEWER EDIT")
 
     code, _out, err = run(

@@ -15,6 +15,7 @@ from memstore.demo import run_demo
 from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
+from tests.fixtures.walkthrough import rom_or_skip
 from tests.read_only_paths import read_only
 
 #: how an output can be impossible to write: in a folder that cannot be written, or in a
@@ -254,6 +255,7 @@ def test_checking_an_output_leaves_nothing_behind(tmp_path: Path) -> None:
 def test_demo_still_exports_into_a_folder_it_creates(
     capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
 ) -> None:
+    rom_or_skip()  # the demo plays the game
     out = tmp_path / "game" / "files" / "Memories.md"
 
     code, _out, err = run(

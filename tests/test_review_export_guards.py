@@ -14,6 +14,7 @@ import pytest
 
 from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
+from tests.fixtures.walkthrough import rom_or_skip
 
 Capsys = pytest.CaptureFixture[str]
 
@@ -295,6 +296,7 @@ def test_export_notes_replaces_only_a_notes_md_unless_forced(
 def test_demo_refuses_a_map_md_it_did_not_write_before_playing(
     capsys: Capsys, tmp_path: Path
 ) -> None:
+    rom_or_skip()  # the demo plays the game
     out_folder = tmp_path / "out"
     out_folder.mkdir()
     notes = out_folder / "Map.md"
