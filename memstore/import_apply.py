@@ -64,11 +64,13 @@ MEMORY_KEYS = select(
 ).order_by(memories.c.id)
 #: titles asked for in one statement (SQLite allows 32,766 parameters)
 TITLES_AT_ONCE = 500
-#: the same, of the memories titled as one of ``t0`` .. ``t499``: a fixed list, so that
-#: the executor compiles it once (the unused places are NULL, which no title equals)
-TITLED_KEYS = MEMORY_KEYS.where(
-    memories.c.title.in_([bindparam(f"t{n}") for n in range(TITLES_AT_ONCE)])
-)
+#: the same, of the memories titled as one of ``t0`` .. ``t{n-1}``, for a few sizes ``n``:
+#: fixed lists, so that the executor compiles each once (the unused places are NULL, which
+#: no title equals), and a few titles bind a few parameters, not 500
+TITLED_KEYS = {
+    size: MEMORY_KEYS.where(memories.c.title.in_([bindparam(f"t{n}") for n in range(size)]))
+    for size in (4, 32, TITLES_AT_ONCE)
+}
 _TITLE_KEYS = tuple(f"t{n}" for n in range(TITLES_AT_ONCE))
 SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
     memory_links.c.superseded_by_id.is_not(None)
@@ -224,6 +226,10 @@ NEW_MEMORY_COLUMNS = (
 )
 
 
+#: the columns of a new link's row, in ``_write_links``' order (the table's)
+NEW_LINK_COLUMNS = ("memory_id", "superseded_by_id", "episode", "turn", "reason", "created_at")
+
+
 def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
     """The values of a new memory's row (``NEW_MEMORY_COLUMNS``)."""
     memory = change.new
@@ -249,14 +255,11 @@ def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
 
 
 def _has_link(memory: MemoryLike) -> bool:
-    return any(
-        value is not None
-        for value in (
-            memory.superseded_by,
-            memory.invalidation_reason,
-            memory.superseded_at_turn,
-            memory.superseded_at_episode,
-        )
+    return (
+        memory.superseded_by is not None
+        or memory.invalidation_reason is not None
+        or memory.superseded_at_turn is not None
+        or memory.superseded_at_episode is not None
     )
 
 
@@ -296,9 +299,12 @@ def _successor_order(
     return sorted(candidates, key=rank)
 
 
-def _title_params(titles: list[str]) -> dict[str, str | None]:
-    """TITLED_KEYS' parameters for up to TITLES_AT_ONCE titles."""
-    return dict(zip(_TITLE_KEYS, [*titles, *[None] * (TITLES_AT_ONCE - len(titles))], strict=True))
+def _titled_keys(conn: Connection, titles: list[str]) -> Any:
+    """The rows of MEMORY_KEYS titled as one of ``titles`` (at most TITLES_AT_ONCE), from
+    the smallest of TITLED_KEYS that takes them."""
+    size = next(size for size in TITLED_KEYS if size >= len(titles))
+    padded = [*titles, *[None] * (size - len(titles))]
+    return run(conn, TITLED_KEYS[size], dict(zip(_TITLE_KEYS, padded, strict=False)))
 
 
 def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -> None:
@@ -316,7 +322,7 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
     rows = (
         row
         for at in range(0, len(titles), TITLES_AT_ONCE)
-        for row in run(conn, TITLED_KEYS, _title_params(titles[at : at + TITLES_AT_ONCE]))
+        for row in _titled_keys(conn, titles[at : at + TITLES_AT_ONCE])
     )
     for memory_id, location_id, title, episode, start, end, status in rows:
         found = by_title.get((location_id, title))
@@ -369,13 +375,13 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
                 else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
             )
         links.append(
-            {
-                "memory_id": memory_id,
-                "superseded_by_id": successor.id if successor is not None else None,
-                "episode": episode,
-                "turn": turn,
-                "reason": memory.invalidation_reason,
-                "created_at": stamp,
-            }
+            (
+                memory_id,
+                successor.id if successor is not None else None,
+                episode,
+                turn,
+                memory.invalidation_reason,
+                stamp,
+            )
         )
-    run_many(conn, INSERT_LINK, links)
+    run_rows(conn, INSERT_LINK, NEW_LINK_COLUMNS, links)
