@@ -26,6 +26,7 @@ missing successor, which is imported with no successor (its link keeps turn and 
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -46,6 +47,7 @@ from memstore.import_plan import (
     memory_key,
 )
 from memstore.md_rows import LocationRow, LocationRows
+from memstore.merge import pair_by_content
 from memstore.models import LocationMemories, Persistence, Status
 
 __all__ = [
@@ -142,7 +144,10 @@ def plan_import(
     changes: list[MemoryChange] = []
     location_changes: list[LocationChange] = []
     file_ids: set[int] = set()
-    used: dict[MemoryKey, int] = {}  # how many database memories of a key are matched
+    # (key, occurrence): the database memories matched, by their place among their key's
+    taken: set[tuple[MemoryKey, int]] = set()
+    # keys several database memories have (twins): paired by what they say (pair_by_content)
+    twin_keys = {key for key, found in db_memories.items() if len(found) > 1}
     # keys of memories the file has but whose changes are skipped because of a problem:
     # their database counterparts are not "missing" (never pruned)
     protected: set[MemoryKey] = set()
@@ -179,8 +184,10 @@ def plan_import(
                 )
             )
 
+        section: Sequence[MemoryLike] = entry.memories
+        twins = _twin_choices(location_id, section, db_memories, twin_keys)
         titled: dict[str, int] = {}  # memories so far in this section, by title
-        for memory in entry.memories:
+        for position, memory in enumerate(section):
             title = memory.title
             key = _new(MemoryKey, (location_id, title, memory.episode, memory.turns))
             nth = titled.get(title, 0)
@@ -212,9 +219,14 @@ def plan_import(
             if memory.superseded_by is not None:
                 references.append((location_id, title, memory.superseded_by, nth))
             candidates = db_memories.get(key)
-            occurrence = used.get(key, 0) if candidates else 0
-            if candidates and occurrence < len(candidates):
-                used[key] = occurrence + 1
+            if candidates is None:
+                occurrence: int | None = None
+            elif key in twin_keys:
+                occurrence = twins.get(position)
+            else:
+                occurrence = None if (key, 0) in taken else 0
+            if candidates is not None and occurrence is not None:
+                taken.add((key, occurrence))
                 old = candidates[occurrence]
                 fields = _differences(old, memory)
                 changes.append(
@@ -232,7 +244,7 @@ def plan_import(
     for location_id, name, key in db_order:
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
-        if occurrence < used.get(key, 0) or key in protected:
+        if (key, occurrence) in taken or key in protected:
             continue
         old = db_memories[key][occurrence]
         missing.append(MemoryChange(ChangeKind.MISSING, location_id, name, old, None, occurrence))
@@ -262,6 +274,35 @@ def plan_import(
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
     )
+
+
+def spelling(title: str) -> str:
+    """A title as a reader sees it: Unicode NFC, runs of whitespace one space. An editor
+    that normalises a file, or turns tabs to spaces, changes the title's characters but
+    not this; two live memories whose titles have one spelling read as one title twice."""
+    return unicodedata.normalize("NFC", " ".join(title.split()))
+
+
+def _twin_choices(
+    location_id: int,
+    memories: Sequence[MemoryLike],
+    db_memories: dict[MemoryKey, list[MemoryLike]],
+    twin_keys: set[MemoryKey],
+) -> dict[int, int | None]:
+    """For each memory of a section (by its place) whose key several database memories
+    have, which of them it is (``pair_by_content``; None: none left for it)."""
+    if not twin_keys:
+        return {}
+    places: dict[MemoryKey, list[int]] = {}
+    for position, memory in enumerate(memories):
+        key = memory_key(location_id, memory)
+        if key in twin_keys:
+            places.setdefault(key, []).append(position)
+    chosen: dict[int, int | None] = {}
+    for key, at in places.items():
+        found = pair_by_content([memories[n] for n in at], db_memories[key])
+        chosen.update(zip(at, found, strict=True))
+    return chosen
 
 
 def _episodes_in_range(
@@ -391,7 +432,7 @@ def _drop_title_conflicts(
     if prune:
         return changes
     held = {
-        (change.location_id, change.memory.title): change
+        (change.location_id, spelling(change.memory.title)): change
         for change in missing
         if change.memory.status is not Status.SUPERSEDED
     }
@@ -400,19 +441,25 @@ def _drop_title_conflicts(
     kept: list[MemoryChange] = []
     for change in changes:
         memory = change.memory
-        holder = held.get((change.location_id, memory.title))
+        holder = held.get((change.location_id, spelling(memory.title)))
         becomes_live = memory.status is not Status.SUPERSEDED and (
             change.old is None or change.old.status is Status.SUPERSEDED
         )
         if holder is not None and becomes_live:
             old = holder.memory
+            respelled = (
+                f", spelled {ascii(old.title)} there (the file's is {ascii(memory.title)}: an "
+                f"editor's Unicode normalisation or whitespace?)"
+                if old.title != memory.title
+                else ""
+            )
             problems.append(
                 ImportProblem(
                     lines.memory_line(change.location_id, memory.title),
                     f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
                     f"{change.location_id} would replace the database's live memory with that "
-                    f"title (Ep{old.episode}, T{old.turns}), which is not in the file: "
-                    f"use --prune to delete it, or keep it in the file; memory skipped",
+                    f"title (Ep{old.episode}, T{old.turns}){respelled}, which is not in the "
+                    f"file: use --prune to delete it, or keep it in the file; memory skipped",
                 )
             )
             continue

@@ -24,6 +24,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -34,7 +35,14 @@ from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memor
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.models import Memory, Status
 
-__all__ = ["MergeConflict", "MergeResult", "Resolution", "StoredMemory", "merge_import"]
+__all__ = [
+    "MergeConflict",
+    "MergeResult",
+    "Resolution",
+    "StoredMemory",
+    "merge_import",
+    "pair_by_content",
+]
 
 #: the groups merged as a unit: each content field alone, the status with its link
 GROUPS: tuple[tuple[str, ...], ...] = (*((name,) for name in CONTENT_FIELDS), STATUS_FIELDS)
@@ -192,6 +200,52 @@ def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, 
         yield memory, key, nth, title_nth
 
 
+X = TypeVar("X")
+
+
+def pair_by_content(file: Sequence[X], stored: Sequence[X]) -> list[int | None]:
+    """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
+    file's with that key, in its order) is, by index (None: none is left for it): an
+    identical one first, then the others in order. Twins, memories with one key (an agent
+    superseded a memory with one of the same title in the same turn), are told apart by
+    what they say, not by where the file has them: a reviewer who deletes or moves one
+    must not pair the other with the wrong row."""
+    free = list(range(len(stored)))
+    chosen: list[int | None] = [None] * len(file)
+    for n, memory in enumerate(file):
+        same = next((k for k in free if stored[k] == memory), None)
+        if same is not None:
+            chosen[n] = same
+            free.remove(same)
+    rest = iter(free)
+    return [found if found is not None else next(rest, None) for found in chosen]
+
+
+def _pairs(
+    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
+    stored: dict[MemoryKey, list[Any]],
+    memory_of: Callable[[Any], MemoryRow],
+) -> list[int | None]:
+    """For each of a section's memories (``_numbered``), the index of the stored memory of
+    its key it is: its place among its key's when the key has one stored memory at most,
+    else ``pair_by_content``'s choice."""
+    chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
+    twins: dict[MemoryKey, list[int]] = {}
+    for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
+        if len(stored.get(key, ())) > 1:
+            twins.setdefault(key, []).append(n)
+    for key, places in twins.items():
+        olds = [memory_of(item) for item in stored[key]]
+        found = pair_by_content([numbered[n][0] for n in places], olds)
+        for n, index in zip(places, found, strict=True):
+            chosen[n] = index
+    return chosen
+
+
+def _title_likeness(title: str, other: str) -> float:
+    return difflib.SequenceMatcher(None, title, other, autojunk=False).ratio()
+
+
 def _edited_from(
     memory: MemoryRow,
     dropped: list[StoredMemory[MemoryRow]],
@@ -200,15 +254,34 @@ def _edited_from(
 ) -> StoredMemory[MemoryRow] | None:
     """The export's memory that ``memory``, new in the file, was edited from: one the file
     no longer names at the same location, found (``level``) by the same title (its episode
-    or turns were fixed) or by the same text (its title was). Among several, one the
-    database changed since the export is taken first. Each is taken once."""
+    or turns were fixed) or by the same text (its title was). Among several with the same
+    text, the one whose title is likeliest (the most characters in common: a typo fixed),
+    then one the database changed since the export. Each is taken once."""
     if level == 0:
         found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
     else:
         found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
     if not found:
         return None
+    if level == 1 and len(found) > 1:
+        likeness = {n: _title_likeness(memory.title, dropped[n].memory.title) for n in found}
+        best = max(likeness.values())
+        found = [n for n in found if likeness[n] == best]
     return dropped.pop(next((n for n in found if changed(dropped[n])), found[0]))
+
+
+def _renamed_in(was: MemoryRow, memories: Iterable[MemoryRow]) -> bool:
+    """Whether one of ``memories`` (new to the export) is ``was`` edited as ``_edited_from``
+    pairs them: the same title, or the same text."""
+    return any(m.title == was.title or m.text == was.text for m in memories)
+
+
+def _memory_of(stored: StoredMemory[MemoryRow]) -> MemoryRow:
+    return stored.memory
+
+
+def _itself(memory: MemoryRow) -> MemoryRow:
+    return memory
 
 
 def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
@@ -250,6 +323,9 @@ def merge_import(
     names: dict[int, LocationRow] = {}
 
     new_in_file: list[tuple[int, MemoryRow, int]] = []  # (location, memory, title_nth)
+    # location -> the file's memories there that the database gained since the export (an
+    # agent's, or an earlier import's)
+    unbased: dict[int, list[MemoryRow]] = {}
 
     def keep(location_id: int, row_id: int, memory: MemoryRow) -> None:
         kept.setdefault(location_id, []).append((row_id, memory))
@@ -258,10 +334,12 @@ def merge_import(
     for entry in incoming:
         location_id = entry.location.id
         names[location_id] = entry.location
-        for memory, key, nth, title_nth in _numbered(entry):
+        numbered = list(_numbered(entry))
+        chosen = _pairs(numbered, base_by_key, _memory_of)
+        for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             bases = base_by_key.get(key, [])
-            if nth < len(bases):
-                was = bases[nth]
+            if index is not None and index < len(bases):
+                was = bases[index]
                 now = by_id.get(was.id)
                 claimed.add(was.id)
                 if now is None:  # deleted from the database since the export
@@ -286,7 +364,8 @@ def merge_import(
                 if not fresh:
                     new_in_file.append((location_id, memory, title_nth))
                     continue
-                now = fresh.pop(0)
+                unbased.setdefault(location_id, []).append(memory)
+                now = fresh.pop(next((n for n, f in enumerate(fresh) if f.memory == memory), 0))
                 merged, fields = _merge_fields(None, memory, now.memory, resolution)
             if fields:
                 conflicts.append(
@@ -377,6 +456,11 @@ def merge_import(
             continue  # gone from both
         if now.memory == was.memory or not prune:
             continue  # the reviewer removed it: missing, deleted only by --prune
+        if _renamed_in(was.memory, unbased.get(now.location_id, ())):
+            # the file has it under a new title or turns, which an earlier import of this
+            # file took (the database has that copy now): kept, as that import kept it
+            keep(now.location_id, now.id, now.memory)
+            continue
         conflicts.append(
             MergeConflict(
                 lines.location_lines.get(now.location_id, 0),
@@ -421,10 +505,12 @@ def _two_way(
     for entry in incoming:
         location_id = entry.location.id
         memories = []
-        for memory, key, nth, title_nth in _numbered(entry):
+        numbered = list(_numbered(entry))
+        chosen = _pairs(numbered, by_key, _itself)
+        for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             olds = by_key.get(key, [])
-            if nth < len(olds) and _backwards(memory, olds[nth]):
-                old = olds[nth]
+            if index is not None and index < len(olds) and _backwards(memory, olds[index]):
+                old = olds[index]
                 line = lines.memory_line(location_id, memory.title, title_nth)
                 conflicts.append(
                     MergeConflict(line, location_id, memory.title, STATUS_FIELDS, memory, old)
