@@ -36,11 +36,13 @@ SQL statement or its parameters.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -74,6 +76,8 @@ class Command:
     help: str
     run: RunFunction
     configure: ConfigureFunction | None = None
+    #: --db's metavar and help when it means something else here (eval: a folder)
+    db: tuple[str, str] | None = None
 
 
 #: every subcommand, by name, in registration order (the order of ``memstore --help``)
@@ -81,14 +85,19 @@ COMMANDS: dict[str, Command] = {}
 
 
 def command(
-    name: str, *, help: str, configure: ConfigureFunction | None = None
+    name: str,
+    *,
+    help: str,
+    configure: ConfigureFunction | None = None,
+    db: tuple[str, str] | None = None,
 ) -> Callable[[RunFunction], RunFunction]:
-    """Register ``run(args, ctx) -> int`` as the subcommand ``name``."""
+    """Register ``run(args, ctx) -> int`` as the subcommand ``name``; ``db`` is --db's
+    metavar and help there when it is not the database (``DB_OPTION``)."""
 
     def register(run: RunFunction) -> RunFunction:
         if name in COMMANDS and COMMANDS[name].run is not run:
             raise ValueError(f"memstore command {name!r} is registered twice")
-        COMMANDS[name] = Command(name, help, run, configure)
+        COMMANDS[name] = Command(name, help, run, configure, db)
         return run
 
     return register
@@ -229,29 +238,56 @@ class _VersionAction(argparse.Action):
         )
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
-        print(f"{PROG} {_version()}", file=sys.stdout)
+        # runs inside parse_args, before main's handlers: it says what they would say
+        if sys.stdout is None:  # `memstore --version >&-`
+            parser.exit(_stdout_closed())
+        try:
+            sys.stdout.write(f"{PROG} {_version()}\n")
+            sys.stdout.flush()  # a closed pipe or a full device shows here
+        except BrokenPipeError:
+            parser.exit(_reader_gone())
+        except OSError as exc:
+            print(f"{PROG}: {error_line(exc)}", file=sys.stderr)
+            parser.exit(1)
         parser.exit()
 
 
-def add_global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
+def _stdout_closed() -> int:
+    """Started with standard output closed: one line, exit code 1."""
+    print(f"{PROG}: error: standard output is closed; nothing was done", file=sys.stderr)
+    return 1
+
+
+def _reader_gone() -> int:
+    """The reader of standard output went away (`memstore stats | head -2`): nothing to
+    say, and nowhere to say it; what Python would still flush at exit goes to /dev/null."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
+
+
+#: --db's meaning for every command but those that give their own (``Command.db``)
+DB_OPTION = (
+    "PATH_OR_URL",
+    "database path or URL: a SQLite file or sqlite:// URL; the store says which other URLs "
+    "it accepts (default: $MEMSTORE_DB, [tool.memstore] db, or game_files/memories.db)",
+)
+
+
+def add_global_options(
+    parser: argparse.ArgumentParser, *, copy: bool, db: tuple[str, str] = DB_OPTION
+) -> None:
     """--db, --busy-timeout and --debug, accepted before the subcommand and after it.
 
     The subcommand's ``copy`` has no defaults (``SUPPRESS``): the namespace keeps what was
-    given before the subcommand unless the option is given again after it.
+    given before the subcommand unless the option is given again after it. ``db`` is
+    --db's metavar and help (a command such as eval, whose --db is a folder, says so).
     """
     group = parser.add_argument_group("global options (before or after the command)")
 
     def default(value: object) -> object:
         return argparse.SUPPRESS if copy else value
 
-    group.add_argument(
-        "--db",
-        type=database,
-        default=default(None),
-        metavar="PATH_OR_URL",
-        help="database path or URL: a SQLite file or sqlite:// URL; the store says which other "
-        "URLs it accepts (default: $MEMSTORE_DB, [tool.memstore] db, or game_files/memories.db)",
-    )
+    group.add_argument("--db", type=database, default=default(None), metavar=db[0], help=db[1])
     group.add_argument(
         "--busy-timeout",
         type=busy_timeout,
@@ -279,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help)
         if entry.configure is not None:
             entry.configure(child)
-        add_global_options(child, copy=True)
+        add_global_options(child, copy=True, db=entry.db or DB_OPTION)
         child.set_defaults(_run=entry.run)
     return parser
 
@@ -289,21 +325,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if sys.stdout is None:  # started with its standard output closed (`memstore ... >&-`)
-        print(f"{PROG}: error: standard output is closed; nothing was done", file=sys.stderr)
-        return 1
+        return _stdout_closed()
     ctx = Context(args, sys.stdout, sys.stderr)
     try:
-        code = int(args._run(args, ctx))
+        with _plain_warnings(ctx.err):
+            code = int(args._run(args, ctx))
         ctx.out.flush()  # a closed pipe shows here, not in Python's exit handler
         return code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # the reader went away (`memstore stats | head -2`): nothing to say, and nowhere to
-        # say it; send what Python would still flush at exit to /dev/null
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return _reader_gone()
     except Exception as exc:
         if debugging(args):
             import traceback
@@ -311,6 +344,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exception(exc, file=sys.stderr)
         print(f"{PROG}: {error_line(exc)}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _plain_warnings(err: TextIO) -> Iterator[None]:
+    """memstore's advice about a setting (memstore.config.ConfigWarning) as one line,
+    ``memstore: warning: ...``, once per command, instead of Python's warning with a
+    library's file and source line; any other warning as Python shows it."""
+    shown: set[str] = set()
+    python_shows = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *rest: Any, **kwargs: Any) -> None:
+        from memstore.config import ConfigWarning
+
+        if not issubclass(category, ConfigWarning):
+            python_shows(message, category, *rest, **kwargs)
+        elif str(message) not in shown:
+            shown.add(str(message))
+            print(f"{PROG}: warning: {message}", file=err)
+
+    # only how a warning is shown changes (not the filters: a module imported meanwhile
+    # may add its own, which must stay)
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = python_shows
 
 
 #: the modules of the built-in commands, imported (so registered) in this order: the order of

@@ -33,10 +33,13 @@ if TYPE_CHECKING:
 DEFAULT_EPISODES = 5
 DEFAULT_MOVES = 200
 DEFAULT_SEEDS = 3
-#: the most episodes (per arm and seed) and seeds one evaluation plays: every database's
-#: path is listed before the first move, so a count nobody could play is refused up front
+#: the most episodes (per arm and seed) and seeds one evaluation plays, and the most
+#: episodes per arm in all (seeds x episodes: each is a database of its own without
+#: memory; memstore.evaluation.MAX_EPISODES_IN_ALL, the library's bound): a count nobody
+#: could play is refused up front
 MAX_EPISODES = 10_000
 MAX_SEEDS = 10_000
+MAX_EPISODES_IN_ALL = 100_000
 #: the most actions per episode
 MAX_MOVES = 10_000_000
 #: the options naming a file the evaluation writes after playing
@@ -76,6 +79,29 @@ def seeds_argument(value: str) -> list[int]:
     return seeds
 
 
+class _EpisodesInAll(argparse.Action):
+    """Stores --seeds or --episodes, and refuses (a usage error) seeds x episodes past
+    MAX_EPISODES_IN_ALL, whichever of the two is given last."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        seeds = getattr(namespace, "seeds", None) or range(DEFAULT_SEEDS)
+        episodes = getattr(namespace, "episodes", DEFAULT_EPISODES)
+        if len(seeds) * episodes > MAX_EPISODES_IN_ALL:
+            raise argparse.ArgumentError(
+                self,
+                f"seeds x episodes must be at most {MAX_EPISODES_IN_ALL:,} (each episode "
+                f"without memory is a database of its own), got {len(seeds):,} x "
+                f"{episodes:,} = {len(seeds) * episodes:,}",
+            )
+
+
 def _output(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("give a file path")
@@ -86,7 +112,8 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Play the same agent, seeds and move budget with memory (one database across the "
         "episodes) and without (a fresh database each episode) and compare. Here --db is "
-        "a FOLDER for those databases (default: a temporary folder, removed afterwards)."
+        "a FOLDER for those databases (default: a temporary folder, removed afterwards); "
+        "MEMSTORE_DB and [tool.memstore] db are not read."
     )
     parser.add_argument(
         "--agent", choices=("explorer", "llm"), default="explorer", help="the agent (explorer)"
@@ -94,8 +121,10 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--episodes",
         type=_at_most(MAX_EPISODES),
+        action=_EpisodesInAll,
         default=DEFAULT_EPISODES,
-        help=f"episodes per arm and seed ({DEFAULT_EPISODES})",
+        help=f"episodes per arm and seed ({DEFAULT_EPISODES}; seeds x episodes at most "
+        f"{MAX_EPISODES_IN_ALL:,})",
     )
     parser.add_argument(
         "--moves",
@@ -106,6 +135,7 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
         type=seeds_argument,
+        action=_EpisodesInAll,
         default=None,
         help=f"N (seeds 1..N) or a list such as 1,5,9 (default {DEFAULT_SEEDS})",
     )
@@ -154,8 +184,11 @@ class ProgressBar:
 
 
 #: the databases run_eval writes in its folder (memstore.evaluation.database_paths), with
-#: SQLite's side files: no output may be one of them
-_DATABASE_NAME = re.compile(r"\w+-seed\d+-(memory|nomemory-ep\d+)\.db(-wal|-shm|-journal)?")
+#: SQLite's side files, and the lock it holds there (memstore.evaluation.LOCK_NAME): no
+#: output may be one of them
+_DATABASE_NAME = re.compile(
+    r"\w+-seed\d+-(memory|nomemory-ep\d+)\.db(-wal|-shm|-journal)?|memstore-eval\.lock"
+)
 
 
 #: what each output may replace without --force (besides nothing and an empty file)
@@ -235,10 +268,21 @@ def check_outputs(args: argparse.Namespace, folder: Path | None) -> None:
         check_writable(database_paths(folder, args.agent, [1], 1)[0])
 
 
+#: --db here (the global option's metavar and help, memstore.cli.add_global_options)
+DB_FOLDER = (
+    "FOLDER",
+    "a FOLDER for the evaluation's SQLite databases (one per seed with memory, one per "
+    "episode without); it must not hold them already, and one evaluation at a time "
+    "uses it (default: a temporary folder, removed afterwards; MEMSTORE_DB and "
+    "[tool.memstore] db are not read)",
+)
+
+
 @command(
     "eval",
     help="does memory help? the same agent with memory and without, over seeds",
     configure=_configure_eval,
+    db=DB_FOLDER,
 )
 def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.cli import load_settings

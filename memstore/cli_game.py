@@ -29,9 +29,15 @@ def _moves(value: str) -> int:
 
 
 def _file_path(value: str) -> str:
-    """``type=`` for --out: a file path, never empty (an empty one is no default)."""
+    """``type=`` for --out: a file path, never empty (an empty one is no default), never
+    ``-``: the demo writes Map.md beside it, and for export ``-`` is standard output."""
     if not value.strip():
         raise argparse.ArgumentTypeError("give a file path")
+    if value == "-":
+        raise argparse.ArgumentTypeError(
+            "the demo writes Memories.md and Map.md beside it to files, not to standard "
+            "output: give a file path (`memstore export --out -` prints Memories.md)"
+        )
     return value
 
 

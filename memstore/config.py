@@ -14,11 +14,13 @@ so they agree on which database they mean.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_DB = "game_files/memories.db"
@@ -28,6 +30,36 @@ ENV_VARS = {
     "model": "MEMSTORE_MODEL",
     "api_base": "MEMSTORE_API_BASE",
 }
+
+
+class ConfigWarning(UserWarning):
+    """A setting memstore accepts but advises against (``history_window`` above 10). The
+    command line prints it as one line, ``memstore: warning: ...``; in a program it points
+    at the caller's line that made the configuration."""
+
+
+#: the folders whose frames a ConfigWarning skips to reach the caller's line: memstore's
+#: own and pydantic's (the validator runs inside pydantic)
+_INTERNAL_FOLDERS = tuple(
+    str(Path(file).resolve().parent) + os.sep for file in (__file__, pydantic.__file__) if file
+)
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside memstore and pydantic, counted from
+    the function that calls this one (which then passes it to ``warnings.warn``)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and _internal(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _internal(filename: str) -> bool:
+    try:
+        resolved = str(Path(filename).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return resolved.startswith(_INTERNAL_FOLDERS)
 
 
 class MemstoreConfig(BaseModel):
@@ -61,13 +93,21 @@ class MemstoreConfig(BaseModel):
     #: directions, within the same token budget
     map_exits_line: bool = True
 
+    @field_validator("db")
+    @classmethod
+    def _db_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("give a database path or URL, not an empty one")
+        return value
+
     @field_validator("history_window")
     @classmethod
     def _window_warning(cls, value: int) -> int:
         if value > 10:
             warnings.warn(
                 f"history_window = {value} may use excessive context; recommended 3-8, at most 10",
-                stacklevel=2,
+                ConfigWarning,
+                stacklevel=_caller_stacklevel(),
             )
         return value
 
@@ -87,16 +127,37 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 
 
 def _pyproject_settings(path: Path | None) -> dict[str, Any]:
+    """The ``[tool.memstore]`` table of ``path``, or one ValueError line naming the file.
+
+    A file that cannot be parsed (not TOML, not UTF-8) and never says "memstore" holds no
+    memstore settings: it is another project's, and memstore reads nothing from it rather
+    than refuse every command run below it. One that says "memstore" and cannot be read,
+    or whose ``[tool.memstore]`` is not a table, is refused: memstore cannot tell which
+    settings were meant.
+    """
     if path is None:
         return {}
+    where = f"cannot read [tool.memstore] from {path}"
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"cannot read [tool.memstore] from {path}: {exc}") from exc
-    section = data.get("tool", {}).get("memstore", {})
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{where}: {exc.strerror or exc}") from exc
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        if b"memstore" not in data:
+            return {}
+        if isinstance(exc, UnicodeDecodeError):
+            raise ValueError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        raise ValueError(f"{where}: {exc}") from exc
+    tool = parsed.get("tool", {})
+    section = tool.get("memstore", {}) if isinstance(tool, dict) else {}
     if not isinstance(section, dict):
-        raise ValueError(f"[tool.memstore] in {path} must be a table")
+        raise ValueError(f"[tool.memstore] in {path} must be a table, not {section!r:.40}")
+    if "db" in section and isinstance(section["db"], str) and not section["db"].strip():
+        raise ValueError(
+            f"{path}: [tool.memstore] db is empty: give a database path or URL, or leave it out"
+        )
     return dict(section)
 
 
@@ -109,6 +170,8 @@ def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConf
     settings: dict[str, Any] = _pyproject_settings(pyproject or find_pyproject())
     for key, var in ENV_VARS.items():
         value = os.environ.get(var)
+        if value and not value.strip():  # set to nothing ("") is unset; blank space is not
+            raise ValueError(f"{var} is blank: give it a value, or unset it")
         if value:
             settings[key] = value
     settings.update({key: value for key, value in overrides.items() if value is not None})

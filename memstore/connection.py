@@ -31,14 +31,17 @@ from sqlalchemy.pool import StaticPool
 from memstore.errors import (
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
-    SchemaOutOfDate,
-    SchemaTooNew,
     TransactionAborted,
     UnsupportedDatabase,
 )
-from memstore.migrations_dir import known_revisions
-from memstore.refusals import failure_kind, store_busy
-from memstore.schema import HEAD_REVISION, ephemeral_ddl
+from memstore.schema import HEAD_REVISION as HEAD_REVISION  # importable from here too
+from memstore.schema import ephemeral_ddl
+from memstore.sqlite_probe import (
+    folder_writable,
+    judge_schema,
+    probe_sqlite_file,
+    read_only_uri,
+)
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 #: The page size of a new SQLite database (bytes). A durable supersession changes about
@@ -116,7 +119,7 @@ class Target:
 def resolve_target(path_or_url: str | Path) -> Target:
     """Accept a file path, a SQLite URL or a PostgreSQL URL (driven by psycopg 3)."""
     if isinstance(path_or_url, Path) or "://" not in str(path_or_url):
-        path = Path(path_or_url).expanduser().resolve()
+        path = _full_path(path_or_url, path_or_url)
         return Target(URL.create("sqlite", database=str(path)), path)
     try:
         url = make_url(str(path_or_url))
@@ -154,8 +157,26 @@ def resolve_target(path_or_url: str | Path) -> Target:
         )
     if url.database in (None, "", ":memory:"):
         return Target(url.set(drivername="sqlite", database=":memory:"), None)
-    path = Path(url.database).expanduser().resolve()
+    path = _full_path(url.database, path_or_url)
     return Target(url.set(drivername="sqlite", database=str(path)), path)
+
+
+def _full_path(path: str | Path, given: str | Path) -> Path:
+    """``path`` with ``~`` expanded, made absolute, its links followed; one
+    UnsupportedDatabase line (naming ``given``) for a home folder that cannot be found or a
+    loop of symbolic links."""
+    try:
+        expanded = Path(path).expanduser()
+    except RuntimeError:  # "Could not determine home directory."
+        home = str(path).split("/", 1)[0]
+        raise UnsupportedDatabase(
+            f"cannot find the home folder of {home} in {given}: give the path without ~, "
+            f"or with a user that exists"
+        ) from None
+    try:
+        return expanded.resolve()
+    except RuntimeError as exc:  # "Symlink loop from ..."
+        raise UnsupportedDatabase(f"{given} cannot be opened: {exc}") from None
 
 
 def check_existing(
@@ -188,81 +209,7 @@ def check_existing(
         raise NotAMemstoreDatabase(f"{path} is not a file")
     if path.stat().st_size == 0:
         return True
-    # Only SQLite opens the file: closing a descriptor of our own would release every
-    # POSIX lock this process holds on it, the SHARED locks of its open WAL connections
-    # among them, and another process closing its connection would then delete the WAL
-    # under them (tests/test_posix_locks.py). SQLite keeps such descriptors until its locks
-    # are gone, and says "file is not a database" for a file that is not one.
-    try:
-        probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s)
-        try:
-            tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
-            version = None
-            if "alembic_version" in tables:
-                row = probe.execute("SELECT version_num FROM alembic_version").fetchone()
-                version = row[0] if row else None
-        finally:
-            probe.close()
-    except sqlite3.DatabaseError as exc:
-        if failure_kind(exc) == "busy":  # a writer's EXCLUSIVE lock (no WAL): not damage
-            raise store_busy(str(path)) from exc
-        if "file is not a database" in str(exc):
-            raise NotAMemstoreDatabase(
-                f"{path} is not a SQLite database (so not a memstore database); left untouched"
-            ) from exc
-        raise NotAMemstoreDatabase(
-            f"{path} cannot be read as SQLite ({exc}); left untouched"
-        ) from exc
-    return judge_schema(str(path), tables, version)
-
-
-def judge_schema(path: str, tables: set[str], version: str | None, kind: str = "SQLite") -> bool:
-    """What the tables of a database and its alembic revision make it: True when it is new
-    (no tables), False at the head revision; otherwise the one-line error that says why
-    memstore will not open it."""
-    if not tables:
-        return True
-    if version is None and {n for n in tables if not n.startswith("sqlite_")} == {
-        "alembic_version"
-    }:
-        raise SchemaOutOfDate(
-            f"{path} is at base: run `alembic upgrade head` (`memstore --db {path} db "
-            f"upgrade`); its schema was downgraded below the first revision, so it holds no "
-            f"memories"
-        )
-    if "alembic_version" not in tables or "memories" not in tables:
-        raise NotAMemstoreDatabase(
-            f"{path} is a {kind} database but not a memstore database "
-            f"(tables: {', '.join(sorted(tables))}); left untouched"
-        )
-    if version == HEAD_REVISION:
-        return False
-    if version in known_revisions():
-        raise SchemaOutOfDate(
-            f"{path} is at schema revision {version}, this memstore needs {HEAD_REVISION}: "
-            f"run `memstore --db {path} db upgrade` (alembic upgrade head)"
-        )
-    raise SchemaTooNew(
-        f"{path} is at schema revision {version!r}, which this memstore does not know "
-        f"(it knows up to {HEAD_REVISION}); use a newer memstore"
-    )
-
-
-def _folder_writable(path: Path) -> bool:
-    return os.access(path.parent, os.W_OK)
-
-
-def read_only_uri(path: Path) -> str:
-    """A URI that opens ``path`` for reading only and never writes beside it.
-
-    ``mode=ro`` still needs the WAL's shared-memory file beside the database, which a
-    read-only folder cannot hold: there the file is opened ``immutable`` (SQLite then reads
-    it without locks, which is right for a folder nobody can write to).
-    """
-    shm = Path(f"{path}-shm")
-    if _folder_writable(path) or shm.exists():
-        return f"{path.as_uri()}?mode=ro"
-    return f"{path.as_uri()}?immutable=1"
+    return probe_sqlite_file(path, busy_timeout_s)
 
 
 def check_writable(target: Target) -> None:
@@ -274,7 +221,7 @@ def check_writable(target: Target) -> None:
         return
     if path.exists() and not os.access(path, os.W_OK):
         raise ReadOnlyDatabase(f"read-only database: {path} (the file cannot be written)")
-    if path.parent.exists() and not _folder_writable(path):
+    if path.parent.exists() and not folder_writable(path):
         raise ReadOnlyDatabase(
             f"read-only database: {path} (its folder cannot be written, and SQLite keeps its "
             f"journal there)"

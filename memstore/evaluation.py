@@ -25,9 +25,11 @@ and computes; it prints nothing.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -91,6 +93,7 @@ __all__ = [
     "EvalReport",
     "PlotUnavailable",
     "Target",
+    "EvalFolderInUse",
     "database_paths",
     "make_agent",
     "plot_report",
@@ -102,6 +105,23 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int, str], None]
+
+#: the most episodes per arm one evaluation plays in all (seeds x episodes): each episode
+#: without memory is a database of its own, so a count nobody could play is refused
+#: before anything is listed or made (memstore.cli_eval refuses the same count as a
+#: usage error)
+MAX_EPISODES_IN_ALL = 100_000
+#: the file an evaluation holds locked in its folder while it runs (``folder_lock``)
+LOCK_NAME = "memstore-eval.lock"
+
+
+#: how often ``folder_lock`` tries again when the file it locked was removed meanwhile
+_LOCK_ATTEMPTS = 10
+
+
+class EvalFolderInUse(FileExistsError):
+    """Another evaluation is playing into the same folder: its databases are not this
+    one's to share (both reports would be wrong)."""
 
 
 class AgentLike(Protocol):
@@ -134,11 +154,70 @@ def make_agent(
 
 def database_paths(folder: Path, agent: str, seeds: Sequence[int], episodes: int) -> list[Path]:
     """Every database one evaluation writes in ``folder``."""
-    paths = []
+    return list(_each_database_path(folder, agent, seeds, episodes))
+
+
+def _each_database_path(
+    folder: Path, agent: str, seeds: Sequence[int], episodes: int
+) -> Iterator[Path]:
     for seed in seeds:
-        paths.append(folder / f"{agent}-seed{seed}-memory.db")
-        paths += [folder / f"{agent}-seed{seed}-nomemory-ep{n}.db" for n in range(1, episodes + 1)]
-    return paths
+        yield folder / f"{agent}-seed{seed}-memory.db"
+        for number in range(1, episodes + 1):
+            yield folder / f"{agent}-seed{seed}-nomemory-ep{number}.db"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s LOCK_NAME file locked (``flock``) while an evaluation plays there;
+    another evaluation into the same folder is refused (EvalFolderInUse) instead of
+    sharing its databases. The operating system releases the lock of a process that dies,
+    so a killed run's file blocks nothing; the file is removed when the run ends."""
+    import fcntl
+
+    lock = folder / LOCK_NAME
+    for _attempt in range(_LOCK_ATTEMPTS):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise EvalFolderInUse(
+                f"{folder} is in use by another evaluation (process {holder or 'unknown'}, "
+                f"which holds {lock}): wait for it to end, or give another --db folder"
+            ) from None
+        except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP)
+            os.close(fd)
+            raise OSError(
+                exc.errno,
+                f"cannot lock {lock} ({exc.strerror}): give a --db folder on a "
+                "file system that has locks",
+            ) from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        if _still_there(fd, lock):  # not removed by a run that ended meanwhile
+            break
+        os.close(fd)
+    else:
+        raise EvalFolderInUse(f"{lock} keeps being replaced: is another evaluation starting?")
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()  # before the lock is released: the next run makes its own
+        os.close(fd)
+
+
+def _still_there(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd``."""
+    try:
+        mine, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
 
 
 def run_eval(
@@ -172,15 +251,45 @@ def run_eval(
         raise ValueError(f"unknown agent {agent!r} (choose from {', '.join(AGENTS)})")
     if synthesis not in SYNTHESIS:
         raise ValueError(f"synthesis must be one of {', '.join(SYNTHESIS)}, not {synthesis!r}")
+    if len(seeds) * episodes > MAX_EPISODES_IN_ALL:
+        raise ValueError(
+            f"seeds x episodes must be at most {MAX_EPISODES_IN_ALL:,}, got {len(seeds):,} x "
+            f"{episodes:,}"
+        )
     config = config or MemstoreConfig()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    existing = [p for p in database_paths(folder, agent, seeds, episodes) if p.exists()]
-    if existing:
-        raise FileExistsError(
-            f"{existing[0]} already exists: an evaluation starts from empty databases "
-            "(give another --db folder, or remove them)"
-        )
+    with folder_lock(folder):
+        # one at a time, stopping at the first: never a list of every path up front;
+        # a WAL left alone would be replayed into a new database of the same name
+        paths = _each_database_path(folder, agent, seeds, episodes)
+        files = (file for p in paths for file in (p, Path(f"{p}-wal")))
+        existing = next((file for file in files if file.exists()), None)
+        if existing is not None:
+            raise FileExistsError(
+                f"{existing} already exists: an evaluation starts from empty databases (a "
+                f"run that was stopped leaves its databases behind: remove "
+                f"{folder / f'{agent}-seed*-*.db*'}, or give another --db folder)"
+            )
+        return _play(agent, episodes, moves, seeds, folder, config, rom, agent_llm, tools,
+                     synthesis, synthesis_llm, progress)  # fmt: skip
+
+
+def _play(
+    agent: str,
+    episodes: int,
+    moves: int,
+    seeds: Sequence[int],
+    folder: Path,
+    config: MemstoreConfig,
+    rom: str | Path | None,
+    agent_llm: Any,
+    tools: bool,
+    synthesis: str,
+    synthesis_llm: LLMCallable | None,
+    progress: Progress | None,
+) -> EvalReport:
+    """``run_eval``'s play, its arguments checked and its folder locked."""
     started = time.perf_counter()
     total = 2 * len(seeds) * episodes * moves
     counter = _Counter(total, progress)
