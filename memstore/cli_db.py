@@ -1,9 +1,11 @@
-"""`memstore db upgrade|current|history`: alembic's migrations from an installed memstore.
+"""`memstore db upgrade|downgrade|current|history`: alembic's migrations from an installed
+memstore.
 
 They run the migrations shipped with the package (``memstore.migrations_dir``) on the
 database the other commands use (``--db``, ``MEMSTORE_DB``, ``[tool.memstore]``), from any
 working directory. The guards of ``migrations/env.py`` apply: a file that is not a memstore
-database is refused and left untouched.
+database is refused and left untouched; a downgrade step that would delete stored data
+needs ``--allow-data-loss`` (memstore.downgrade_guard).
 """
 
 from __future__ import annotations
@@ -15,14 +17,54 @@ from memstore.cli import CliError, Context, add_global_options, command
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="db_command", metavar="{upgrade,current,history}")
+    sub = parser.add_subparsers(dest="db_command", metavar="{upgrade,downgrade,current,history}")
     sub.required = True
     upgrade = sub.add_parser("upgrade", help="bring the database's schema to REV (default head)")
     upgrade.add_argument("revision", nargs="?", default="head", help="target revision (head)")
+    downgrade = sub.add_parser(
+        "downgrade",
+        help="take the database's schema back to REV (a step that deletes stored data, and "
+        "always the one to base, needs --allow-data-loss)",
+    )
+    downgrade.add_argument("revision", help="target revision (base: no schema at all)")
+    downgrade.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="run it even though it deletes stored data (the tables or columns it drops)",
+    )
     sub.add_parser("current", help="the database's schema revision")
     sub.add_parser("history", help="every revision this memstore knows, newest first")
     for child in sub.choices.values():  # --db and friends after the subcommand's own too
         add_global_options(child, copy=True)
+
+
+class _Output:
+    """The stream alembic prints to: alembic's writer swallows a failed write (a full disk,
+    a closed pipe), so the first one is kept here and raised once alembic returns."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.encoding = getattr(out, "encoding", None) or "utf-8"
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.failed is not None:
+            raise self.failed
+        try:
+            return int(self.out.write(text))
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def raise_failure(self) -> None:
+        """Raise the write that failed, if one did (after flushing what is buffered)."""
+        if self.failed is None:
+            self.flush()
+        if self.failed is not None:
+            raise self.failed
 
 
 def alembic_config(db: str, out: Any, busy_timeout_s: float | None = None) -> Any:
@@ -35,8 +77,8 @@ def alembic_config(db: str, out: Any, busy_timeout_s: float | None = None) -> An
 
     config = Config(stdout=out)
     config.set_main_option("script_location", str(migrations_path()))
-    url = resolve_target(db).url.render_as_string(hide_password=False)
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    # the resolved target, not its URL's text: a path that is not UTF-8 has none
+    config.attributes["memstore_target"] = resolve_target(db)
     if busy_timeout_s is not None:
         config.attributes["busy_timeout_s"] = busy_timeout_s
     return config
@@ -80,12 +122,19 @@ def _current(ctx: Context) -> int:
 
 
 def _print_revision(ctx: Context, revision: str | None, head: str) -> None:
+    from memstore.migrations_dir import known_revisions
+
     if revision == head:
         ctx.print(f"{revision} (head)")
     elif revision is None:
         ctx.print("base: no schema yet (run `memstore db upgrade`)")
-    else:
+    elif revision in known_revisions():
         ctx.print(f"{revision} (head is {head}: run `memstore db upgrade`)")
+    else:
+        ctx.print(
+            f"{revision} (newer than this memstore knows: it knows up to {head}; use a newer "
+            f"memstore)"
+        )
 
 
 def _server_revision(url: Any) -> str | None:
@@ -102,29 +151,55 @@ def _server_revision(url: Any) -> str | None:
     return version
 
 
-@command("db", help="schema migrations: upgrade, current, history", configure=_configure_db)
+@command(
+    "db", help="schema migrations: upgrade, downgrade, current, history", configure=_configure_db
+)
 def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
     from alembic import command as alembic
     from alembic.util import CommandError
 
-    from memstore.connection import resolve_target
-    from memstore.refusals import failure_kind, one_line, store_busy
-
-    config = alembic_config(ctx.db, ctx.out, ctx.args.busy_timeout)
+    if args.db_command == "current":
+        return _current(ctx)
+    output = _Output(ctx.out)
+    config = alembic_config(ctx.db, output, ctx.args.busy_timeout)
     try:
         if args.db_command == "upgrade":
             alembic.upgrade(config, args.revision)
-        elif args.db_command == "current":
-            return _current(ctx)
+        elif args.db_command == "downgrade":
+            config.attributes["allow_data_loss"] = args.allow_data_loss
+            config.attributes["confirm_with"] = (
+                f"memstore db downgrade {args.revision} --allow-data-loss"
+            )
+            alembic.downgrade(config, args.revision)
         else:
             alembic.history(config)
     except CommandError as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from exc
     except Exception as exc:
-        # another process's lock, held past the busy timeout: the migration is one
-        # transaction (migrations/env.py), rolled back, as the other commands say it
-        kind = failure_kind(exc)
-        if kind not in ("busy", "conflict"):
+        refused = _refusal(ctx, exc)
+        if refused is None:
             raise
-        raise store_busy(resolve_target(ctx.db).display, kind, one_line(exc)) from exc
+        raise refused from exc
+    output.raise_failure()
     return 0
+
+
+def _refusal(ctx: Context, exc: Exception) -> Exception | None:
+    """What a migration the database refused becomes, naming the database: another
+    process's lock held past the busy timeout (the migration is one transaction,
+    migrations/env.py, rolled back), a read-only database, a file SQLite cannot open or
+    write; None for anything else (raised as it is)."""
+    from memstore.cli_errors import sqlite_environment
+    from memstore.connection import resolve_target
+    from memstore.refusals import failure_kind, one_line, store_busy
+
+    kind = failure_kind(exc)
+    where = resolve_target(ctx.db).display
+    if kind in ("busy", "conflict"):
+        return store_busy(where, kind, one_line(exc))
+    if kind == "read-only":
+        return CliError(f"read-only database: {where} ({one_line(exc)}); nothing was written")
+    environment = sqlite_environment(exc)
+    if environment is not None:
+        return CliError(f"{where}: {environment}")
+    return None

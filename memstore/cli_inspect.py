@@ -29,6 +29,7 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="list the N most important agent-flagged memories (default 20)",
     )
+    parser.set_defaults(_show_parser=parser)  # cmd_show's usage error names this parser
 
 
 @command(
@@ -46,8 +47,8 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print(format_top_memories(top) if top else "no agent-flagged memories")
         if args.location is None:
             return 0
-    if args.location is None:
-        raise CliError("give a location number, or --flagged")
+    if args.location is None:  # a usage error: the usage line and exit code 2
+        args._show_parser.error("give a location number, or --flagged")
     from memstore.cli_map import exits_for_show
 
     location = args.location
@@ -144,8 +145,18 @@ def cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
 def _configure_rom(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="rom_command", metavar="{fetch,check}", required=True)
     fetch = sub.add_parser("fetch", help="download the Zork I story file and check it")
-    fetch.add_argument("--dest", default=None, help="where to write it (default: roms/zork1.z3)")
+    fetch.add_argument(
+        "--dest",
+        default=None,
+        help="where to write it (default: roms/zork1.z3); an existing file there must be a "
+        "story file (or empty), and never the database's own",
+    )
     fetch.add_argument("--url", default=None, help="where to download it from")
+    fetch.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --dest that is not a story file (never the database)",
+    )
     check = sub.add_parser("check", help="find the story file and check its sha256")
     check.add_argument("--path", default=None, help="check this file instead of searching")
 
@@ -175,7 +186,8 @@ def cmd_rom(args: argparse.Namespace, ctx: Context) -> int:
 
     if args.rom_command == "fetch":
         dest = Path(args.dest) if args.dest else rom.ROM_RELATIVE_PATH
-        written = rom.fetch_rom(dest, args.url or rom.UPSTREAM_URL)
+        ctx.refuse_database_file(str(dest))  # even with --force: it holds every memory
+        written = rom.fetch_rom(dest, args.url or rom.UPSTREAM_URL, force=args.force)
         ctx.print(f"fetched Zork I release 119 to {written} (sha256 {rom.ZORK1_SHA256})")
         return 0
     found = rom.find_rom(args.path)

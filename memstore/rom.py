@@ -13,14 +13,19 @@ A missing or wrong file raises :class:`RomError`, whose message says what to do.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstore.errors import (
     RomError,  # noqa: F401 - importable from here too
 )
+
+if TYPE_CHECKING:
+    from memstore.export_file import FileState
 
 #: Zork I release 119 / serial 880429 (historicalsource/zork1, MIT licence).
 ZORK1_SHA256 = "37084966477dff679282de42974b2077156b1bd68fad92a65d4ea94d8eb64d79"
@@ -72,6 +77,21 @@ _LENGTH_UNIT = {1: 2, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8}
 _HEADER_BYTES = 64
 
 
+def _header_problem(data: bytes) -> str | None:
+    """What keeps ``data`` from being a Z-machine story file by its header (None: nothing)."""
+    if len(data) < _HEADER_BYTES or data[0] not in _LENGTH_UNIT:
+        return "is not a Z-machine story file (no version 1-8 header)"
+    declared = ((data[0x1A] << 8) | data[0x1B]) * _LENGTH_UNIT[data[0]]
+    if declared > len(data):
+        return f"is cut short: its header says {declared} bytes, the file has {len(data)}"
+    return None
+
+
+def is_story_file(data: bytes) -> bool:
+    """True when ``data`` is a whole Z-machine story file by its header (any game)."""
+    return _header_problem(data) is None
+
+
 def check_story_file(path: str | Path) -> bytes:
     """The bytes of a Z-machine story file at ``path``, or RomError saying what is wrong.
 
@@ -81,15 +101,36 @@ def check_story_file(path: str | Path) -> bytes:
     """
     p = Path(path)
     data = _read_story(p, "story file")
-    if len(data) < _HEADER_BYTES or data[0] not in _LENGTH_UNIT:
-        raise RomError(f"{p} is not a Z-machine story file (no version 1-8 header). {HOW_TO_GET}")
-    declared = ((data[0x1A] << 8) | data[0x1B]) * _LENGTH_UNIT[data[0]]
-    if declared > len(data):
-        raise RomError(
-            f"{p} is cut short: its header says {declared} bytes, the file has {len(data)}. "
-            f"{HOW_TO_GET}"
-        )
+    problem = _header_problem(data)
+    if problem is not None:
+        raise RomError(f"{p} {problem}. {HOW_TO_GET}")
     return data
+
+
+def refuse_to_replace(dest: Path) -> FileState:
+    """The state of ``dest`` (for ``write_bytes_atomically``'s ``unchanged``) if a fetched
+    story file may replace it: nothing there, an empty file, or a story file (the rule of
+    every memstore export, memstore.export_file.foreign_file); else RomError, in one line,
+    before anything is downloaded. A folder, device or FIFO is refused as exports refuse
+    it (OSError)."""
+    from memstore.export_file import check_target, file_head, file_state, foreign_file
+
+    check_target(dest)
+    state = file_state(dest)
+    if not state.present or state.size == 0:
+        return state
+    force = "pass --force to replace it"
+    try:
+        data = file_head(dest, MAX_ROM_BYTES + 1)
+    except OSError as exc:
+        raise RomError(
+            f"cannot read {dest}: {exc.strerror or exc}; cannot tell whether it is a story "
+            f"file: {force}"
+        ) from exc
+    # bytes as latin-1 characters, one each, for the rule's "empty" (whitespace only)
+    if foreign_file(data.decode("latin-1"), lambda body: is_story_file(body.encode("latin-1"))):
+        raise RomError(f"{dest} exists and is not a Z-machine story file: {force}")
+    return state
 
 
 def candidate_paths(path: str | Path | None = None) -> list[tuple[str, Path]]:
@@ -130,29 +171,34 @@ def fetch_rom(
     *,
     expected_sha256: str = ZORK1_SHA256,
     timeout: float = DEFAULT_TIMEOUT,
+    force: bool = False,
 ) -> Path:
     """Download the story file to ``dest``, check its sha256, write it atomically.
 
-    The bytes go to a temporary file beside ``dest``, are fsync'd and renamed into place
-    only when the checksum matches: a failed or wrong download never leaves a file at
-    ``dest`` (an existing good file there is left as it was).
+    An existing ``dest`` that is not a story file (notes, a database) is refused before
+    anything is downloaded, unless ``force`` (``refuse_to_replace``). The bytes go to a
+    temporary file beside ``dest``, are fsync'd and renamed into place only when the
+    checksum matches: a failed or wrong download never leaves a file at ``dest`` (an
+    existing good file there is left as it was).
     """
     dest = Path(dest)
+    unchanged = None if force else refuse_to_replace(dest)
+    shown = url if url.isprintable() else repr(url)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
             data = response.read(MAX_ROM_BYTES + 1)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise RomError(
-            f"Could not download {url}: {exc}. Check the network, or set "
+            f"Could not download {shown}: {exc}. Check the network, or set "
             f"{ROM_ENV_VAR}=/path/to/zork1.z3 to a copy whose sha256 is {expected_sha256}."
         ) from exc
     digest = sha256_of(data)
     if len(data) > MAX_ROM_BYTES or digest != expected_sha256:
         raise RomError(
-            f"The file downloaded from {url} is not Zork I release 119 (sha256 {digest}, "
+            f"The file downloaded from {shown} is not Zork I release 119 (sha256 {digest}, "
             f"expected {expected_sha256}); nothing was written to {dest}. Try again later, "
             f"or set {ROM_ENV_VAR}=/path/to/zork1.z3 to a copy you have checked."
         )
     from memstore.export_file import write_bytes_atomically
 
-    return write_bytes_atomically(dest, data)
+    return write_bytes_atomically(dest, data, unchanged=unchanged)

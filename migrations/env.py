@@ -1,27 +1,41 @@
 """alembic environment: the same database and metadata as the library, and its guards.
 
-The URL comes, in order, from `-x db=PATH_OR_URL`, from `sqlalchemy.url` set on the alembic
-Config by a caller (tests do this), or from memstore.config.load_config() (MEMSTORE_DB,
-[tool.memstore] db, default game_files/memories.db), exactly as MemoryStore.open resolves it.
+The database comes, in order, from the ``memstore_target`` attribute `memstore db` sets on
+the alembic Config (a resolved memstore.connection.Target: a path that is not UTF-8 has no
+URL text), from `-x db=PATH_OR_URL`, from `sqlalchemy.url` set on the Config by a caller
+(tests do this), or from memstore.config.load_config() (MEMSTORE_DB, [tool.memstore] db,
+default game_files/memories.db), exactly as MemoryStore.open resolves it.
 
 Guards, checked before anything is written:
 - a file MemoryStore.open refuses (not SQLite; a SQLite database that is not memstore's;
   a revision newer than this memstore knows) is refused the same way and left untouched
   (memstore.connection.check_existing); a new file, an older revision and a database at
   base (downgraded below the first revision) are memstore's;
-- a downgrade below the first revision (to `base`: it drops every table, every memory with
-  them) is refused unless confirmed with `-x allow_data_loss=true`.
+- an upgrade or downgrade is planned first by reading the database only: one that has
+  nothing to do says so and never asks for the write lock (another process's write does
+  not hold it up, and a database in a read-only folder is reported, not refused); an
+  upgrade to a revision behind the database's is refused (upgrade only goes forward); a
+  revision alembic cannot place (``''``, ``0008+1``) is one line, "unknown revision";
+- before writing: a database the process cannot write is ``read-only database: PATH``,
+  and a missing folder is created (as MemoryStore.open does);
+- a downgrade step that would delete stored data (a table with rows, a column with values,
+  and always the step to `base`: memstore.downgrade_guard) is refused unless confirmed with
+  `-x allow_data_loss=true` (`memstore db downgrade REV --allow-data-loss`). It is checked
+  inside the migration's transaction, so no write can slip in between.
 Each run prints the database it works on and its revision before and after.
 """
 
 from __future__ import annotations
 
 import math
+import sqlite3
+from typing import Any
 
 from alembic import context
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.util import CommandError
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.pool import NullPool
 
 from memstore.config import load_config
 from memstore.connection import (
@@ -30,17 +44,32 @@ from memstore.connection import (
     PAGE_SIZE,
     Target,
     check_existing,
+    check_writable,
+    read_only_uri,
     resolve_target,
 )
-from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew
+from memstore.downgrade_guard import data_at_risk
+from memstore.errors import (
+    NotAMemstoreDatabase,
+    ReadOnlyDatabase,
+    SchemaOutOfDate,
+    SchemaTooNew,
+)
+from memstore.migrations_dir import known_revisions
 from memstore.schema import metadata
 
 config = context.config
 target_metadata = metadata
 x_args = context.get_x_argument(as_dictionary=True)
 
+#: the planning functions of alembic's commands that move the schema
+MOVES = ("upgrade", "downgrade")
+
 
 def database_target() -> Target:
+    given = config.attributes.get("memstore_target")
+    if isinstance(given, Target):
+        return given
     chosen = x_args.get("db") or config.get_main_option("sqlalchemy.url") or load_config().db
     return resolve_target(chosen)
 
@@ -56,23 +85,86 @@ def refuse_foreign(target: Target, busy_s: float) -> None:
         raise CommandError(f"{exc}; alembic did nothing") from exc
 
 
-def refuse_data_loss(migration_context: MigrationContext, target: Target) -> None:
-    """Refuse to run the first revision's downgrade unless `-x allow_data_loss=true`."""
-    if x_args.get("allow_data_loss", "").strip().lower() == "true":
+def planning(migration_context: MigrationContext) -> str | None:
+    """The name of the command's planning function: ``upgrade``, ``downgrade``,
+    ``display_version`` (current) ..."""
+    return getattr(migration_context.opts.get("fn"), "__name__", None)
+
+
+def planned_steps(
+    migration_context: MigrationContext, heads: tuple[str, ...]
+) -> list[RevisionStep]:
+    """The steps an upgrade or downgrade would run from ``heads`` (none for another command:
+    their functions print or generate as they plan), from the command's own planning
+    function. A revision alembic cannot place is one line (alembic asserts on some)."""
+    if planning(migration_context) not in MOVES:
+        return []
+    destination = migration_context.opts.get("destination_rev")
+    unknown = f"unknown revision {destination!r} (`memstore db history` lists them)"
+    if not str(destination).strip():
+        raise CommandError(unknown)
+    try:
+        steps = migration_context.opts["fn"](heads, migration_context)
+    except AssertionError as exc:  # alembic's resolver on '', '0008+1' ...
+        raise CommandError(unknown) from exc
+    return [step for step in steps if isinstance(step, RevisionStep)]
+
+
+def refuse_going_back(migration_context: MigrationContext, heads: tuple[str, ...]) -> None:
+    """An upgrade with nothing to do whose destination is behind the database's revision
+    (``upgrade 0001`` at 0008): alembic would do nothing and say nothing; refused in one line.
+    alembic's own downgrade planner tells whether the destination is behind."""
+    destination = migration_context.opts.get("destination_rev")
+    try:
+        # its heads as alembic's own downgrade command passes them (a tuple)
+        behind = context.script._downgrade_revs(str(destination), heads)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - not a destination a downgrade reaches: not behind
         return
-    # the steps alembic is about to run, from the command's own planning function (only
-    # upgrade's and downgrade's: other commands' functions print or generate as they plan)
-    plan = migration_context.opts.get("fn")
-    if getattr(plan, "__name__", None) not in ("upgrade", "downgrade"):
+    if behind:
+        raise CommandError(
+            f"revision {destination} is behind the database's revision "
+            f"{revision_label(heads)}: upgrade only goes forward; nothing was done"
+        )
+
+
+def data_loss_allowed() -> bool:
+    """``-x allow_data_loss=true``, or ``memstore db downgrade --allow-data-loss``."""
+    if config.attributes.get("allow_data_loss") is True:
+        return True
+    return x_args.get("allow_data_loss", "").strip().lower() == "true"
+
+
+def refuse_data_loss(
+    migration_context: MigrationContext,
+    target: Target,
+    connection: Connection | None,
+    heads: tuple[str, ...] | None = None,
+) -> None:
+    """Refuse the downgrade steps about to run when they would delete stored data
+    (memstore.downgrade_guard.data_at_risk; ``connection`` None: the database cannot be
+    looked at, so any drop counts), unless confirmed (``data_loss_allowed``)."""
+    if data_loss_allowed() or planning(migration_context) != "downgrade":
         return
-    steps = plan(migration_context.get_current_heads(), migration_context)
-    for step in steps:
-        if isinstance(step, RevisionStep) and step.is_downgrade and not step.to_revisions:
-            raise CommandError(
-                f"refusing to downgrade {target.display} below revision "
-                f"{step.revision.revision}: that drops every memstore table and deletes every "
-                f"memory. To do it anyway: alembic -x allow_data_loss=true downgrade base"
-            )
+    if heads is None:
+        heads = tuple(migration_context.get_current_heads())
+    steps = planned_steps(migration_context, heads)
+    revisions = [step.revision.revision for step in steps if step.is_downgrade]
+    lost = data_at_risk(connection, revisions)
+    if not lost:
+        return
+    destination = migration_context.opts.get("destination_rev")
+    how = config.attributes.get("confirm_with") or (
+        f"alembic -x allow_data_loss=true downgrade {destination}"
+    )
+    if revisions[-1] == known_revisions()[0]:
+        raise CommandError(
+            f"refusing to downgrade {target.display} below revision {revisions[-1]}: that "
+            f"drops every memstore table and deletes every memory. To do it anyway: {how}"
+        )
+    raise CommandError(
+        f"refusing to downgrade {target.display} to {destination}: that deletes "
+        f"{', '.join(lost)}. To do it anyway: {how}"
+    )
 
 
 def busy_timeout_s() -> float:
@@ -122,20 +214,97 @@ def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
         connection.exec_driver_sql(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
 
-def revision_label(migration_context: MigrationContext) -> str:
-    heads = migration_context.get_current_heads()
+def revision_label(heads: tuple[str, ...] | list[str]) -> str:
     return ", ".join(heads) if heads else "base"
+
+
+def reading_engine(target: Target, busy_s: float) -> Engine | None:
+    """An engine that reads the database without writing to it or taking its write lock
+    (a SQLite file opened read-only, as ``memstore db current`` reads it), or None when
+    there is no database yet (a new or empty file, an in-memory database)."""
+    if target.is_server:
+        return create_engine(target.url, poolclass=NullPool)
+    path = target.path
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        return None
+    uri = read_only_uri(path)
+    return create_engine(
+        "sqlite://",
+        poolclass=NullPool,
+        creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_s),
+    )
+
+
+def look_ahead(target: Target, busy_s: float) -> str | None:
+    """Plan the command by reading the database only. None when it is an upgrade or a
+    downgrade with nothing to do (said, with the revision, and nothing written: no write
+    lock asked for); otherwise the command's planning function's name (``planning``).
+    Refused here, before any write: an upgrade to a revision behind the database's, an
+    unknown revision, a downgrade that would delete data (checked again in the migration's
+    transaction)."""
+    engine = reading_engine(target, busy_s)
+    options: dict[str, Any] = {"target_metadata": target_metadata, "render_as_batch": True}
+    if engine is None:
+        context.configure(dialect_name=target.url.get_backend_name(), **options)
+        return _look(target, context.get_context(), None)
+    try:
+        with engine.connect() as connection:
+            context.configure(connection=connection, **options)
+            return _look(target, context.get_context(), connection)
+    finally:
+        engine.dispose()
+
+
+def _look(
+    target: Target, migration_context: MigrationContext, connection: Connection | None
+) -> str | None:
+    action = planning(migration_context)
+    if action not in MOVES:
+        return action
+    heads = tuple(migration_context.get_current_heads()) if connection is not None else ()
+    if planned_steps(migration_context, heads):
+        refuse_data_loss(migration_context, target, connection, heads)
+        return action
+    if action == "upgrade":
+        refuse_going_back(migration_context, heads)
+    label = revision_label(heads)
+    config.print_stdout(f"database: {target.display}")
+    config.print_stdout(f"revision before: {label}")
+    config.print_stdout(f"nothing to do: the database is at {label} already")
+    config.print_stdout(f"revision after: {label}")
+    return None
+
+
+def prepare_to_write(target: Target) -> None:
+    """Before a migration writes a SQLite file: refuse one this process cannot write
+    (``read-only database: PATH``), and create its folder if it is missing, as
+    MemoryStore.open does."""
+    if target.path is None:
+        return
+    try:
+        check_writable(target)
+    except ReadOnlyDatabase as exc:
+        raise CommandError(f"{exc}; alembic did nothing") from exc
+    folder = target.path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot create the folder {folder} for the database {target.path}: "
+            f"{exc.strerror or exc}; alembic did nothing"
+        ) from exc
 
 
 def run_migrations_offline() -> None:
     target = database_target()
     context.configure(
-        url=target.url.render_as_string(hide_password=False),
+        url=target.url,
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
     )
-    refuse_data_loss(context.get_context(), target)
+    migration_context = context.get_context()
+    refuse_data_loss(migration_context, target, None)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -144,7 +313,12 @@ def run_migrations_online() -> None:
     target = database_target()
     busy_s = busy_timeout_s()
     refuse_foreign(target, busy_s)
-    engine = create_engine(target.url.render_as_string(hide_password=False))
+    action = look_ahead(target, busy_s)
+    if action is None:
+        return
+    if action in MOVES:
+        prepare_to_write(target)
+    engine = create_engine(target.url)
     if engine.dialect.name == "sqlite":
         one_sqlite_transaction(engine, busy_s)
     with engine.connect() as connection:
@@ -156,11 +330,12 @@ def run_migrations_online() -> None:
             transactional_ddl=True,  # SQLite's here (one_sqlite_transaction); PostgreSQL's
         )
         migration_context = context.get_context()
-        if getattr(migration_context.opts.get("fn"), "__name__", None) == "display_version":
+        if action == "display_version":
             connection.info[BEGIN_KEY] = "BEGIN"  # `current` only reads: no write lock
-        refuse_data_loss(migration_context, target)
         config.print_stdout(f"database: {target.display}")
-        config.print_stdout(f"revision before: {revision_label(migration_context)}")
+        config.print_stdout(
+            f"revision before: {revision_label(migration_context.get_current_heads())}"
+        )
         with context.begin_transaction():
             if connection.dialect.name == "postgresql":
                 # one migration at a time per memstore database, as memstore's writers:
@@ -173,9 +348,13 @@ def run_migrations_online() -> None:
                 connection.exec_driver_sql(
                     f"SELECT pg_advisory_xact_lock({write_lock_key(str(schema))})"
                 )
+            # planned again under the lock: another process may have written meanwhile
+            refuse_data_loss(migration_context, target, connection)
             context.run_migrations()
         connection.commit()
-        config.print_stdout(f"revision after: {revision_label(migration_context)}")
+        config.print_stdout(
+            f"revision after: {revision_label(migration_context.get_current_heads())}"
+        )
     engine.dispose()
 
 

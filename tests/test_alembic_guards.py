@@ -191,7 +191,7 @@ def test_the_alembic_command_prints_the_database_and_revisions(tmp_path: Path) -
 
 
 def test_an_existing_memstore_database_is_upgraded(populated: Path) -> None:
-    cfg, _out = config(populated)
+    cfg, _out = config(populated, "allow_data_loss=true")  # the downgrade deletes stored data
     command.downgrade(cfg, "0003")
     command.upgrade(cfg, "head")
     assert revision(populated) == HEAD_REVISION
@@ -213,8 +213,17 @@ def test_downgrade_to_base_is_refused_without_allow_data_loss(populated: Path, t
         assert store.get_persistent_count() == 1
 
 
-def test_downgrade_to_the_first_revision_needs_no_confirmation(populated: Path) -> None:
+def test_downgrade_to_the_first_revision_needs_confirmation_when_it_deletes_data(
+    populated: Path,
+) -> None:
+    """Not only `base`: every step that drops a table or column holding data is confirmed
+    (memstore.downgrade_guard); the memory's change-counter stamps and store_meta go here."""
+    before = digest(populated)
     cfg, _out = config(populated)
+    with pytest.raises(CommandError, match=r"store_meta.*allow_data_loss=true"):
+        command.downgrade(cfg, "0001")
+    assert digest(populated) == before and revision(populated) == HEAD_REVISION
+    cfg, _out = config(populated, "allow_data_loss=true")
     command.downgrade(cfg, "0001")
     assert revision(populated) == "0001"
     with pytest.raises(SchemaOutOfDate, match="0001"):

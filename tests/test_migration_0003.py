@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import shutil
 import sqlite3
@@ -28,8 +29,11 @@ OLD_TABLES = (
 )
 
 
-def alembic_config(db: Path) -> Config:
-    config = Config(str(ROOT / "alembic.ini"))
+def alembic_config(db: Path, *, allow_data_loss: bool = False) -> Config:
+    """alembic's Config for ``db``; ``allow_data_loss`` confirms a downgrade that deletes
+    stored data (``-x allow_data_loss=true``: migrations/env.py refuses it otherwise)."""
+    x = ["allow_data_loss=true"] if allow_data_loss else []
+    config = Config(str(ROOT / "alembic.ini"), cmd_opts=argparse.Namespace(x=x))
     config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
     return config
 
@@ -164,7 +168,7 @@ def test_upgrade_keeps_old_data_and_flagged_memories_work(old_db: Path) -> None:
 
 
 def test_downgrade_drops_only_the_flagged_table_and_upgrade_again_works(old_db: Path) -> None:
-    config = alembic_config(old_db)
+    config = alembic_config(old_db, allow_data_loss=True)  # it deletes stored data: confirmed
     before = snapshot(old_db)
     command.upgrade(config, "head")
     with MemoryStore.open(old_db) as store:

@@ -85,7 +85,7 @@ def test_an_upgraded_database_versions_its_writes_and_imports_3_way(tmp_path: Pa
 
 def test_downgrade_to_0003_keeps_the_memories_and_upgrade_again_works(tmp_path: Path) -> None:
     db = populated_0003(tmp_path)
-    config = alembic_config(db)
+    config = alembic_config(db, allow_data_loss=True)  # it deletes stored data: confirmed
     before = snapshot(db)
     command.upgrade(config, "head")
     command.downgrade(config, "0003")

@@ -101,7 +101,7 @@ def test_an_upgraded_database_finds_old_duplicates_through_the_index(tmp_path: P
 
 def test_downgrade_to_0004_drops_only_the_column_and_its_index(tmp_path: Path) -> None:
     db = populated_0004(tmp_path)
-    config = alembic_config(db)
+    config = alembic_config(db, allow_data_loss=True)  # it deletes stored data: confirmed
     schema_0004, before, flagged_before = flagged_schema(db), snapshot(db), flagged_rows(db)
     command.upgrade(config, "head")
     command.downgrade(config, "0004")

@@ -68,7 +68,7 @@ def test_an_upgraded_database_records_and_routes_a_map(tmp_path: Path) -> None:
 
 def test_downgrade_to_0005_drops_only_the_map_and_upgrade_again_works(tmp_path: Path) -> None:
     db = populated_0005(tmp_path)
-    config = alembic_config(db)
+    config = alembic_config(db, allow_data_loss=True)  # it deletes stored data: confirmed
     schema_0005, before, flagged_before = schema_of(db), snapshot(db), flagged_rows(db)
     command.upgrade(config, "head")
     with MemoryStore.open(db) as store:

@@ -164,7 +164,7 @@ def test_downgrade_to_0006_drops_only_the_outcome_and_upgrade_again_works(
     tmp_path: Path,
 ) -> None:
     db = populated_0006(tmp_path)
-    config = alembic_config(db)
+    config = alembic_config(db, allow_data_loss=True)  # it deletes stored data: confirmed
     schema_0006, turns = schema_of(db), turn_rows(db)
     command.upgrade(config, "head")
     with MemoryStore.open(db) as store:
