@@ -29,6 +29,11 @@ characters stands for that character:
   character of a text line that would be a git conflict marker (seven `<`, `=`, `>` or
   `|`, then a space or the end of the line: `=======`, `<<<<<<< HEAD`), which the reader
   refuses as an unresolved merge.
+- `\s` and `\t` stand for a space and a tab. They protect the last character of a text
+  line, or of a location name (which ends its header line), that ends in a space or a
+  tab, so that an editor's "strip trailing whitespace" cannot change the content: no
+  line of the file ends in a space or a tab that belongs to it. Files written before
+  them (trailing spaces written as they are) read as they always did.
 
 A memory text is written on as many lines as it has, each escaped as above. A blank
 line would end the memory, so an empty line of the text is not written on its own: the
@@ -49,6 +54,7 @@ from exporters.conflict_markers import CONFLICT_MARKER
 
 __all__ = [
     "escape_inline",
+    "protect_line_end",
     "unescape",
     "escape_text_lines",
     "unescape_text_lines",
@@ -99,7 +105,12 @@ _UNESCAPES = {
     "|": "|",
     "n": "\n",
     "r": "\r",
+    "s": " ",
+    "t": "\t",
 }
+#: How the last character of a line is written when it is a space or a tab (an editor
+#: may strip either from a line's end; ``\s`` and ``\t`` it leaves alone).
+_LINE_END = {" ": "\\s", "\t": "\\t"}
 _ESCAPE_SEQUENCE = re.compile(r"\\(.)", re.DOTALL)
 
 
@@ -129,6 +140,15 @@ def escape_inline(value: str) -> str:
     return value
 
 
+def protect_line_end(escaped: str) -> str:
+    r"""``escaped`` (a field escaped for its line) with its last character written ``\s``
+    or ``\t`` when it is a space or a tab: a line that ends with it ends in no whitespace.
+    ``unescape`` reads both back; everything before them is unchanged."""
+    if escaped and escaped[-1] in _LINE_END:
+        return escaped[:-1] + _LINE_END[escaped[-1]]
+    return escaped
+
+
 def unescape(value: str) -> str:
     """Undo the escapes of this module; unknown escape sequences are kept verbatim."""
     if "\\" not in value:
@@ -139,6 +159,7 @@ def unescape(value: str) -> str:
 def _escape_text_segment(segment: str) -> str:
     if _TEXT_SPECIAL.search(segment) is not None:
         segment = segment.translate(_TEXT_TABLE)
+    segment = protect_line_end(segment)  # first: a lone space becomes ``\s``, not ``\ ``
     if segment and (
         segment[0] in "# \t"
         or segment.startswith("---")
@@ -152,9 +173,10 @@ def escape_text_lines(text: str) -> list[str]:
     """Escape a memory text into the lines written under its header.
 
     Promises: an empty text gives no line; no line is blank (empty or only spaces and
-    tabs); no line starts with ``#``, ``*``, ``[``, ``~``, ``---``, a space or a tab; no
-    line is a git conflict marker (``exporters.conflict_markers``); no line ends in an
-    unpaired backslash; ``unescape_text_lines(escape_text_lines(t)) == t``.
+    tabs); no line starts with ``#``, ``*``, ``[``, ``~``, ``---``, a space or a tab, or
+    ends with a space or a tab; no line is a git conflict marker
+    (``exporters.conflict_markers``); no line ends in an unpaired backslash;
+    ``unescape_text_lines(escape_text_lines(t)) == t``.
     """
     if not text:
         return []
@@ -167,6 +189,7 @@ def escape_text_lines(text: str) -> list[str]:
         or "\n" in text
         or "\r" in text
         or text[0] in "#- \t<=>|"
+        or text[-1] in " \t"
     ):
         return [text]  # the common case: one line with nothing to escape
     lines: list[str] = []

@@ -11,8 +11,9 @@ The numbers of a file must fit where they are stored: SQLite keeps integers as s
 64-bit numbers, so a location id, visit count, episode, turn, score change or reference
 number outside ``INT64_MIN .. INT64_MAX`` is a problem at its line (``memory_numbers_problem``,
 ``location_numbers_problem`` and ``build_memory`` say so), as is an episode below 1 in a
-location's episode list (the database's CHECK). Problems quote at most about 80 characters
-of what the file holds (``clip``).
+location's episode list (the database's CHECK) or past the model's largest episode
+(``memstore.models.MAX_EPISODE``, one below: the next episode must still be numbered).
+Problems quote at most about 80 characters of what the file holds (``clip``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 
 from exporters.escaping import unescape
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
-from memstore.models import INT64_MAX, INT64_MIN, Category, Persistence, Status
+from memstore.models import INT64_MAX, INT64_MIN, MEMORY_RULES, Category, Persistence, Status
 
 #: Well-formed headers as written by the renderer, read in one match; older or broken
 #: headers go through the detailed checks of the line parser, which say what is wrong.
@@ -58,6 +59,9 @@ REFERENCE_STARTS = ("[Superseded", "[Invalidated")
 #: The range of a SQLite integer (signed 64-bit).
 #: A run of this many digits or fewer always fits (10**18 < 2**63): no need to read it.
 SHORT_DIGITS = 18
+#: The largest episode of a memory, its link and a location's list (the model's rule).
+EPISODE_MAX = MEMORY_RULES["episode"].maximum or 0
+assert len(str(EPISODE_MAX)) > SHORT_DIGITS
 
 CATEGORIES = {category.value: category for category in Category}
 PERSISTENCES = {persistence.value.upper(): persistence for persistence in Persistence}
@@ -93,8 +97,8 @@ def memory_numbers_problem(episode: int, turns: str, score_change: int | None) -
 
     ``turns`` is the header's turn string (digits, maybe a ``-`` and digits).
     """
-    if episode > INT64_MAX:
-        return f"episode {clip(str(episode))} is out of range (at most {INT64_MAX})"
+    if episode > EPISODE_MAX:
+        return f"episode {clip(str(episode))} is out of range (at most {EPISODE_MAX})"
     if len(turns) > SHORT_DIGITS:
         for part in turns.split("-"):
             if part.isdigit() and int(part) > INT64_MAX:
@@ -118,8 +122,8 @@ def location_numbers_problem(
     for episode in episodes:
         if episode < 1:
             return f"episode {clip(str(episode))} in the episode list is below 1 (they start at 1)"
-        if episode > INT64_MAX:
-            return f"episode {clip(str(episode))} is out of range (at most {INT64_MAX})"
+        if episode > EPISODE_MAX:
+            return f"episode {clip(str(episode))} is out of range (at most {EPISODE_MAX})"
     return None
 
 
@@ -203,10 +207,13 @@ def build_memory(
                 f'(write [Superseded at T.. by "..."]): memory {clip(title)!r} skipped',
                 at_reference=True,
             )
-        for name, digits in (("episode", at_episode), ("turn", at_turn)):
-            if digits is not None and len(digits) > SHORT_DIGITS and int(digits) > INT64_MAX:
+        for name, digits, largest in (
+            ("episode", at_episode, EPISODE_MAX),
+            ("turn", at_turn, INT64_MAX),
+        ):
+            if digits is not None and len(digits) > SHORT_DIGITS and int(digits) > largest:
                 return Skipped(
-                    f"reference {name} {clip(digits)} is out of range (at most {INT64_MAX}): "
+                    f"reference {name} {clip(digits)} is out of range (at most {largest}): "
                     f"memory {clip(title)!r} skipped",
                     at_reference=True,
                 )

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporters.base_line import ExportBase, render_base_line
-from exporters.escaping import escape_inline, escape_text_lines
+from exporters.escaping import escape_inline, escape_text_lines, protect_line_end
 from exporters.memory_block import HEADER_STARTS
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.models import LocationInfo, LocationMemories, Memory, Status
@@ -102,7 +102,7 @@ def render_memory_lines(memory: Memory | MemoryRow) -> list[str]:
 def _location_header(location: LocationInfo | LocationRow) -> list[str]:
     episodes = ", ".join(map(str, location.episodes)) if location.episodes else NO_EPISODES
     return [
-        f"## Location {location.id}: {escape_inline(location.name)}",
+        f"## Location {location.id}: {protect_line_end(escape_inline(location.name))}",
         f"**Visits:** {location.visit_count} | **Episodes:** {episodes}",
         "",
         "### Memories",

@@ -436,10 +436,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     if not total:
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
-    prune = " --prune" if with_base and plan.missing else ""
-    import_it = (
-        f"import it first (memstore import {path} --apply{prune}) or pass --force to overwrite it"
-    )
+    import_it = _import_advice(path, plan, prune=with_base and bool(plan.missing))
     if not with_base:
         return EditsAtRisk(
             f"{path} has no export base line (hand-written, or an older memstore's export) "
@@ -456,4 +453,31 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     return EditsAtRisk(
         f"{path} holds {total} edit(s) that were not imported ({parts}); {import_it}",
         final=True,
+    )
+
+
+def _import_advice(path: str | Path, plan: Any, *, prune: bool) -> str:
+    """What to do about a file's edits that were not imported: the import that takes them,
+    or ``--force``. A conflict stops a plain ``--apply``, and a problem stops any import
+    but ``--skip-invalid``; an import that resolved them by leaving those edits out
+    (``--ours``, ``--skip-invalid``) leaves them in the file, so only ``--force`` replaces
+    it then (the file is compared again, and they are still not in the database)."""
+    command = f"memstore import {path} --apply{' --prune' if prune else ''}"
+    if not plan.conflicts and not plan.problems:
+        return f"import it first ({command}) or pass --force to overwrite it"
+    if plan.conflicts:
+        command += " --theirs, to take the file's side of the conflicts"
+    if plan.problems:
+        command = f"fix its problems, then {command}"
+    left_out = " and ".join(
+        what
+        for what, present in (
+            ("conflicts resolved with --ours", plan.conflicts),
+            ("problems skipped with --skip-invalid", plan.problems),
+        )
+        if present
+    )
+    return (
+        f"import it first ({command}) or pass --force to overwrite it: the edits an import "
+        f"leaves out ({left_out}) stay in the file, and only --force replaces it"
     )

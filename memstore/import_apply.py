@@ -9,7 +9,7 @@ touching the database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
@@ -86,7 +86,8 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     field and status updates (memories becoming SUPERSEDED first, so a title is free before
     another memory takes it); with ``prune``, the deletion of the memories missing from the
     file - never a location; the inserts, in file order; then the supersession links of
-    every added or status-changed SUPERSEDED memory, re-created from the successor's exact
+    every added or status-changed SUPERSEDED memory, and of every memory whose successor
+    the prune deleted and whose status the file keeps, re-created from the successor's exact
     title at the same location (the memory with that title that ``_successor_order`` ranks
     first and that does not close a cycle). When no memory has that title the link keeps
     its turn and episode but no successor.
@@ -151,10 +152,17 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
         orphaned = sorted(
             memory_id
             for memory_id, successor in run(conn, SUCCESSOR_LINKS, {})
-            if successor in gone and memory_id not in gone and memory_id not in kept
+            if successor in gone and memory_id not in gone
         )
-        record_history(conn, orphaned, version)
+        record_history(conn, [m for m in orphaned if m not in kept], version)
         run_many(conn, DELETE_MEMORY, [{"memory_id": memory_id} for memory_id in doomed])
+        # ... and is linked again, below, as the file says: to the memory with its
+        # successor's title after the import (a successor whose turns the file fixed is
+        # deleted here and added again, with the same title)
+        orphans = _orphans_in_file(plan, orphaned, row_id)
+        if orphans:
+            run_many(conn, DELETE_LINK, [{"memory_id": entry[0]} for entry in orphans])
+            relink.extend(orphans)
 
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
     if added:
@@ -170,6 +178,35 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
         )
     _write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED])
     return touched
+
+
+#: the kinds of change whose memory keeps the link it has (its status is the same)
+_LINK_KEPT = (ChangeKind.UNCHANGED, ChangeKind.CHANGED)
+
+
+def _orphans_in_file(
+    plan: ImportPlan, orphaned: list[int], row_id: Callable[[MemoryChange], int]
+) -> list[tuple[int, int, MemoryLike]]:
+    """The memories ``orphaned`` (their successor is being deleted) that the file holds
+    with their status unchanged (their text may be changed) and names a successor for, as
+    (row id, location id, the file's memory): their link is made again (``_write_links``)
+    as the file writes it. (A status change's link is made again anyway.)"""
+    if not orphaned:
+        return []
+    wanted = set(orphaned)
+    found = []
+    for change in plan.memories:
+        new = change.new
+        if (
+            change.kind in _LINK_KEPT
+            and new is not None
+            and new.superseded_by
+            and not change.status_changed
+        ):
+            memory_id = row_id(change)
+            if memory_id in wanted:
+                found.append((memory_id, change.location_id, new))
+    return found
 
 
 def _write_locations(conn: Connection, plan: ImportPlan) -> None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from memstore.md_rows import LocationRow, MemoryRow
-from memstore.models import INT64_MAX, LocationInfo, Memory
+from memstore.models import MEMORY_RULES, LocationInfo, Memory
 
 __all__ = [
     "CONTENT_FIELDS",
@@ -34,9 +34,9 @@ MemoryLike = MemoryRow | Memory
 #: A location as the plan reads it.
 LocationLike = LocationRow | LocationInfo
 
-#: The largest episode a file may give a memory or a location: the database hands out the
-#: episode after the largest it holds, which must still fit SQLite's 64-bit integer.
-MAX_EPISODE = INT64_MAX - 1
+#: The largest episode a file may give a memory or a location: the model's (MEMORY_RULES,
+#: ``memstore.models.MAX_EPISODE``), so the store accepts exactly what its export imports.
+MAX_EPISODE: int = MEMORY_RULES["episode"].maximum or 0
 
 #: The fields whose change makes a memory "changed".
 CONTENT_FIELDS = ("text", "category", "score_change", "persistence")

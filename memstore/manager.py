@@ -5,7 +5,9 @@ an LLM or the offline recorder decides *what* (memstore.synthesis, memstore.reco
 by memstore.synthesis_runner), the store applies the decision and its decision-log row in
 one transaction (memstore.store). No exception from an LLM failure reaches the agent loop:
 it is logged, counted, recorded in the decision log, and the turn goes on with nothing
-written. Turn records and decision rows are typed (memstore.turn_log) and wait for the next
+written. Nor does StoreBusy (another process kept the database locked past the busy
+timeout): it is logged and counted, and what the turn produced waits for the next write.
+Turn records and decision rows are typed (memstore.turn_log) and wait for the next
 write. The episode and turn are passed to every write; the manager never sets the store's
 defaults (``current_episode``, ``current_turn``).
 """
@@ -21,6 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
+from memstore.errors import StoreBusy
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
@@ -130,14 +133,22 @@ class SimpleMemoryManager:
     def episode(self) -> int:
         """The episode being played. Numbered when first needed (``store.allocate_episode``:
         one after every episode the database has handed out or seen), so episodes continue
-        across runs and agents sharing a database never play the same number."""
+        across runs and agents sharing a database never play the same number. Asked here
+        while another process keeps the database locked, that is StoreBusy (a turn that
+        needs the number is not counted instead: ``record_action_outcome``)."""
         if self._episode is None:
             self._episode = self.store.allocate_episode()
         return self._episode
 
     def reset_episode(self) -> None:
-        """Start the next episode: drop ephemeral memories and this episode's history."""
+        """Start the next episode: drop ephemeral memories and this episode's history.
+
+        The episode's buffered rows are written first; if the database is locked past the
+        busy timeout (StoreBusy: counted and logged, never raised) they wait, with their
+        own episode number, for the next write, and the episode ends all the same (a
+        waiting synthesis loses its ephemeral memory: memstore.synthesis_runner)."""
         self.flush()
+        self._synthesis.end_episode()
         dropped = self.store.reset_episode()
         log.info("episode %s ended: %d ephemeral memories dropped", self._episode, dropped)
         self._episode = None  # the next one is numbered when it is played
@@ -148,19 +159,24 @@ class SimpleMemoryManager:
         self._reasoning.clear()
         self._answers.clear()
 
-    def flush(self) -> None:
-        """Write buffered bookkeeping: visits, no-op decisions, turn records.
+    def flush(self) -> bool:
+        """Write buffered bookkeeping: visits, no-op decisions, turn records, map events,
+        and the syntheses the database refused before (``get_status()["syntheses_waiting"]``).
 
-        Done with every memory write, at each episode end and by ``close``; memories
-        themselves are never buffered.
+        Done with every memory write, at each episode end and by ``close``; memories are
+        buffered only after the database refused them. Returns False when it refused again
+        (StoreBusy: counted and logged, never raised): everything still waits, for the next
+        write or ``flush``.
         """
-        if not self._pending.empty:
-            self.store.write_bookkeeping(self._pending.bookkeeping())
-            self._pending.clear()
-            self._map_view.settle(self._pending.map_events)
+        if self._pending.empty and not self._synthesis.waiting:
+            return True
+        written = self._synthesis.flush()
+        self._map_view.settle(self._pending.map_events)
+        return written
 
-    def close(self) -> None:
-        self.flush()
+    def close(self) -> bool:
+        """``flush``: False when the database refused it, and the rows still wait here."""
+        return self.flush()
 
     # --- the agent loop's calls ------------------------------------------------------------
 
@@ -241,8 +257,17 @@ class SimpleMemoryManager:
         counted or anything recorded: TypeError for a wrong type, ValueError (pydantic's
         ValidationError for a context dict) for a value, among them a score, a location or
         a score change the database's 64-bit integers cannot hold, and a location name the
-        database cannot store (a NUL, a lone surrogate). The database's own refusals
-        (StoreBusy, StoreClosed, ...) are memstore's errors and pass through.
+        database cannot store (a NUL, a lone surrogate).
+
+        A database another process kept locked past the busy timeout (StoreBusy) is never
+        raised: it is counted (``get_status()["store_busy"]``) and logged in one line, and
+        what the turn produced (its memory, decision-log row, turn record, visit and map
+        event) waits, in order and under its own episode and turn, for the next write that
+        succeeds (the next memory write, ``flush``, ``reset_episode``); it shows to the
+        agent once written. The first turn of an episode, when the database cannot number
+        the episode, is not counted at all: nothing of it is kept, and the turn counter
+        does not move. The database's other refusals (StoreClosed, DatabaseUnavailable,
+        ...) are memstore's errors and pass through.
 
         An action, a response or an item name holding such characters is data, not a
         mistake: it is used written out (``\\x00``), and such an action records no exit on
@@ -266,6 +291,14 @@ class SimpleMemoryManager:
         if any(unstorable_text(name) is not None for name in ctx.item_names.values()):
             written = {item: _written_out(name) for item, name in ctx.item_names.items()}
             ctx = ctx.model_copy(update={"item_names": written})
+        if self._episode is None:  # the first turn of an episode: numbered now
+            try:
+                self._episode = self.store.allocate_episode()
+            except StoreBusy as exc:
+                self._synthesis.refused(exc, "the episode could not be numbered: turn not counted")
+                self.last_context_tokens = 0
+                self._context_seconds = 0.0
+                return None
         self.turn += 1
         self.counters["turns"] += 1
         first_visit = (
@@ -365,6 +398,9 @@ class SimpleMemoryManager:
             "memories_written": self.counters["memories_written"],
             "supersessions": self.counters["supersessions"],
             "invalidations": self.counters["invalidations"],
+            # the database stayed locked by another process past the busy timeout
+            "store_busy": self.counters["store_busy"],
+            "syntheses_waiting": len(self._synthesis.waiting),
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
             "memories_by_tier": store_status["memories_by_tier"],

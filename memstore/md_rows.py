@@ -116,9 +116,13 @@ _TEXT_MAX = MEMORY_RULES["text"].maximum or 0
 _EPISODE_MIN = MEMORY_RULES["episode"].minimum or 0
 _TURN_MIN = MEMORY_RULES["superseded_at_turn"].minimum or 0
 _AT_EPISODE_MIN = MEMORY_RULES["superseded_at_episode"].minimum or 0
-#: every int field's largest value (and a score change's smallest): the database's 64 bits
-_INT_MAX = MEMORY_RULES["episode"].maximum or 0
+#: every other int field's largest value (and a score change's smallest): the database's
+#: 64 bits; an episode's (a memory's, its link's) is one below (models.MAX_EPISODE)
+_INT_MAX = MEMORY_RULES["score_change"].maximum or 0
+_EPISODE_MAX = MEMORY_RULES["episode"].maximum or 0
 _SCORE_MIN = MEMORY_RULES["score_change"].minimum or 0
+assert MEMORY_RULES["superseded_at_turn"].maximum == _INT_MAX
+assert MEMORY_RULES["superseded_at_episode"].maximum == _EPISODE_MAX
 #: a turn string of at most this many digits is a number the database holds
 _SHORT_TURNS = len(str(_INT_MAX)) - 1
 
@@ -147,7 +151,7 @@ def memory_row_problem(row: MemoryRow) -> str | None:
         and len(text) <= _TEXT_MAX
         and (text.isascii() or _SURROGATE.search(text) is None)  # the text's whole rule
         and type(episode) is int
-        and _EPISODE_MIN <= episode <= _INT_MAX
+        and _EPISODE_MIN <= episode <= _EPISODE_MAX
         and type(turns) is str
         and turns.isascii()
         and ((turns.isdigit() and len(turns) <= _SHORT_TURNS) or turns_problem(turns) is None)
@@ -156,7 +160,7 @@ def memory_row_problem(row: MemoryRow) -> str | None:
             (by is None and turn is None and at is None and reason is None)
             or (
                 (turn is None or (type(turn) is int and _TURN_MIN <= turn <= _INT_MAX))
-                and (at is None or (type(at) is int and _AT_EPISODE_MIN <= at <= _INT_MAX))
+                and (at is None or (type(at) is int and _AT_EPISODE_MIN <= at <= _EPISODE_MAX))
                 and (by is None or type(by) is str)
                 and (reason is None or (type(reason) is str and reason_problem(reason) is None))
                 and supersession_problem(status, by, reason) is None

@@ -32,6 +32,11 @@ TEXT_MAX = 20_000
 #: 64-bit). Every integer a public call sends to SQL is checked against it at the door.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+#: The largest episode a memory, its link or a location's episode list may hold: one below
+#: the database's largest integer, so that the episode after the largest stored can still
+#: be numbered (``MemoryStore.allocate_episode``). The store, the export and the import
+#: all take it from MEMORY_RULES["episode"]; `memstore check` names a row past it.
+MAX_EPISODE = INT64_MAX - 1
 
 
 class Persistence(StrEnum):
@@ -145,21 +150,28 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {value!r}"[:100]
 
 
-def _bounds(minimum: int) -> str:
+def _bounds(minimum: int, maximum: int) -> str:
     low = "-2**63" if minimum == INT64_MIN else str(minimum)
-    return f"an int from {low} to 2**63-1"
+    high = {INT64_MAX: "2**63-1", MAX_EPISODE: "2**63-2"}.get(maximum, str(maximum))
+    return f"an int from {low} to {high}"
 
 
 def check_int(
-    name: str, value: object, minimum: int = INT64_MIN, *, optional: bool = False
+    name: str,
+    value: object,
+    minimum: int = INT64_MIN,
+    *,
+    optional: bool = False,
+    maximum: int = INT64_MAX,
 ) -> None:
-    """Refuse (ValueError, one line) a value that is not an int from ``minimum`` to INT64_MAX
-    (a bool too; None only when ``optional``): what the database can hold."""
+    """Refuse (ValueError, one line) a value that is not an int from ``minimum`` to
+    ``maximum`` (a bool too; None only when ``optional``): by default what the database
+    can hold; an episode's ``maximum`` is MAX_EPISODE."""
     if value is None and optional:
         return
-    if type(value) is not int or not minimum <= value <= INT64_MAX:
+    if type(value) is not int or not minimum <= value <= maximum:
         raise ValueError(
-            f"{name} must be {_bounds(minimum)}{' or None' if optional else ''}, "
+            f"{name} must be {_bounds(minimum, maximum)}{' or None' if optional else ''}, "
             f"got {_shown(value)}"
         )
 
@@ -208,7 +220,8 @@ class FieldRule(NamedTuple):
 
     ``type`` is the exact type of the value in a row (an enum class, ``str`` or ``int``);
     ``minimum`` and ``maximum`` are an int's smallest and largest values (every int within
-    the database's 64 bits) or a str's shortest and longest lengths; ``check`` says why a
+    the database's 64 bits; an episode at most MAX_EPISODE) or a str's shortest and
+    longest lengths; ``check`` says why a
     value of the right type is refused, or None.
     """
 
@@ -224,20 +237,21 @@ MEMORY_RULES: dict[str, FieldRule] = {
     "category": FieldRule(Category),
     "title": FieldRule(str, minimum=1, maximum=TITLE_MAX, check=title_problem),
     "text": FieldRule(str, maximum=TEXT_MAX),
-    "episode": FieldRule(int, minimum=1, maximum=INT64_MAX),
+    "episode": FieldRule(int, minimum=1, maximum=MAX_EPISODE),
     "turns": FieldRule(str, check=turns_problem),
     "score_change": FieldRule(int, optional=True, minimum=INT64_MIN, maximum=INT64_MAX),
     "persistence": FieldRule(Persistence),
     "status": FieldRule(Status),
     "superseded_by": FieldRule(str, optional=True),
     "superseded_at_turn": FieldRule(int, optional=True, minimum=0, maximum=INT64_MAX),
-    "superseded_at_episode": FieldRule(int, optional=True, minimum=1, maximum=INT64_MAX),
+    "superseded_at_episode": FieldRule(int, optional=True, minimum=1, maximum=MAX_EPISODE),
     "invalidation_reason": FieldRule(str, optional=True, check=reason_problem),
 }
 
 
 def episodes_problem(episodes: tuple[int, ...]) -> str | None:
-    """Why a location's episode list is refused (an episode is a memory's: 1 to 2**63-1)."""
+    """Why a location's episode list is refused (an episode is a memory's: 1 to
+    MAX_EPISODE)."""
     rule = MEMORY_RULES["episode"]
     low, high = rule.minimum or 0, rule.maximum or 0
     if episodes and not (low <= min(episodes) and max(episodes) <= high):

@@ -143,6 +143,19 @@ def view_query(table: Any) -> Any:
 VIEW_QUERY = {tier: view_query(table) for tier, table in TIERS}
 
 
+def upgraded_successor(upgraded: Any, links: Any) -> ColumnElement[bool]:
+    """The join of an ephemeral memory's link to the persistent memory that superseded it
+    (the upgrade). ``superseded_by_persistent_id`` has no foreign key (the tiers are two
+    databases), so another process may delete that memory (an import with ``--prune``) and
+    SQLite hand its id to a later one; the successor and the link were written in one
+    transaction, with the same ``created_at`` (memstore.versions.WriteVersion), which no
+    later memory has: a row with the id but not the time is not the successor."""
+    return and_(
+        upgraded.c.id == links.c.superseded_by_persistent_id,
+        upgraded.c.created_at == links.c.created_at,
+    )
+
+
 @cache
 def load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
     """Memories of one tier with their link details; built once per shape."""
@@ -161,7 +174,7 @@ def load_query(tier: str, by_location: bool, include_superseded: bool) -> Any:
         joined = (
             table.outerjoin(links, links.c.memory_id == table.c.id)
             .outerjoin(successor, successor.c.id == links.c.superseded_by_id)
-            .outerjoin(upgraded, upgraded.c.id == links.c.superseded_by_persistent_id)
+            .outerjoin(upgraded, upgraded_successor(upgraded, links))
         )
         successor_title = func.coalesce(successor.c.title, upgraded.c.title)
     query = select(

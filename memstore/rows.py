@@ -19,6 +19,7 @@ from memstore.map_graph import MapEvent
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_of, memory_row_problem
 from memstore.models import (
     INT64_MAX,
+    MAX_EPISODE,
     Category,
     LocationInfo,
     Memory,
@@ -68,8 +69,8 @@ def check_clock(location_name: object, episode: object, turn: object) -> None:
     """The episode, turn and location name of a write, checked before any SQL."""
     if not isinstance(location_name, str):
         raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
-    if type(episode) is not int or not 1 <= episode <= MAX_INT:
-        raise ValueError(f"episode must be an int from 1 to 2**63-1, got {episode!r}")
+    if type(episode) is not int or not 1 <= episode <= MAX_EPISODE:
+        raise ValueError(f"episode must be an int from 1 to 2**63-2, got {episode!r}")
     if type(turn) is not int or not 0 <= turn <= MAX_INT:
         raise ValueError(f"turn must be an int from 0 to 2**63-1, got {turn!r}")
 
@@ -140,7 +141,7 @@ class Bookkeeping:
             check_location_id(location_id)
             if not isinstance(name, str):
                 raise TypeError(f"location_name must be a str, got {type(name).__name__}")
-            check_int("episode", episode, 1)
+            check_int("episode", episode, 1, maximum=MAX_EPISODE)
 
     def clear(self) -> None:
         self.visits.clear()

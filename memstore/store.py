@@ -27,6 +27,7 @@ from memstore.executor import run_many as _run_many
 from memstore.live_titles import find_live, live_title_exists, live_titled
 from memstore.map_store import write_map_events
 from memstore.models import (
+    MAX_EPISODE,
     Memory,
     Persistence,
     Status,
@@ -276,7 +277,7 @@ class MemoryStore(StoreReads):
         at_turn = self.current_turn if turn is None else turn
         check_int("turn", at_turn, 0)
         at_episode = self.current_episode if episode is None else episode
-        check_int("episode", at_episode, 0)
+        check_int("episode", at_episode, 0, maximum=MAX_EPISODE)
         results: dict[str, bool] = {}
         removed: list[tuple[str, int]] = []
         with self._write(forget=None) as conn:

@@ -27,7 +27,15 @@ from memstore.models import (
     check_int,
     check_location_id,
 )
-from memstore.queries import EPHEMERAL_LIVE, LIVE, TIER_NUMBER, VIEW_QUERY, load_query, row_type
+from memstore.queries import (
+    EPHEMERAL_LIVE,
+    LIVE,
+    TIER_NUMBER,
+    VIEW_QUERY,
+    load_query,
+    row_type,
+    upgraded_successor,
+)
 from memstore.retrieval import ContextRow, ViewRow, view_row
 from memstore.rows import stored_location, to_memory
 from memstore.schema import (
@@ -282,13 +290,15 @@ class StoreReads(StoreCore):
         edges.extend((("persistent", old), ("persistent", new)) for old, new in rows)
         if not ephemeral:
             return edges
+        upgraded = memories.alias("upgraded")
         ephemeral_rows = conn.execute(
             select(
                 ephemeral_memory_links.c.memory_id,
                 ephemeral_memory_links.c.superseded_by_id,
-                ephemeral_memory_links.c.superseded_by_persistent_id,
+                upgraded.c.id,  # None when the successor is gone (queries.upgraded_successor)
             )
             .join(ephemeral_memories, ephemeral_memories.c.id == ephemeral_memory_links.c.memory_id)
+            .outerjoin(upgraded, upgraded_successor(upgraded, ephemeral_memory_links))
             .where(ephemeral_memories.c.location_id == location_id)
         )
         for old, new_ephemeral, new_persistent in ephemeral_rows:

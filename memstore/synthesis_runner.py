@@ -2,8 +2,12 @@
 answer, apply it with the buffered bookkeeping in one transaction, count and log.
 
 No exception from an LLM failure leaves :meth:`SynthesisRunner.run`: it is logged, counted
-and recorded in the decision log, and the turn goes on with nothing written. The episode and
-turn of every write are passed in, never read from the store.
+and recorded in the decision log, and the turn goes on with nothing written. Nor does a
+database another process kept locked past the busy timeout (StoreBusy): it is logged and
+counted (``counters["store_busy"]``), and the synthesis it refused waits, with its
+decision-log row and the buffered bookkeeping, for the next write that succeeds (the next
+``run`` that applies something, or ``flush``). The episode and turn of every write are
+passed in, never read from the store.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
-from memstore.errors import AnswerError, SynthesisErrorKind
-from memstore.models import Memory
+from memstore.errors import AnswerError, StoreBusy, SynthesisErrorKind
+from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
 from memstore.store import AppliedSynthesis, MemoryStore
@@ -58,6 +63,10 @@ class SynthesisRunner:
         self.last_failure: str | None = None
         self.tokens = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
+        #: syntheses the database refused (StoreBusy), oldest first, as the arguments of
+        #: ``store.apply_synthesis`` (its decision-log row included): the next write applies
+        #: them, in order, before anything else
+        self.waiting: list[dict[str, Any]] = []
 
     def run(
         self,
@@ -74,7 +83,8 @@ class SynthesisRunner:
         recent_actions: Sequence[tuple[int, str, str]],
         recent_reasoning: Sequence[tuple[int, str, str]],
     ) -> AppliedSynthesis | None:
-        """Decide and apply what this turn teaches; None when nothing changed."""
+        """Decide and apply what this turn teaches; None when nothing changed (or what it
+        decided waits for the database: ``_write``)."""
         existing = number_memories(self.store.memories(location_id))
         started = time.perf_counter()
         entry = DecisionLog(triggers=joined_triggers(triggers), mode=self.mode, model=self.model)
@@ -129,23 +139,86 @@ class SynthesisRunner:
         except ValueError as exc:  # pydantic's too: the answer passed, its memory breaks a rule
             self._record_failure(_schema_failure("the new memory", exc, raw), entry, started, where)
             return None
-        applied = self.store.apply_synthesis(
-            location_id,
-            location_name,
-            new_memory=new_memory,
-            supersede_titles=decision.supersede_titles,
-            invalidate_titles=decision.invalidate_titles,
-            invalidation_reason=decision.invalidation_reason,
-            episode=episode,
-            turn=turn,
-            log=entry.fields(),
-            bookkeeping=self.pending.bookkeeping(),
-        )
+        return self._write(
+            {
+                "location_id": location_id,
+                "location_name": location_name,
+                "new_memory": new_memory,
+                "supersede_titles": decision.supersede_titles,
+                "invalidate_titles": decision.invalidate_titles,
+                "invalidation_reason": decision.invalidation_reason,
+                "episode": episode,
+                "turn": turn,
+                "log": entry.fields(),
+            }
+        )[1]
+
+    def flush(self) -> bool:
+        """Write what waits (``_write``) with nothing new; False when the database refused
+        it (counted and logged, never raised): it waits for the next write."""
+        return self._write(None)[0]
+
+    def _write(self, synthesis: dict[str, Any] | None) -> tuple[bool, AppliedSynthesis | None]:
+        """Write what waits: the syntheses the database refused before (oldest first, each
+        one transaction), then ``synthesis`` (``store.apply_synthesis``'s arguments) with
+        the buffered bookkeeping in one transaction, or the bookkeeping alone.
+
+        Returns whether everything was written, and what ``synthesis`` changed (None:
+        nothing, or it waits). A database locked past the busy timeout (StoreBusy) is never
+        raised: it is counted and logged, and what was not written (``synthesis`` too) keeps
+        waiting, in order, for the next call. Any other error is raised as it comes, and
+        the synthesis it came from does not wait (it would fail every later write)."""
+        try:
+            while self.waiting:
+                try:
+                    self._count_applied(self.store.apply_synthesis(**self.waiting[0]))
+                except StoreBusy:
+                    raise
+                except Exception:
+                    del self.waiting[0]
+                    raise
+                del self.waiting[0]  # (a Ctrl-C, say while waiting for the lock, keeps it)
+            if synthesis is None:
+                self.store.write_bookkeeping(self.pending.bookkeeping())
+                applied = None
+            else:
+                applied = self._count_applied(
+                    self.store.apply_synthesis(**synthesis, bookkeeping=self.pending.bookkeeping())
+                )
+        except StoreBusy as exc:
+            if synthesis is not None:
+                self.waiting.append(synthesis)
+            what = f"turn {synthesis['turn']}'s memory and " if synthesis else ""
+            self.refused(exc, f"{what}the buffered rows wait for the next write")
+            return False, None
         self.pending.clear()
+        return True, applied if applied is not None and applied.changed_anything else None
+
+    def end_episode(self) -> None:
+        """The episode ended with syntheses still waiting: their ephemeral memories are
+        left out (a session memory never outlives its episode); the rest of each, and its
+        decision-log row, still waits."""
+        for waiting in self.waiting:
+            memory = waiting["new_memory"]
+            if memory is not None and memory.persistence is Persistence.EPHEMERAL:
+                waiting["new_memory"] = None
+
+    def refused(self, exc: StoreBusy, what: str) -> None:
+        """Count and log (one line) a write the database refused: StoreBusy."""
+        self.counters["store_busy"] += 1
+        log.warning(
+            "%s; %s (waiting: %d syntheses, %d turn records)",
+            exc,
+            what,
+            len(self.waiting),
+            len(self.pending.turns),
+        )
+
+    def _count_applied(self, applied: AppliedSynthesis) -> AppliedSynthesis:
         self.counters["memories_written"] += int(applied.new_memory is not None)
         self.counters["supersessions"] += len(applied.superseded)
         self.counters["invalidations"] += len(applied.invalidated)
-        return applied if applied.changed_anything else None
+        return applied
 
     @staticmethod
     def _new_memory(

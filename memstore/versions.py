@@ -23,7 +23,7 @@ from memstore.dialect import greatest
 from memstore.errors import DamagedDatabase, MemstoreError
 from memstore.executor import run, run_many
 from memstore.merge import StoredMemory
-from memstore.models import INT64_MAX
+from memstore.models import MAX_EPISODE
 from memstore.rows import now
 from memstore.schema import (
     location_episodes,
@@ -122,16 +122,13 @@ def create_identity(conn: Connection) -> None:
     conn.execute(insert(store_meta).values(id=1, database_id=str(uuid.uuid4()), change_counter=0))
 
 
-#: the largest episode number SQLite can store (a signed 64-bit integer)
-MAX_EPISODE = INT64_MAX
-
-
 def allocate_episode(conn: Connection) -> int:
     """The next episode number, handed out once (inside the caller's write transaction):
     one after the last handed out and after every episode the tables hold.
 
-    Raises MemstoreError when that number would not fit in SQLite's 64-bit integer (SQLite
-    would make it a REAL, which no later write could store), changing nothing.
+    Raises MemstoreError when that number would be past the largest episode a memory or
+    a location may hold (``memstore.models.MAX_EPISODE``: no write could use it; and past
+    SQLite's 64-bit integer, one more, SQLite would store a REAL), changing nothing.
     """
     seen = [
         conn.execute(select(func.max(table.c.episode))).scalar() or 0
@@ -140,9 +137,11 @@ def allocate_episode(conn: Connection) -> int:
     last = conn.execute(select(store_meta.c.last_episode)).scalar() or 0
     largest = max(*seen, last)
     if not isinstance(largest, int) or largest >= MAX_EPISODE:
+        damaged = not isinstance(largest, int) or largest > MAX_EPISODE
+        check = "; run `memstore check`" if damaged else ""
         raise MemstoreError(
             f"cannot number another episode: the database already holds episode {largest} "
-            f"(at most {MAX_EPISODE}); run `memstore check`"
+            f"(an episode is at most {MAX_EPISODE}){check}"
         )
     return int(run(conn, _NEXT_EPISODE, {"seen": max(seen)}).fetchone()[0])
 

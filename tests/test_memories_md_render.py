@@ -281,7 +281,7 @@ def test_content_that_looks_like_structure_is_escaped() -> None:
         "\\## Location 9: Fake",
         "\\---",
         "\\*\\*\\[NOTE\\] Fake\\*\\* \\*(Ep1, T1)\\*\\n",
-        "\\   ",
+        "\\  \\s",  # its first and its last space protected (no line ends in one)
         "\\[Superseded at T1\\]",
     ]
 

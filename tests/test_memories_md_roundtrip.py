@@ -59,6 +59,11 @@ TRICKY_PIECES = [
     " ",
     "  ",
     "\t",
+    # the escapes of a line's last space or tab (exporters.escaping.protect_line_end)
+    "\\s",
+    "\\t",
+    " \\s",
+    "\\\\s",
     "Ep01",
     "-",
     "\ufeff",

@@ -15,7 +15,7 @@ import pytest
 
 from exporters import parse_memories_md, render_memories_md
 from exporters.parse import ParseResult, parse_line_by_line, read_canonical
-from memstore.models import Status
+from memstore.models import MAX_EPISODE, Status
 from memstore.store import MemoryStore
 from tests.cli_helpers import run
 from tests.conftest import MakeMemory
@@ -127,11 +127,15 @@ def test_a_number_outside_sqlites_range_is_a_problem_at_its_line(case: str) -> N
         assert result.locations[0].memories == ()
     else:
         assert result.locations == ()
-    # the largest integer SQLite stores (the smallest, for the lost score) is read
-    text = make(BIGGEST)
+    # the largest integer SQLite stores (the smallest, for the lost score) is read; an
+    # episode's largest is one below (models.MAX_EPISODE: the next must still be numbered)
+    largest = MAX_EPISODE if "episode" in names else BIGGEST
+    if largest != BIGGEST:
+        assert [p.line for p in both_readers(make(BIGGEST)).problems] == [line]
+    text = make(largest)
     fits = both_readers(text)
     assert fits.problems == ()
-    assert str(SMALLEST if case == "score lost" else BIGGEST) in render_memories_md(fits.locations)
+    assert str(SMALLEST if case == "score lost" else largest) in render_memories_md(fits.locations)
     if "older" not in case:
         assert read_canonical(text) is not None  # the fast reader takes it too
 

@@ -179,16 +179,19 @@ def test_trace_sql_traces_on_both_backends(database: str | Path) -> None:
 
 def test_the_64_bit_boundaries_round_trip_on_both_backends(database: str | Path) -> None:
     top = 2**63 - 1
+    last = top - 1  # an episode's largest (models.MAX_EPISODE): the import's too
     with MemoryStore.open(database) as store:
-        store.record_visit(1, "Here", top)
+        with pytest.raises(ValueError, match="episode"):
+            store.record_visit(1, "Here", top)
+        store.record_visit(1, "Here", last)
         with pytest.raises(MemstoreError, match="cannot number another episode"):
             store.allocate_episode()
-        memory = note("Edge", episode=top, turns=f"{top - 1}-{top}", score_change=-(2**63))
+        memory = note("Edge", episode=last, turns=f"{top - 1}-{top}", score_change=-(2**63))
         assert store.add_memory(1, "Here", memory)
         assert store.memories(1) == [memory]
-        assert store.invalidate_memory(1, "Edge", "edge case", turn=top, episode=top)
+        assert store.invalidate_memory(1, "Edge", "edge case", turn=top, episode=last)
         (gone,) = store.history(1, "Edge")
-        assert (gone.superseded_at_episode, gone.superseded_at_turn) == (top, top)
+        assert (gone.superseded_at_episode, gone.superseded_at_turn) == (last, top)
 
 
 def test_a_long_action_that_moves_the_player_does_not_break_the_agent_loop(

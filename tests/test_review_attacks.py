@@ -69,18 +69,25 @@ def test_an_episode_at_sqlites_largest_integer_is_a_problem_not_a_poisoned_datab
 
 
 def test_allocate_episode_refuses_to_overflow(db_path: Path, mem: MakeMemory) -> None:
-    """An episode stored through the API at the largest integer: the next one cannot be
-    numbered. That is one MemstoreError, not a REAL in store_meta; and `memstore check`
-    names the episode."""
+    """An episode stored at the largest integer (written around the API, which refuses it
+    now: models.MAX_EPISODE): the next one cannot be numbered. That is one MemstoreError,
+    not a REAL in store_meta; and `memstore check` names the episode (the row the export
+    cannot read, and the number it leaves no room after)."""
     with MemoryStore.open(db_path) as store:
-        store.add_memory(15, "West of House", mem("Far future", episode=MAX_SQLITE))
+        store.add_memory(15, "West of House", mem("Far future"))
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("UPDATE memories SET episode = ?", (MAX_SQLITE,))
+    raw.close()
+    with MemoryStore.open(db_path) as store:
         with pytest.raises(MemstoreError, match="episode"):
             store.allocate_episode()
         with store.transaction(write=False) as conn:
             kind = conn.exec_driver_sql("SELECT typeof(last_episode) FROM store_meta").scalar()
             problems = check_invariants(conn, sqlite_checks=True)
     assert kind == "integer"
-    assert len(problems) == 1 and str(MAX_SQLITE) in problems[0], problems
+    assert len(problems) == 2, problems
+    assert "memory 1" in problems[0] and "episode" in problems[0]
+    assert str(MAX_SQLITE) in problems[1]
 
 
 # --- memstore check on rows the store cannot read ----------------------------------------
