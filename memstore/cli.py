@@ -103,6 +103,15 @@ def command(
     return register
 
 
+def real_path(path: str | Path) -> Path:
+    """``path`` made absolute with every symbolic link followed (``Path.resolve``); a loop
+    of symbolic links is a CliError naming it, not pathlib's RuntimeError."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError as error:  # Python < 3.13: "Symlink loop from ..."
+        raise CliError(f"{path} is a loop of symbolic links: give another file") from error
+
+
 class Context:
     """What a command gets besides its arguments: the database, and where to print."""
 
@@ -142,9 +151,9 @@ class Context:
         db = resolve_target(self.db).path
         if db is None:
             return
-        target = Path(path).resolve()
+        target = real_path(path)
         for suffix in ("", "-wal", "-shm", "-journal"):
-            if target == Path(str(db) + suffix).resolve():
+            if target == real_path(str(db) + suffix):
                 raise CliError(f"{path} is the database's own file: give another file to write")
 
     @staticmethod
@@ -153,7 +162,7 @@ class Context:
         symbolic link or a hard link): the second write would replace the first."""
         (first_what, first_path), (second_what, second_path) = first, second
         a, b = Path(first_path), Path(second_path)
-        same = a.resolve() == b.resolve()
+        same = real_path(a) == real_path(b)
         if not same and a.exists() and b.exists():
             same = os.path.samefile(a, b)
         if same:

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstore.cli import CliError, Context, command
+from memstore.cli import CliError, Context, command, real_path
 from memstore.cli_args import positive_int
 
 if TYPE_CHECKING:
@@ -249,8 +249,8 @@ def check_outputs(args: argparse.Namespace, folder: Path | None) -> None:
 
     outputs = [(f"--{name}", path) for name in OUTPUTS if (path := getattr(args, name))]
     for option, path in outputs:
-        resolved = Path(path).resolve()
-        if folder is not None and resolved.parent == folder.resolve():
+        resolved = real_path(path)
+        if folder is not None and resolved.parent == real_path(folder):
             if _DATABASE_NAME.fullmatch(resolved.name):
                 raise CliError(
                     f"{option} {path} is one of the evaluation's databases in --db {folder}: "
