@@ -26,7 +26,6 @@ missing successor, which is imported with no successor (its link keeps turn and 
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -48,7 +47,7 @@ from memstore.import_plan import (
 )
 from memstore.md_rows import LocationRow, LocationRows
 from memstore.merge import pair_by_content
-from memstore.models import LocationMemories, Persistence, Status
+from memstore.models import LocationMemories, Persistence, Status, title_spelling
 
 __all__ = [
     "CONTENT_FIELDS",
@@ -276,13 +275,6 @@ def plan_import(
     )
 
 
-def spelling(title: str) -> str:
-    """A title as a reader sees it: Unicode NFC, runs of whitespace one space. An editor
-    that normalises a file, or turns tabs to spaces, changes the title's characters but
-    not this; two live memories whose titles have one spelling read as one title twice."""
-    return unicodedata.normalize("NFC", " ".join(title.split()))
-
-
 def _twin_choices(
     location_id: int,
     memories: Sequence[MemoryLike],
@@ -432,7 +424,7 @@ def _drop_title_conflicts(
     if prune:
         return changes
     held = {
-        (change.location_id, spelling(change.memory.title)): change
+        (change.location_id, title_spelling(change.memory.title)): change
         for change in missing
         if change.memory.status is not Status.SUPERSEDED
     }
@@ -441,7 +433,7 @@ def _drop_title_conflicts(
     kept: list[MemoryChange] = []
     for change in changes:
         memory = change.memory
-        holder = held.get((change.location_id, spelling(memory.title)))
+        holder = held.get((change.location_id, title_spelling(memory.title)))
         becomes_live = memory.status is not Status.SUPERSEDED and (
             change.old is None or change.old.status is Status.SUPERSEDED
         )

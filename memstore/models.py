@@ -7,6 +7,7 @@ validated here once, by pydantic, and passed inward as a typed, immutable object
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -110,6 +111,13 @@ def unstorable_text(value: str) -> str | None:
         except UnicodeEncodeError:
             return "is not valid Unicode text (it holds a lone surrogate)"
     return None
+
+
+def title_spelling(title: str) -> str:
+    """A title as a reader sees it: Unicode NFC, runs of whitespace one space. An editor
+    that normalises a file, or turns tabs to spaces, changes a title's characters but not
+    this; two live memories whose titles have one spelling read as one title twice."""
+    return unicodedata.normalize("NFC", " ".join(title.split()))
 
 
 def blank_for_sqlite(value: str) -> bool:
