@@ -332,6 +332,7 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
                 tools=args.tools,
                 synthesis=args.synthesis,
                 progress=bar,
+                busy_timeout_s=args.busy_timeout,
             )
         except FileExistsError as exc:
             raise CliError(str(exc)) from exc

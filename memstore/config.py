@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 DEFAULT_DB = "game_files/memories.db"
 
@@ -98,6 +98,15 @@ class MemstoreConfig(BaseModel):
     def _db_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("give a database path or URL, not an empty one")
+        return value
+
+    @field_validator("model", "api_base", "api_key", "query_model")
+    @classmethod
+    def _not_blank(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A setting given as blank space is a mistake, not a model named '   ' (leave it
+        out for none), wherever it comes from."""
+        if value is not None and not value.strip():
+            raise ValueError(f"{info.field_name} is blank: give it a value, or leave it out")
         return value
 
     @field_validator("history_window")

@@ -25,13 +25,15 @@ and computes; it prints nothing.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from memstore.connection import DEFAULT_BUSY_TIMEOUT_S
+from memstore.errors import StoreBusy
+from memstore.eval_lock import EvalFolderInUse, folder_lock
 
 # the results and their presentation live in eval_results and eval_report; importable from
 # here too, as before the split
@@ -111,17 +113,6 @@ Progress = Callable[[int, int, str], None]
 #: before anything is listed or made (memstore.cli_eval refuses the same count as a
 #: usage error)
 MAX_EPISODES_IN_ALL = 100_000
-#: the file an evaluation holds locked in its folder while it runs (``folder_lock``)
-LOCK_NAME = "memstore-eval.lock"
-
-
-#: how often ``folder_lock`` tries again when the file it locked was removed meanwhile
-_LOCK_ATTEMPTS = 10
-
-
-class EvalFolderInUse(FileExistsError):
-    """Another evaluation is playing into the same folder: its databases are not this
-    one's to share (both reports would be wrong)."""
 
 
 class AgentLike(Protocol):
@@ -166,60 +157,6 @@ def _each_database_path(
             yield folder / f"{agent}-seed{seed}-nomemory-ep{number}.db"
 
 
-@contextlib.contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """Hold ``folder``'s LOCK_NAME file locked (``flock``) while an evaluation plays there;
-    another evaluation into the same folder is refused (EvalFolderInUse) instead of
-    sharing its databases. The operating system releases the lock of a process that dies,
-    so a killed run's file blocks nothing; the file is removed when the run ends."""
-    import fcntl
-
-    lock = folder / LOCK_NAME
-    for _attempt in range(_LOCK_ATTEMPTS):
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise EvalFolderInUse(
-                f"{folder} is in use by another evaluation (process {holder or 'unknown'}, "
-                f"which holds {lock}): wait for it to end, or give another --db folder"
-            ) from None
-        except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP)
-            os.close(fd)
-            raise OSError(
-                exc.errno,
-                f"cannot lock {lock} ({exc.strerror}): give a --db folder on a "
-                "file system that has locks",
-            ) from exc
-        except BaseException:
-            os.close(fd)
-            raise
-        if _still_there(fd, lock):  # not removed by a run that ended meanwhile
-            break
-        os.close(fd)
-    else:
-        raise EvalFolderInUse(f"{lock} keeps being replaced: is another evaluation starting?")
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            lock.unlink()  # before the lock is released: the next run makes its own
-        os.close(fd)
-
-
-def _still_there(fd: int, path: Path) -> bool:
-    """Whether ``path`` is still the file open as ``fd``."""
-    try:
-        mine, there = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
-
-
 def run_eval(
     *,
     agent: str = "explorer",
@@ -234,6 +171,7 @@ def run_eval(
     synthesis: str = OFFLINE,
     synthesis_llm: LLMCallable | None = None,
     progress: Progress | None = None,
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
 ) -> EvalReport:
     """Play both arms for every seed; the databases go to ``folder`` (it must not hold
     them already: an evaluation starts from nothing).
@@ -242,7 +180,10 @@ def run_eval(
     tools). Memories are written by the offline recorder (``synthesis="offline"``, the
     default: both agents are then judged on the same kind of memories, and a run costs
     no synthesis call) or by that model (``synthesis="model"``). ``agent_llm`` (a
-    LiteLLMCompletion) and ``synthesis_llm`` inject models (tests)."""
+    LiteLLMCompletion) and ``synthesis_llm`` inject models (tests). Each database is
+    opened with ``busy_timeout_s`` (``--busy-timeout``); when one refuses the rows that
+    wait at an episode's end past it, the evaluation stops (StoreBusy): its figures would
+    leave those turns out."""
     from memstore.config import MemstoreConfig
 
     if episodes < 1 or moves < 1 or not seeds:
@@ -271,8 +212,8 @@ def run_eval(
                 f"run that was stopped leaves its databases behind: remove "
                 f"{folder / f'{agent}-seed*-*.db*'}, or give another --db folder)"
             )
-        return _play(agent, episodes, moves, seeds, folder, config, rom, agent_llm, tools,
-                     synthesis, synthesis_llm, progress)  # fmt: skip
+        return _play(agent, episodes, moves, seeds, folder, (config, busy_timeout_s), rom,
+                     agent_llm, tools, synthesis, synthesis_llm, progress)  # fmt: skip
 
 
 def _play(
@@ -281,7 +222,7 @@ def _play(
     moves: int,
     seeds: Sequence[int],
     folder: Path,
-    config: MemstoreConfig,
+    settings: tuple[MemstoreConfig, float],
     rom: str | Path | None,
     agent_llm: Any,
     tools: bool,
@@ -289,7 +230,9 @@ def _play(
     synthesis_llm: LLMCallable | None,
     progress: Progress | None,
 ) -> EvalReport:
-    """``run_eval``'s play, its arguments checked and its folder locked."""
+    """``run_eval``'s play, its arguments checked and its folder locked; ``settings``:
+    the configuration and the busy timeout."""
+    config = settings[0]
     started = time.perf_counter()
     total = 2 * len(seeds) * episodes * moves
     counter = _Counter(total, progress)
@@ -304,7 +247,7 @@ def _play(
                 episodes,
                 moves,
                 folder,
-                config,
+                settings,
                 rom,
                 (agent_llm, tools),
                 synthesis_llm if synthesis == MODEL else None,
@@ -340,7 +283,7 @@ def _play_arm(
     episodes: int,
     moves: int,
     folder: Path,
-    config: MemstoreConfig,
+    settings: tuple[MemstoreConfig, float],
     rom: str | Path | None,
     agent_llm: Any,
     synthesis_llm: LLMCallable | None,
@@ -352,6 +295,7 @@ def _play_arm(
     from memstore.manager import SimpleMemoryManager
     from memstore.store import MemoryStore
 
+    config, busy_timeout_s = settings
     agent = make_agent(kind, seed, config, *agent_llm)
     records: list[dict[str, Any]] = []
     results: list[EpisodeResult] = []
@@ -369,7 +313,11 @@ def _play_arm(
                     else f"{kind}-seed{seed}-nomemory-ep{number}.db"
                 )
                 db = folder / name
-                store = MemoryStore.open(db, config=config.model_copy(update={"db": str(db)}))
+                store = MemoryStore.open(
+                    db,
+                    config=config.model_copy(update={"db": str(db)}),
+                    busy_timeout_s=busy_timeout_s,
+                )
                 writer = store.config
                 if synthesis == OFFLINE:
                     writer = writer.model_copy(update={"model": None})
@@ -431,8 +379,14 @@ def _close(manager: SimpleMemoryManager, store: Any, llm: dict[str, Any]) -> Non
         llm,
         {"synthesis_calls": status["llm_calls"], "synthesis_failures": status["failures"]},
     )
-    manager.close()
+    written = manager.close()
     store.close()
+    if not written:
+        raise StoreBusy(
+            f"{store.target.display} stayed locked by another writer past the busy timeout: "
+            f"the last turns of this arm could not be written, so the evaluation stopped "
+            f"(its figures would leave them out)"
+        )
 
 
 def _episode_result(

@@ -544,3 +544,15 @@ def test_eval_help_says_db_is_a_folder_and_nothing_else(
     # every other command keeps the database's own help
     text = _help(capsys, "stats")
     assert "--db PATH_OR_URL" in text and "$MEMSTORE_DB" in text
+
+
+@pytest.mark.parametrize("key", ["model", "query_model", "api_base", "api_key"])
+def test_a_blank_setting_in_the_pyproject_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    """Review round 5: a blank ``model`` in [tool.memstore] ran the manager in LLM mode
+    with the model '   ' (the same value in MEMSTORE_MODEL is refused)."""
+    Path("pyproject.toml").write_text(f'[tool.memstore]\n{key} = "   "\n', encoding="utf-8")
+    code, _out, err = run(capsys, "--db", "x.db", "stats")
+    assert code == 1
+    one_error_line(err, key, "blank")
