@@ -29,11 +29,13 @@ characters stands for that character:
   character of a text line that would be a git conflict marker (seven `<`, `=`, `>` or
   `|`, then a space or the end of the line: `=======`, `<<<<<<< HEAD`), which the reader
   refuses as an unresolved merge.
-- `\s` and `\t` stand for a space and a tab. They protect the last character of a text
-  line, or of a location name (which ends its header line), that ends in a space or a
-  tab, so that an editor's "strip trailing whitespace" cannot change the content: no
-  line of the file ends in a space or a tab that belongs to it. Files written before
-  them (trailing spaces written as they are) read as they always did.
+- `\s` and `\t` stand for a space and a tab as the last characters of a line of a text
+  (or before its escaped `\n`) or of a location name (which ends its header line): they
+  protect a last character that is a space or a tab, so that an editor's "strip
+  trailing whitespace" cannot change the content: no line of the file ends in a space
+  or a tab that belongs to it. Anywhere else they are kept verbatim (``unescape_lines``).
+  Files written before them (trailing spaces written as they are) read as they always
+  did.
 
 A memory text is written on as many lines as it has, each escaped as above. A blank
 line would end the memory, so an empty line of the text is not written on its own: the
@@ -56,6 +58,7 @@ __all__ = [
     "escape_inline",
     "protect_line_end",
     "unescape",
+    "unescape_lines",
     "escape_text_lines",
     "unescape_text_lines",
 ]
@@ -105,9 +108,11 @@ _UNESCAPES = {
     "|": "|",
     "n": "\n",
     "r": "\r",
-    "s": " ",
-    "t": "\t",
 }
+#: What ``\s`` and ``\t`` stand for as the last characters of a line of a text or of a
+#: location name (``protect_line_end``); elsewhere, and in other fields, they are kept
+#: verbatim, as a hand-written ``C:\temp`` or ``\s+`` always was.
+_LINE_END_UNESCAPES = {"s": " ", "t": "\t"}
 #: How the last character of a line is written when it is a space or a tab (an editor
 #: may strip either from a line's end; ``\s`` and ``\t`` it leaves alone).
 _LINE_END = {" ": "\\s", "\t": "\\t"}
@@ -116,6 +121,17 @@ _ESCAPE_SEQUENCE = re.compile(r"\\(.)", re.DOTALL)
 
 def _unescape_match(match: re.Match[str]) -> str:
     char = match.group(1)
+    return _UNESCAPES.get(char, match.group(0))
+
+
+def _unescape_line_end_match(match: re.Match[str]) -> str:
+    char = match.group(1)
+    if char in _LINE_END_UNESCAPES:
+        end, value = match.end(), match.string
+        # a line's end: the value's, a line break, or the escape of one (an empty line of
+        # a text is written as ``\n`` on the line before it: escape_text_lines)
+        at_line_end = end == len(value) or value[end] == "\n" or value.startswith("\\n", end)
+        return _LINE_END_UNESCAPES[char] if at_line_end else match.group(0)
     return _UNESCAPES.get(char, match.group(0))
 
 
@@ -154,6 +170,15 @@ def unescape(value: str) -> str:
     if "\\" not in value:
         return value
     return _ESCAPE_SEQUENCE.sub(_unescape_match, value)
+
+
+def unescape_lines(value: str) -> str:
+    """``unescape`` for the fields whose lines end as ``protect_line_end`` writes them (a
+    memory's text, a location's name): ``\\s`` and ``\\t`` as the last characters of a
+    line are a space and a tab."""
+    if "\\" not in value:
+        return value
+    return _ESCAPE_SEQUENCE.sub(_unescape_line_end_match, value)
 
 
 def _escape_text_segment(segment: str) -> str:
@@ -212,4 +237,4 @@ def escape_text_lines(text: str) -> list[str]:
 
 def unescape_text_lines(lines: list[str]) -> str:
     """Read the text lines of one memory back into its text (the inverse of the above)."""
-    return "\n".join([unescape(line) for line in lines])
+    return "\n".join([unescape_lines(line) for line in lines])

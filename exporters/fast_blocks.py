@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 
 from exporters.conflict_markers import CONFLICT_MARKER, MARKER_PATTERN, MARKER_STARTS
-from exporters.escaping import unescape
+from exporters.escaping import unescape, unescape_lines
 from exporters.memory_block import (
     HEADER_STARTS,
     REFERENCE,
@@ -328,7 +328,7 @@ def read_general_memory_block(block: str) -> MemoryRow | None:
             (
                 category,
                 title,
-                unescape(body) if "\\" in body else body,
+                unescape_lines(body) if "\\" in body else body,
                 episode,
                 turns,
                 score,
@@ -370,7 +370,7 @@ def read_location_block(block: str) -> tuple[int, str, int, tuple[int, ...]] | N
     raw_id, name, raw_visits, raw_episodes = match.groups()
     ints = _INTS.__getitem__
     episodes = () if raw_episodes == "none" else tuple(map(ints, raw_episodes.split(", ")))
-    return ints(raw_id), unescape(name) if "\\" in name else name, ints(raw_visits), episodes
+    return ints(raw_id), unescape_lines(name) if "\\" in name else name, ints(raw_visits), episodes
 
 
 class _Ints(dict[str, int]):

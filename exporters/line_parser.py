@@ -17,7 +17,7 @@ from operator import itemgetter
 from pydantic import ValidationError
 
 from exporters.conflict_markers import CONFLICT_MARKER, MARKER_STARTS
-from exporters.escaping import unescape
+from exporters.escaping import unescape, unescape_lines
 from exporters.fast_blocks import (
     LOCATION_BLOCK_START,
     MEMORY_BLOCK_START,
@@ -176,7 +176,7 @@ class _Parser:
             )
             return
         self.seen_ids.add(location_id)
-        self.location = PendingLocation(number, location_id, unescape(match.group(2)))
+        self.location = PendingLocation(number, location_id, unescape_lines(match.group(2)))
 
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from exporters.escaping import unescape
+from exporters.escaping import unescape, unescape_lines
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
 from memstore.models import INT64_MAX, INT64_MIN, MEMORY_RULES, Category, Persistence, Status
 
@@ -235,7 +235,7 @@ def build_memory(
     row = MemoryRow(
         category,
         title,
-        unescape(escaped_text),
+        unescape_lines(escaped_text),
         episode,
         turns,
         score_change,

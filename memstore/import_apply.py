@@ -9,7 +9,7 @@ touching the database.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
@@ -119,6 +119,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     # Memories leaving the live set first: the partial unique index allows one live title.
     updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
     relink: list[tuple[int, int, MemoryLike]] = []  # (row id, location id, memory)
+    relinked: set[int] = set()  # memories whose successor the prune deletes (below)
     update_ids: list[int] = []
     if updates:
         update_ids = [row_id(change) for change in updates]
@@ -159,10 +160,11 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
         # ... and is linked again, below, as the file says: to the memory with its
         # successor's title after the import (a successor whose turns the file fixed is
         # deleted here and added again, with the same title)
-        orphans = _orphans_in_file(plan, orphaned, row_id)
+        orphans = _orphans_in_file(plan, orphaned, row_id, touched)
         if orphans:
             run_many(conn, DELETE_LINK, [{"memory_id": entry[0]} for entry in orphans])
             relink.extend(orphans)
+            relinked = {entry[0] for entry in orphans}
 
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
     if added:
@@ -176,7 +178,9 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
             (memory_id, change.location_id, change.new)  # type: ignore[misc]
             for memory_id, change in zip(new_ids, added, strict=True)
         )
-    _write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED])
+    _write_links(
+        conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED], relinked
+    )
     return touched
 
 
@@ -185,12 +189,17 @@ _LINK_KEPT = (ChangeKind.UNCHANGED, ChangeKind.CHANGED)
 
 
 def _orphans_in_file(
-    plan: ImportPlan, orphaned: list[int], row_id: Callable[[MemoryChange], int]
+    plan: ImportPlan,
+    orphaned: list[int],
+    row_id: Callable[[MemoryChange], int],
+    touched: set[int],
 ) -> list[tuple[int, int, MemoryLike]]:
     """The memories ``orphaned`` (their successor is being deleted) that the file holds
     with their status unchanged (their text may be changed) and names a successor for, as
     (row id, location id, the file's memory): their link is made again (``_write_links``)
-    as the file writes it. (A status change's link is made again anyway.)"""
+    as the file writes it. (A status change's link is made again anyway.) A successor is
+    at its predecessor's location, which the prune ``touched``: memories elsewhere are
+    not asked for their row."""
     if not orphaned:
         return []
     wanted = set(orphaned)
@@ -198,7 +207,8 @@ def _orphans_in_file(
     for change in plan.memories:
         new = change.new
         if (
-            change.kind in _LINK_KEPT
+            change.location_id in touched
+            and change.kind in _LINK_KEPT
             and new is not None
             and new.superseded_by
             and not change.status_changed
@@ -344,7 +354,15 @@ def _titled_keys(conn: Connection, titles: list[str]) -> Any:
     return run(conn, TITLED_KEYS[size], dict(zip(_TITLE_KEYS, padded, strict=False)))
 
 
-def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -> None:
+def _write_links(
+    conn: Connection,
+    entries: list[tuple[int, int, MemoryLike]],
+    relinked: Collection[int] = (),
+) -> None:
+    """Link each of ``entries`` (row id, location id, memory) to its successor by title
+    (``_successor_order``). A memory ``relinked`` lost its successor to this import's
+    prune: the successor is the memory with that title added again (its turns fixed), so
+    it is ranked without the link's turn, which was the old successor's."""
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
         return
@@ -397,7 +415,11 @@ def _write_links(conn: Connection, entries: list[tuple[int, int, MemoryLike]]) -
                 for c in by_title.get((location_id, memory.superseded_by), [])
                 if c.id != memory_id
             ]
-            at = None if memory.superseded_at_turn is None else (episode, memory.superseded_at_turn)
+            at = (
+                None
+                if memory.superseded_at_turn is None or memory_id in relinked
+                else (episode, memory.superseded_at_turn)
+            )
             ordered = (
                 candidates if len(candidates) < 2 else _successor_order(candidates, memory_id, at)
             )

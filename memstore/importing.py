@@ -430,6 +430,13 @@ def _drop_title_conflicts(
     }
     if not held:
         return changes
+    # the titles live in the database now, exactly: one the database already has beside a
+    # differently spelled one brings no second spelling in
+    live_now = {
+        (change.location_id, old.title)
+        for change in (*changes, *missing)
+        if (old := change.old) is not None and old.status is not Status.SUPERSEDED
+    }
     kept: list[MemoryChange] = []
     for change in changes:
         memory = change.memory
@@ -437,6 +444,12 @@ def _drop_title_conflicts(
         becomes_live = memory.status is not Status.SUPERSEDED and (
             change.old is None or change.old.status is Status.SUPERSEDED
         )
+        if (
+            holder is not None
+            and holder.memory.title != memory.title
+            and (change.location_id, memory.title) in live_now
+        ):
+            holder = None  # both spellings live already: not the file's doing
         if holder is not None and becomes_live:
             old = holder.memory
             respelled = (

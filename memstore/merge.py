@@ -203,13 +203,16 @@ def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, 
 X = TypeVar("X")
 
 
-def pair_by_content(file: Sequence[X], stored: Sequence[X]) -> list[int | None]:
+def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | None]:
     """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
-    file's with that key, in its order) is, by index (None: none is left for it): an
-    identical one first, then the others in order. Twins, memories with one key (an agent
-    superseded a memory with one of the same title in the same turn), are told apart by
-    what they say, not by where the file has them: a reviewer who deletes or moves one
-    must not pair the other with the wrong row."""
+    file's with that key, in its order) is, by index (None: none is left for it).
+
+    Twins, memories with one key (an agent superseded a memory with one of the same title
+    in the same turn), are told apart by what they say, never by where the file has them:
+    a reviewer who deletes, moves or edits one must not pair another with the wrong row.
+    Identical pairs first; then, of the rest, the likeliest pair first (``_likeness``: the
+    same status and link, the same text or the most of it, the same other fields), ties in
+    order."""
     free = list(range(len(stored)))
     chosen: list[int | None] = [None] * len(file)
     for n, memory in enumerate(file):
@@ -217,8 +220,29 @@ def pair_by_content(file: Sequence[X], stored: Sequence[X]) -> list[int | None]:
         if same is not None:
             chosen[n] = same
             free.remove(same)
-    rest = iter(free)
-    return [found if found is not None else next(rest, None) for found in chosen]
+    left = [n for n, found in enumerate(chosen) if found is None]
+    if left and free:
+        ranked = sorted(
+            ((n, k) for n in left for k in free),
+            key=lambda pair: (_likeness(file[pair[0]], stored[pair[1]]), -pair[0], -pair[1]),
+            reverse=True,
+        )
+        taken: set[int] = set()
+        for n, k in ranked:
+            if chosen[n] is None and k not in taken:
+                chosen[n] = k
+                taken.add(k)
+    return chosen
+
+
+def _likeness(file: Any, stored: Any) -> tuple[bool, float, int]:
+    """How likely a file's memory is an edit of a stored one of its key: the same status
+    and link (a reviewer edits what a memory says more often than what became of it), the
+    share of the text in common, how many other fields are the same."""
+    same_status = all(getattr(file, name) == getattr(stored, name) for name in STATUS_FIELDS)
+    text = difflib.SequenceMatcher(None, file.text, stored.text, autojunk=False).ratio()
+    others = sum(getattr(file, name) == getattr(stored, name) for name in CONTENT_FIELDS)
+    return same_status, text, others
 
 
 def _pairs(
@@ -251,12 +275,16 @@ def _edited_from(
     dropped: list[StoredMemory[MemoryRow]],
     level: int,
     changed: Callable[[StoredMemory[MemoryRow]], bool],
+    tied: set[int],
 ) -> StoredMemory[MemoryRow] | None:
     """The export's memory that ``memory``, new in the file, was edited from: one the file
     no longer names at the same location, found (``level``) by the same title (its episode
     or turns were fixed) or by the same text (its title was). Among several with the same
-    text, the one whose title is likeliest (the most characters in common: a typo fixed),
-    then one the database changed since the export. Each is taken once."""
+    text, the one whose title is likeliest (the most characters in common: a typo fixed);
+    among those left, one the database changed since the export (the safe side: its copy
+    is a conflict, not a live copy of what an agent retired), and the others as likely are
+    added to ``tied``: the file may have renamed any of them, so none is pruned for it.
+    Each is taken once."""
     if level == 0:
         found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
     else:
@@ -267,13 +295,10 @@ def _edited_from(
         likeness = {n: _title_likeness(memory.title, dropped[n].memory.title) for n in found}
         best = max(likeness.values())
         found = [n for n in found if likeness[n] == best]
-    return dropped.pop(next((n for n in found if changed(dropped[n])), found[0]))
-
-
-def _renamed_in(was: MemoryRow, memories: Iterable[MemoryRow]) -> bool:
-    """Whether one of ``memories`` (new to the export) is ``was`` edited as ``_edited_from``
-    pairs them: the same title, or the same text."""
-    return any(m.title == was.title or m.text == was.text for m in memories)
+    chosen = next((n for n in found if changed(dropped[n])), found[0])
+    if changed(dropped[chosen]):
+        tied.update(dropped[n].id for n in found if n != chosen)
+    return dropped.pop(chosen)
 
 
 def _memory_of(stored: StoredMemory[MemoryRow]) -> MemoryRow:
@@ -396,10 +421,11 @@ def merge_import(
     # may be that one rewritten whole, and so may every other new one there: each is a
     # conflict, so that no live copy of what an agent retired slips in unseen
     pairs: dict[int, tuple[StoredMemory[MemoryRow], bool]] = {}  # new_in_file index -> origin
+    tied: set[int] = set()  # export memories a pairing could not tell from the one it took
     for level in range(2):
         for n, (location_id, memory, _nth) in enumerate(new_in_file):
             if n not in pairs:
-                origin = _edited_from(memory, dropped.get(location_id, []), level, changed)
+                origin = _edited_from(memory, dropped.get(location_id, []), level, changed, tied)
                 if origin is not None:
                     pairs[n] = (origin, False)
     # moved: the same title and text where the file dropped it at another location
@@ -420,6 +446,18 @@ def merge_import(
             retired = [w for w in dropped.get(location_id, []) if changed(w) and w.id in by_id]
             if retired:
                 pairs[n] = (retired[0], True)
+    # the file's memories the database gained since the export (an earlier import of this
+    # file took them) paired the same way: one edited from a memory the database changed
+    # keeps that memory, as the import that took it kept it (a re-run changes nothing)
+    renamed: set[int] = set()
+    for location_id, gained in unbased.items():
+        for memory in gained:
+            for level in range(2):
+                origin = _edited_from(memory, dropped.get(location_id, []), level, changed, tied)
+                if origin is not None:
+                    if changed(origin):
+                        renamed.add(origin.id)
+                    break
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
@@ -454,13 +492,11 @@ def merge_import(
         now = by_id.get(row_id)
         if now is None:
             continue  # gone from both
+        if row_id in tied or row_id in renamed:
+            keep(now.location_id, now.id, now.memory)  # maybe the file's edit: never pruned
+            continue
         if now.memory == was.memory or not prune:
             continue  # the reviewer removed it: missing, deleted only by --prune
-        if _renamed_in(was.memory, unbased.get(now.location_id, ())):
-            # the file has it under a new title or turns, which an earlier import of this
-            # file took (the database has that copy now): kept, as that import kept it
-            keep(now.location_id, now.id, now.memory)
-            continue
         conflicts.append(
             MergeConflict(
                 lines.location_lines.get(now.location_id, 0),

@@ -254,6 +254,23 @@ def test_an_older_export_with_unescaped_trailing_spaces_reads_as_before() -> Non
     assert read_body(old)[:2] == read_line_by_line(old)
 
 
+def test_a_hand_written_backslash_s_or_t_inside_a_line_is_kept_as_it_is() -> None:
+    """Review round 5: ``\\s`` and ``\\t`` read as a space and a tab anywhere, so a
+    hand-written ``C:\\temp`` or ``\\s+`` changed on import. memstore writes them only as
+    a line's last character, and only there are they read so."""
+    hand = (
+        "# Location Memories\n\n## Location 1: Room\n**Visits:** 0 | **Episodes:** none\n\n"
+        "### Memories\n\n**[NOTE - CORE] T** *(Ep1, T1)*\nSaved in C:\\temp, match \\s+ here\n"
+        "and a space at the end:\\s\n\n---\n"
+    )
+    parsed = parse_memories_md(hand)
+    assert not parsed.problems
+    assert parsed.locations[0].memories[0].text == (
+        "Saved in C:\\temp, match \\s+ here\nand a space at the end: "
+    )
+    assert read_body(hand)[:2] == read_line_by_line(hand)
+
+
 @PROPERTY
 @given(locations_of(any_memories()))
 def test_a_file_stripped_of_trailing_whitespace_reads_as_exported(entries: Any) -> None:
