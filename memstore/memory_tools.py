@@ -45,7 +45,7 @@ from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
-from memstore.synthesis import LLMCallable, classify_llm_exception
+from memstore.synthesis import LLMCallable, classify_llm_exception, describe_exception
 
 # what the tools say and read (memstore.tool_text), importable from here too
 from memstore.tool_text import (
@@ -99,11 +99,15 @@ __all__ = [
 
 def _llm_error(tool: str, exc: BaseException) -> str:
     kind = classify_llm_exception(exc).value
-    detail = one_line(str(exc))[:200]
     return (
         f"Error: {tool} could not get an answer from the memory model ({kind}: "
-        f"{type(exc).__name__}: {detail}). Try again later, or use get_top_memories."
+        f"{_described(exc)}). Try again later, or use get_top_memories."
     )
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's type and message on one line, whatever its ``__str__`` does."""
+    return one_line(describe_exception(exc, 1000))[:250]
 
 
 def _never_raises(tool: Callable[..., str]) -> Callable[..., str]:
@@ -116,8 +120,7 @@ def _never_raises(tool: Callable[..., str]) -> Callable[..., str]:
             return cut_tool_result(tool(self, *args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
             self.failures["error"] += 1
-            detail = one_line(str(exc))[:200]
-            return f"Error: {tool.__name__} failed ({type(exc).__name__}: {detail})."
+            return f"Error: {tool.__name__} failed ({_described(exc)})."
 
     return wrapper
 
@@ -423,8 +426,7 @@ class MemoryToolkit:
             result = self._call_tool(name, arguments)
         except Exception as exc:  # noqa: BLE001 - reported to the model, not raised
             self.failures["error"] += 1
-            detail = one_line(str(exc))[:200]
-            result = f"Error: call_tool failed ({type(exc).__name__}: {detail})."
+            result = f"Error: call_tool failed ({_described(exc)})."
         finally:
             self._deadline = None
         if result.startswith("Error:") and self.failures.total() == counted:

@@ -173,47 +173,15 @@ class AppliedSynthesis(BaseModel):
     superseded: tuple[str, ...] = ()
     invalidated: tuple[str, ...] = ()
     invalidation_reason: str | None = None
+    #: memories the model was shown that were no longer live when this was written
+    #: (another agent retired them meanwhile): neither superseded nor invalidated here
+    stale: tuple[str, ...] = ()
     episode: int
     turn: int
 
     @property
     def changed_anything(self) -> bool:
         return bool(self.new_memory or self.superseded or self.invalidated)
-
-
-def live_after(live: tuple[Memory, ...], applied: AppliedSynthesis) -> tuple[Memory, ...] | None:
-    """The live memories of a location after ``applied``, from those before it, or None
-    when they cannot be told from the titles alone (read them again).
-
-    What ``memories(location_id)`` would read back, in ``apply_synthesis``'s order: the
-    superseded ones go, the new memory comes last among those of its tier (persistent
-    before ephemeral; its turns as the database stores them), then the invalidated ones
-    go, the new one among them maybe. ``applied`` names what went by title: a title live
-    in both tiers (an agent's ephemeral memory, and a persistent one another process
-    wrote under the same title) lost only its persistent memory, so None.
-    """
-    touched = {*applied.superseded, *applied.invalidated}
-    if touched and len(live) != len({m.title for m in live}):
-        seen: set[str] = set()
-        for memory in live:
-            if memory.title in touched and memory.title in seen:
-                return None
-            seen.add(memory.title)
-    superseded = set(applied.superseded)
-    persistent: list[Memory] = []
-    ephemeral: list[Memory] = []
-    for memory in live:
-        if memory.title not in superseded:
-            tier = ephemeral if memory.persistence is Persistence.EPHEMERAL else persistent
-            tier.append(memory)
-    new = applied.new_memory
-    if new is not None:
-        turns = format_turns(new.turn_start, new.turn_end)
-        if turns != new.turns:
-            new = new.model_copy(update={"turns": turns})
-        (ephemeral if new.persistence is Persistence.EPHEMERAL else persistent).append(new)
-    invalidated = set(applied.invalidated)
-    return tuple(m for m in (*persistent, *ephemeral) if m.title not in invalidated)
 
 
 CATEGORY_OF = {category.value: category for category in Category}

@@ -24,7 +24,13 @@ from sqlalchemy import (
 from memstore.executor import insert_id
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
-from memstore.live_titles import find_live, live_title_exists, live_titled
+from memstore.live_titles import (
+    find_live,
+    find_named,
+    live_title_exists,
+    live_titled,
+    to_supersede,
+)
 from memstore.map_store import write_map_events
 from memstore.models import (
     MAX_EPISODE,
@@ -56,7 +62,6 @@ from memstore.rows import (
     check_reason,
     decision_row,
     link_turn,
-    live_after,
     memory_row,
 )
 from memstore.schema import (
@@ -320,12 +325,15 @@ class MemoryStore(StoreReads):
     ) -> AppliedSynthesis:
         """Apply one synthesis decision, and its decision-log row, as ONE transaction.
 
-        The new memory supersedes every live memory in ``supersede_titles`` (exact titles;
-        a core/permanent one is skipped when the new memory is ephemeral); the memories in
-        ``invalidate_titles`` are invalidated with ``invalidation_reason``. Titles that are
-        not live here are skipped. A new memory whose title is already live here (and not
-        being superseded) is not stored. Returns what was actually applied; the log row,
-        if given, records that too (column ``applied``).
+        The new memory supersedes every live memory in ``supersede_titles`` (a core/permanent
+        one is skipped when the new memory is ephemeral); the memories in
+        ``invalidate_titles`` are invalidated with ``invalidation_reason``. A title is
+        matched exactly; a ``ShownTitle`` (a prompt's handle, from ``resolve_decision``)
+        names the very memory the prompt showed, and when that one is no longer live here
+        (another agent retired it meanwhile) nothing is retired in its place: it is
+        ``stale``. Titles that are not live here are skipped. A new memory whose title is
+        already live here (and not being superseded) is not stored. Returns what was
+        actually applied; the log row, if given, records that too (column ``applied``).
         """
         check_location_id(location_id)
         check_clock(location_name, episode, turn)
@@ -342,20 +350,14 @@ class MemoryStore(StoreReads):
         live_before = self._live_cache.get(location_id)
         removed: list[tuple[str, int]] = []
         new_row: list[tuple[tuple[str, int], Memory]] = []
+        stale: list[str] = []
         with self._write(forget=None) as conn:
             version = WriteVersion(conn)
-            superseded: list[tuple[str, int, str]] = []
-            if new_memory is not None:
-                for title in supersede_titles:
-                    old = find_live(conn, location_id, title)
-                    if old is None or any(t == title for _tier, _id, t in superseded):
-                        continue
-                    tier = old.tier
-                    if not Persistence(old.persistence).may_be_superseded_by(
-                        new_memory.persistence
-                    ):
-                        continue
-                    superseded.append((tier, old.id, title))
+            superseded = (
+                to_supersede(conn, location_id, supersede_titles, new_memory, stale)
+                if new_memory is not None
+                else []
+            )
             added = False
             if new_memory is not None and not live_title_exists(
                 conn,
@@ -375,14 +377,15 @@ class MemoryStore(StoreReads):
                 superseded = []
             invalidated: list[str] = []
             for title in invalidate:
-                old = find_live(conn, location_id, title)
+                old = find_named(conn, location_id, title, stale, removed)
                 if old is None:
                     continue
-                tier = old.tier
-                self._mark_superseded(conn, tier, old.id, version)
-                self._link(conn, version, tier, old.id, episode, turn, reason=invalidation_reason)
-                removed.append((tier, old.id))
-                invalidated.append(title)
+                self._mark_superseded(conn, old.tier, old.id, version)
+                self._link(
+                    conn, version, old.tier, old.id, episode, turn, reason=invalidation_reason
+                )
+                removed.append((old.tier, old.id))
+                invalidated.append(str(title))
             applied = AppliedSynthesis(
                 location_id=location_id,
                 location_name=location_name,
@@ -390,6 +393,7 @@ class MemoryStore(StoreReads):
                 superseded=tuple(title for _tier, _id, title in superseded),
                 invalidated=tuple(invalidated),
                 invalidation_reason=invalidation_reason if invalidated else None,
+                stale=tuple(stale),
                 episode=episode,
                 turn=turn,
             )
@@ -409,7 +413,7 @@ class MemoryStore(StoreReads):
             if bookkeeping is not None:
                 self._bookkeeping(conn, bookkeeping)
         self._changed(location_id, removed, new_row)
-        after = live_after(live_before, applied) if live_before is not None else None
+        after = live_before.after(removed, new_row) if live_before is not None else None
         if after is not None:  # else it is read again when asked for
             self._live_cache[location_id] = after
         return applied

@@ -49,7 +49,6 @@ from memstore.errors import (
 from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
-from memstore.models import Memory
 from memstore.pg_connection import answer_watch
 from memstore.refusals import failure_kind, one_line, store_busy
 from memstore.schema import (
@@ -59,6 +58,7 @@ from memstore.schema import (
     memories,
     metadata,
 )
+from memstore.shown_memories import ShownMemories
 from memstore.versions import create_identity
 
 __all__ = ["ALL", "StoreCore"]
@@ -99,7 +99,7 @@ class StoreCore:
         # connection committed.
         self._data_version: object = None
         self._views = LocationViews(self.config.token_budget)
-        self._live_cache: dict[int, tuple[Memory, ...]] = {}
+        self._live_cache: dict[int, ShownMemories] = {}
         limit = answer_limit(busy_timeout_s, answer_timeout_s)
         is_new = check_existing(target, answer_timeout_s=limit, busy_timeout_s=busy_timeout_s)
         if read_only and is_new and (target.path is not None or target.is_server):

@@ -49,6 +49,7 @@ from memstore.schema import (
     synthesis_decisions,
     turn_records,
 )
+from memstore.shown_memories import ShownMemories
 from memstore.store_core import StoreCore
 from memstore.versions import identity, rows_fingerprint, state_at
 
@@ -229,24 +230,23 @@ class StoreReads(StoreCore):
                     breakdown[persistence] = count
         return breakdown
 
-    def memories(self, location_id: int, include_superseded: bool = False) -> list[Memory]:
-        """Memories here, persistent then ephemeral, each in the order stored."""
+    def memories(self, location_id: int, include_superseded: bool = False) -> ShownMemories:
+        """Memories here, persistent then ephemeral, each in the order stored: a list that
+        also knows the row each memory was read from (``ShownMemories``), so a prompt's
+        handle retires exactly the memory it showed."""
         check_location_id(location_id)
         with self._lock:
             if not include_superseded:
                 self._check_cache()
                 cached = self._live_cache.get(location_id)
                 if cached is not None:
-                    return list(cached)
+                    return cached.copy()
             with self._read() as conn:
-                found = [
-                    memory
-                    for _tier, _id, memory in self._load(
-                        conn, location_id=location_id, include_superseded=include_superseded
-                    )
-                ]
+                found = ShownMemories.read(
+                    self._load(conn, location_id=location_id, include_superseded=include_superseded)
+                )
             if not include_superseded:
-                self._live_cache[location_id] = tuple(found)
+                self._live_cache[location_id] = found.copy()
             return found
 
     def history(self, location_id: int, title: str) -> list[Memory]:

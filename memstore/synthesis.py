@@ -13,9 +13,11 @@ exactly: nothing is ever fuzzy-matched.
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from memstore.errors import (  # noqa: F401 - importable from here too
     AnswerError,
@@ -24,7 +26,8 @@ from memstore.errors import (  # noqa: F401 - importable from here too
     SynthesisError,
     SynthesisErrorKind,
 )
-from memstore.models import Category, Memory, Persistence, Status
+from memstore.models import Category, Memory, Persistence, Status, title_spelling
+from memstore.shown_memories import ShownMemories, ShownRows, ShownTitle
 
 # the answer's schema and parsing (memstore.synthesis_answer), importable from here too
 from memstore.synthesis_answer import (  # noqa: F401
@@ -46,32 +49,58 @@ LLMCallable = Callable[[list[dict[str, str]]], str]
 # --------------------------------------------------------------------------- calling
 
 
-def _is_instance_of(exc: BaseException, module: str, *names: str) -> bool:
-    """isinstance against classes of an already imported module, without importing it."""
+def _is_instance_of(kind: type, module: str, *names: str) -> bool:
+    """issubclass against classes of an already imported module, without importing it."""
     loaded = sys.modules.get(module)
     if loaded is None:
         return False
     classes = tuple(cls for name in names if isinstance(cls := getattr(loaded, name, None), type))
-    return bool(classes) and isinstance(exc, classes)
+    return bool(classes) and issubclass(kind, classes)
 
 
 def classify_llm_exception(exc: BaseException) -> SynthesisErrorKind:
-    """Map an exception raised while calling the model to a kind (unknown → provider_error)."""
-    if isinstance(exc, SynthesisError):
-        return exc.kind
+    """Map an exception raised while calling the model to a kind (unknown → provider_error).
+
+    By its type, never by what the exception says of itself (``isinstance`` would ask a
+    foreign exception for its ``__class__``, which may raise)."""
+    kind = type(exc)
+    if issubclass(kind, SynthesisError):
+        return cast(SynthesisError, exc).kind
     # litellm.Timeout subclasses APIConnectionError: test timeouts first.
     if (
-        isinstance(exc, TimeoutError)
-        or _is_instance_of(exc, "litellm", "Timeout")
-        or _is_instance_of(exc, "openai", "APITimeoutError")
-        or _is_instance_of(exc, "httpx", "TimeoutException")
+        issubclass(kind, TimeoutError)
+        or _is_instance_of(kind, "litellm", "Timeout")
+        or _is_instance_of(kind, "openai", "APITimeoutError")
+        or _is_instance_of(kind, "httpx", "TimeoutException")
     ):
         return SynthesisErrorKind.TIMEOUT
-    if _is_instance_of(exc, "litellm", "RateLimitError") or _is_instance_of(
-        exc, "openai", "RateLimitError"
+    if _is_instance_of(kind, "litellm", "RateLimitError") or _is_instance_of(
+        kind, "openai", "RateLimitError"
     ):
         return SynthesisErrorKind.RATE_LIMIT
     return SynthesisErrorKind.PROVIDER_ERROR
+
+
+def describe_exception(exc: BaseException, limit: int = 1000) -> str:
+    """``"TypeName: message"`` of an exception, cut to ``limit`` characters and safe to
+    store (``loggable_text``); never raises. A message that cannot be had (its
+    ``__str__`` raises, recurses or returns no str) is said to be unreadable instead; a
+    str subclass is read as plain text. For every exception from a model, or a callable
+    standing for one, that is logged, counted or shown."""
+    name = _plain_text(lambda: type(exc).__name__) or "Exception"
+    message = _plain_text(lambda: str(exc))
+    if message is None:
+        return loggable_text(f"{name} (its message could not be read)", limit)
+    return loggable_text(f"{name}: {message}", limit)
+
+
+def _plain_text(get: Callable[[], object]) -> str | None:
+    """``get()`` as an exact str, or None when it raises or gives no str."""
+    try:
+        value = get()
+        return str.__str__(value) if isinstance(value, str) else None
+    except Exception:  # noqa: BLE001 - a message that cannot be read is left out
+        return None
 
 
 def synthesize(
@@ -84,7 +113,7 @@ def synthesize(
         raise
     except Exception as exc:  # noqa: BLE001 - every call failure becomes a SynthesisError
         kind = classify_llm_exception(exc)
-        raise LLMCallError(kind, loggable_text(f"{type(exc).__name__}: {exc}", 1000)) from exc
+        raise LLMCallError(kind, describe_exception(exc, 1000)) from exc
     if not isinstance(raw, str):
         raise LLMCallError(
             SynthesisErrorKind.PROVIDER_ERROR,
@@ -100,10 +129,23 @@ def synthesize(
 # --------------------------------------------------------------------------- the guards
 
 
-def number_memories(memories: Sequence[Memory]) -> list[tuple[int, Memory]]:
+class NumberedMemories(list[tuple[int, Memory]]):
+    """(handle, Memory) pairs, and the row each memory was read from (``rows``) when they
+    came from ``MemoryStore.memories``: a handle then names that row, not just a title."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, numbered: Iterable[tuple[int, Memory]], rows: ShownRows | None) -> None:
+        super().__init__(numbered)
+        self.rows = rows
+
+
+def number_memories(memories: Sequence[Memory]) -> NumberedMemories:
     """Give memories the handles [1], [2]... in the order given (use the same list twice:
-    for ``build_synthesis_messages`` and for ``resolve_decision``)."""
-    return [(index, memory) for index, memory in enumerate(memories, start=1)]
+    for ``build_synthesis_messages`` and for ``resolve_decision``). Memories listed by
+    ``MemoryStore.memories`` keep their rows, so that ``resolve_decision`` names them."""
+    rows = memories.rows if isinstance(memories, ShownMemories) else None
+    return NumberedMemories(enumerate(memories, start=1), rows)
 
 
 @dataclass(frozen=True)
@@ -133,14 +175,17 @@ class MemoryDraft:
 
 @dataclass(frozen=True)
 class SynthesisDecision:
-    """Exactly what to apply, after the guards. Titles are exact existing titles.
+    """Exactly what to apply, after the guards. Titles are exact existing titles; where the
+    memories came from ``MemoryStore.memories`` each is a ``ShownTitle`` naming the row the
+    prompt showed, which is the one the store retires (or none, if it is no longer live).
 
     Counters (tuples, so they can be logged): ``hallucinated_references`` (handles or titles
     not at this location), ``forbidden_supersessions`` (core/permanent titles a new
     ephemeral memory tried to supersede), ``already_superseded`` (references to memories
     already SUPERSEDED), ``conflicting_references`` (a memory both superseded and
-    invalidated: kept superseded). ``duplicate_title`` means the new memory repeated an
-    existing title exactly and was dropped.
+    invalidated: kept superseded). ``duplicate_title`` means the new memory repeated the
+    title of an existing memory it does not supersede, as a reader reads it
+    (``title_spelling``: Unicode NFC, runs of whitespace one space), and was dropped.
     """
 
     new_memory: MemoryDraft | None = None
@@ -175,16 +220,22 @@ def _resolve(
     hallucinated: list[Reference],
     superseded: list[Reference],
 ) -> list[Memory]:
-    found: list[Memory] = []
+    if not refs:
+        return []
+    found: dict[int, Memory] = {}  # by identity: two memories of one title are two
     for ref in refs:
         memory = by_handle.get(ref) if isinstance(ref, int) else by_title.get(ref)
         if memory is None:
             hallucinated.append(ref)
         elif memory.status is Status.SUPERSEDED:
             superseded.append(ref)
-        elif all(memory.title != other.title for other in found):
-            found.append(memory)
-    return found
+        else:
+            found.setdefault(id(memory), memory)
+    return list(found.values())
+
+
+#: ``title_spelling`` of the titles seen lately: a room's titles come back every turn
+_spelling = functools.lru_cache(maxsize=4096)(title_spelling)
 
 
 def resolve_decision(
@@ -199,6 +250,7 @@ def resolve_decision(
         current = by_title.get(memory.title)
         if current is None or current.status is Status.SUPERSEDED:
             by_title[memory.title] = memory
+    rows = existing.rows if isinstance(existing, NumberedMemories) else None
     hallucinated: list[Reference] = []
     superseded: list[Reference] = []
 
@@ -222,27 +274,32 @@ def resolve_decision(
     to_invalidate = _resolve(response.invalidates, by_handle, by_title, hallucinated, superseded)
 
     forbidden: list[str] = []
-    supersede_titles: list[str] = []
+    superseding: dict[int, Memory] = {}  # by identity
     if draft is not None:
         for memory in to_supersede:
             if not memory.persistence.may_be_superseded_by(draft.persistence):
                 forbidden.append(memory.title)
             else:
-                supersede_titles.append(memory.title)
-        same = by_title.get(draft.title)
-        if same is not None and same.title not in supersede_titles:
-            if same.status is not Status.SUPERSEDED:
-                duplicate, draft, supersede_titles = True, None, []
+                superseding[id(memory)] = memory
+        spelling = _spelling(draft.title)
+        for _, memory in existing:
+            if (
+                memory.status is not Status.SUPERSEDED
+                and _spelling(memory.title) == spelling
+                and id(memory) not in superseding
+            ):
+                duplicate, draft, superseding = True, None, {}
+                break
 
-    conflicting = [m.title for m in to_invalidate if m.title in supersede_titles]
-    invalidate_titles = tuple(m.title for m in to_invalidate if m.title not in supersede_titles)
+    conflicting = [m.title for m in to_invalidate if id(m) in superseding]
+    invalidating = [m for m in to_invalidate if id(m) not in superseding]
 
     return SynthesisDecision(
         new_memory=draft,
-        supersede_titles=tuple(supersede_titles),
-        invalidate_titles=invalidate_titles,
+        supersede_titles=_named(superseding.values(), rows),
+        invalidate_titles=_named(invalidating, rows),
         invalidation_reason=(
-            ((response.invalidation_reason or "").strip() or None) if invalidate_titles else None
+            ((response.invalidation_reason or "").strip() or None) if invalidating else None
         ),
         core_downgraded=core_downgraded,
         duplicate_title=duplicate,
@@ -252,3 +309,14 @@ def resolve_decision(
         conflicting_references=tuple(conflicting),
         reasoning=response.reasoning,
     )
+
+
+def _named(memories: Iterable[Memory], rows: ShownRows | None) -> tuple[str, ...]:
+    """The memories' titles; a ShownTitle naming its row where ``rows`` knows it."""
+    if rows is None:
+        return tuple([memory.title for memory in memories])
+    named: list[str] = []
+    for memory in memories:
+        row = rows.row_of(memory)
+        named.append(memory.title if row is None else ShownTitle(memory.title, row))
+    return tuple(named)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 from pydantic import (
@@ -59,6 +60,15 @@ def loggable_text(text: str, limit: int = 10_000) -> str:
     if has_lone_surrogate(text):
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00")
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` is blank once its format characters (Unicode category Cf: zero-width
+    spaces and joiners, soft hyphens, byte order marks, bidi controls) are left out: a
+    reader sees nothing there."""
+    if text.isascii():
+        return not text.strip()
+    return not "".join(char for char in text if unicodedata.category(char) != "Cf").strip()
 
 
 def _storable(value: str, what: str) -> str:
@@ -191,6 +201,11 @@ class MemorySynthesisResponse(BaseModel):
             if missing:
                 raise ValueError(
                     "should_remember is true, so these fields are required: " + ", ".join(missing)
+                )
+            if shows_nothing(self.memory_title or ""):
+                raise ValueError(
+                    "memory_title shows nothing: it holds only invisible format characters "
+                    "(zero-width spaces and the like)"
                 )
             if self.status is Status.SUPERSEDED:
                 raise ValueError(
