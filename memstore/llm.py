@@ -1,30 +1,44 @@
-"""The litellm-backed LLMCallable. litellm is imported lazily, on the first call.
+"""The litellm-backed LLMCallable. litellm is imported when a LiteLLMCompletion is built
+(it takes seconds), never by importing this module.
 
-``config.timeout`` bounds the whole call: every attempt, every retry and the pauses
-between them. httpx's timeouts bound each read, not a response (a server sending a byte
-every half second never trips them), so each attempt runs in a daemon thread and the caller
-waits for it only until the deadline; a connection still open then is left to that thread.
+``config.timeout`` bounds the whole call, counted from when it starts: every attempt, every
+retry and the pauses between them (and litellm's import, when building the completion could
+not do it: that one-off import cannot be cut short, and a call it left no time is a timeout
+that never asks the server). httpx's timeouts bound each read, not a response (a server
+sending a byte every half second never trips them), so each attempt runs in a daemon thread
+and the caller waits for it only until the deadline; a connection still open then is left
+to that thread.
 memstore retries itself (litellm's own retries need ``tenacity`` and know no deadline):
 litellm and the OpenAI client are told not to retry.
 
 A model callable the caller injects is called as it is, in the caller's thread: it may
 need that thread, and it is the caller's to bound. ``with_deadline`` gives one the same
 deadline, run in a daemon thread, for a caller who wants it.
+
+Usage numbers come from outside (the server's ``usage``, an injected callable's
+``last_usage``) and go into the decision log's 64-bit integer and float columns: one the
+database cannot hold is dropped where it enters (``usage_count``, ``usage_cost``,
+``checked_usage``), named in ``LLMUsage.refused``, counted and logged once.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from memstore.config import MemstoreConfig
 from memstore.errors import LLMDeadlineExceeded  # noqa: F401 - importable from here too
+from memstore.models import INT64_MAX
 from memstore.synthesis import json_schema_response_format
+
+log = logging.getLogger("memstore.llm")
 
 
 @dataclass(frozen=True)
@@ -38,11 +52,98 @@ class LLMUsage:
     total_tokens: int | None
     cost_usd: float | None
     seconds: float
+    #: the numbers the server reported that the decision log cannot hold (None above)
+    refused: tuple[str, ...] = ()
+
+
+def usage_count(value: object) -> int | None:
+    """``value`` if it is a token count the decision log holds (an int, not a bool, from 0
+    to 2**63-1: a 64-bit column); None otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX:
+        return int(value)
+    return None
+
+
+def usage_cost(value: object) -> float | None:
+    """``value`` as a cost in USD the decision log holds and a total can add (a finite
+    float or int, not a bool, at least 0); None otherwise (NaN, infinity, negative, a
+    str)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        cost = float(value)
+    except OverflowError:  # an int past any float
+        return None
+    return cost if math.isfinite(cost) and cost >= 0 else None
+
+
+#: a reported value whose reading raised
+_UNREADABLE = object()
+
+
+def _reported(source: object, name: str) -> object:
+    """``source``'s ``name`` (an attribute, or a mapping's key); None when it reports none,
+    _UNREADABLE when reading it raised (an object of the caller's: anything may)."""
+    try:
+        if isinstance(source, Mapping):
+            return source.get(name)
+        return getattr(source, name, None)
+    except Exception:  # noqa: BLE001 - no number, counted as refused
+        return _UNREADABLE
+
+
+@dataclass(frozen=True)
+class UsageNumbers:
+    """Usage numbers that the decision log holds; ``refused`` names those reported that it
+    cannot hold or that could not be read (dropped: None)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    refused: tuple[str, ...] = ()
+
+
+def checked_usage(source: object, *, with_cost: bool = True) -> UsageNumbers:
+    """The usage ``source`` reports (attributes or keys ``prompt_tokens``,
+    ``completion_tokens``, ``total_tokens`` and, ``with_cost``, ``cost_usd``), each number
+    kept only if the decision log holds it (``usage_count``, ``usage_cost``). A number not
+    reported is None; one reported that the database cannot hold, or that cannot be read,
+    is None too and named in ``refused``."""
+    refused: list[str] = []
+
+    def checked(name: str, check: Callable[[object], Any]) -> Any:
+        reported = _reported(source, name)
+        value = None if reported is _UNREADABLE else check(reported)
+        if reported is not None and value is None:
+            refused.append(name)
+        return value
+
+    prompt = checked("prompt_tokens", usage_count)
+    completion = checked("completion_tokens", usage_count)
+    total = checked("total_tokens", usage_count)
+    cost = checked("cost_usd", usage_cost) if with_cost else None
+    return UsageNumbers(prompt, completion, total, cost, tuple(refused))
+
+
+def last_usage_of(llm: object) -> tuple[UsageNumbers, tuple[str, ...]] | None:
+    """What ``llm`` says its last call used (its ``last_usage``: an LLMUsage, or any
+    object or mapping with the same names), checked (``checked_usage``), and the numbers
+    refused before (an LLMUsage's ``refused``: LiteLLMCompletion dropped them from the
+    server's answer); None when it says nothing. A ``last_usage`` that cannot be read is
+    refused whole."""
+    usage = _reported(llm, "last_usage")
+    if usage is None:
+        return None
+    if usage is _UNREADABLE:
+        return UsageNumbers(refused=("last_usage",)), ()
+    before = usage.refused if isinstance(usage, LLMUsage) else ()
+    return checked_usage(usage), tuple(before) if isinstance(before, tuple) else ()
 
 
 def import_litellm() -> Any:
-    """litellm, imported on first use (it takes seconds), with its local cost map and no
-    banners."""
+    """litellm, imported the first time (it takes seconds; a LiteLLMCompletion does it when
+    built, then it is a lookup), with its local cost map and no banners."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -59,10 +160,6 @@ RETRY_PAUSE = 0.5
 RETRY_PAUSE_MAX = 4.0
 #: no attempt starts with less time than this left before the deadline
 MIN_ATTEMPT_SECONDS = 0.25
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -168,15 +265,18 @@ def with_deadline(
 class LiteLLMCompletion:
     """Call ``litellm.completion`` with the configured model; return the answer's text.
 
-    ``config.timeout`` bounds the whole call, retries included: with no answer by then it
-    raises LLMDeadlineExceeded (a TimeoutError). A failed attempt that may succeed again
-    (see ``is_retryable``) is retried up to ``config.num_retries`` times, after a pause
-    that doubles from RETRY_PAUSE, while time is left.
+    litellm is imported when this is built (about 2 s, once a process), so an agent's
+    first turn does not wait for it. ``config.timeout`` bounds the whole call, counted
+    from when it starts, retries included: with no answer by then it raises
+    LLMDeadlineExceeded (a TimeoutError). A failed attempt that may succeed again (see
+    ``is_retryable``) is retried up to ``config.num_retries`` times, after a pause that
+    doubles from RETRY_PAUSE, while time is left.
 
     After each successful call ``last_usage`` holds an LLMUsage; the running totals are in
-    ``calls``, ``prompt_tokens``, ``completion_tokens`` and ``cost_usd``. A failed call
-    sets ``last_usage`` to None and raises the last attempt's exception (``synthesize``
-    classifies it).
+    ``calls``, ``prompt_tokens``, ``completion_tokens`` and ``cost_usd``. A usage number
+    the decision log cannot hold is dropped (``LLMUsage.refused``; such calls are counted
+    in ``usage_refused``, the first logged). A failed call sets ``last_usage`` to None and
+    raises the last attempt's exception (``synthesize`` classifies it).
     """
 
     def __init__(
@@ -197,6 +297,12 @@ class LiteLLMCompletion:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_usd = 0.0
+        #: calls whose usage held a number the decision log cannot hold (dropped)
+        self.usage_refused = 0
+        try:
+            import_litellm()  # now, not on the agent's first turn: it takes seconds
+        except Exception as exc:  # noqa: BLE001 - each call tries again, and fails counted
+            log.debug("litellm could not be imported (%s): each call tries again", exc)
 
     def request_kwargs(
         self,
@@ -237,35 +343,52 @@ class LiteLLMCompletion:
     def complete(self, messages: list[dict[str, Any]], **extra: Any) -> Any:
         """One call (with the deadline and retries of ``__call__``), returning litellm's
         whole response, for callers that need more than the text (tool calls); ``extra``
-        goes to ``litellm.completion`` (``tools=...``). Usage is counted the same way."""
-        litellm = import_litellm()  # before the clock starts: the import takes seconds
-        self.last_usage = None
+        goes to ``litellm.completion`` (``tools=...``). Usage is counted the same way.
+
+        The clock starts here. litellm is normally imported already (when this was built);
+        if not, its import counts against ``config.timeout`` and cannot be cut short, and
+        a call it left no time is LLMDeadlineExceeded without asking the server."""
         started = time.perf_counter()
+        self.last_usage = None
+        litellm = import_litellm()  # a lookup once imported
         response = self._complete(
             litellm, messages, deadline=started + self.config.timeout, extra=extra
         )
         seconds = time.perf_counter() - started
 
-        usage = getattr(response, "usage", None)
-        prompt_tokens = _int_or_none(getattr(usage, "prompt_tokens", None))
-        completion_tokens = _int_or_none(getattr(usage, "completion_tokens", None))
-        total_tokens = _int_or_none(getattr(usage, "total_tokens", None))
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:  # noqa: BLE001 - unknown model price: no cost, not a failure
-            cost = None
+        numbers = checked_usage(getattr(response, "usage", None), with_cost=False)
+        refused = numbers.refused
+        cost = None
+        if not refused:  # a cost priced from a refused count is no cost
+            try:
+                priced = litellm.completion_cost(completion_response=response)
+            except Exception:  # noqa: BLE001 - unknown model price: no cost, not a failure
+                priced = None
+            cost = usage_cost(priced)
+            if priced is not None and cost is None:
+                refused = ("cost_usd",)
         self.last_usage = LLMUsage(
             model=str(self.config.model),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=total_tokens,
+            prompt_tokens=numbers.prompt_tokens,
+            completion_tokens=numbers.completion_tokens,
+            total_tokens=numbers.total_tokens,
             cost_usd=cost,
             seconds=seconds,
+            refused=refused,
         )
         self.calls += 1
-        self.prompt_tokens += prompt_tokens or 0
-        self.completion_tokens += completion_tokens or 0
+        self.prompt_tokens += numbers.prompt_tokens or 0
+        self.completion_tokens += numbers.completion_tokens or 0
         self.cost_usd += cost or 0.0
+        if refused:
+            self.usage_refused += 1
+            log.log(
+                logging.WARNING if self.usage_refused == 1 else logging.DEBUG,
+                "%s reported usage the database cannot hold (%s): dropped%s",
+                self.config.model,
+                ", ".join(refused),
+                "; from now on only counted (usage_refused)" if self.usage_refused == 1 else "",
+            )
         return response
 
     def _complete(
@@ -279,6 +402,11 @@ class LiteLLMCompletion:
         retries = 0
         while True:
             left = deadline - time.perf_counter()
+            if left <= 0:  # before a first attempt only: a retry starts with time left
+                raise LLMDeadlineExceeded(
+                    f"no time left of the {self.config.timeout:g} s timeout after importing "
+                    f"litellm: the server was not asked"
+                )
             try:
                 return call_with_deadline(
                     litellm.completion, self.request_kwargs(messages, left, extra), left

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstore.errors import AnswerError, StoreBusy, SynthesisErrorKind
+from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages
 from memstore.recorder import record_offline
@@ -63,6 +64,7 @@ class SynthesisRunner:
         self.last_failure: str | None = None
         self.tokens = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
+        self._usage_logged = False  # a refused usage number was logged
         #: syntheses the database refused (StoreBusy), oldest first, as the arguments of
         #: ``store.apply_synthesis`` (its decision-log row included): the next write applies
         #: them, in order, before anything else
@@ -242,15 +244,30 @@ class SynthesisRunner:
             )
 
     def _count_usage(self, entry: DecisionLog) -> None:
-        usage = getattr(self.llm, "last_usage", None)
-        if usage is None:
+        """Count and log what the call used, as the model callable reports it (its
+        ``last_usage``): only numbers the decision log holds. One it cannot (an injected
+        callable's, or the server's that LiteLLMCompletion dropped) is left out and the
+        call counted (``counters["usage_refused"]``); the first one the callable reported
+        is logged here (LiteLLMCompletion logs the server's itself)."""
+        reported = last_usage_of(self.llm)
+        if reported is None:
             return
+        usage, refused_before = reported
         entry.prompt_tokens = usage.prompt_tokens
         entry.completion_tokens = usage.completion_tokens
         entry.cost_usd = usage.cost_usd
         self.tokens["prompt"] += usage.prompt_tokens or 0
         self.tokens["completion"] += usage.completion_tokens or 0
         self.cost_usd += usage.cost_usd or 0.0
+        if usage.refused or refused_before:
+            self.counters["usage_refused"] += 1
+        if usage.refused and not self._usage_logged:
+            self._usage_logged = True
+            log.warning(
+                "the model callable reported usage the database cannot hold (%s): dropped; "
+                "from now on only counted (usage_refused)",
+                ", ".join(usage.refused),
+            )
 
     def _record_failure(
         self,

@@ -13,12 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstore.llm import usage_cost, usage_count
 from memstore.map_graph import MapEvent
 from memstore.rows import now
 from memstore.store import Bookkeeping
+from memstore.synthesis import loggable_text
 from memstore.triggers import Trigger
 
 __all__ = ["DecisionLog", "DecisionRow", "PendingWrites", "TurnRecord", "joined_triggers", "now"]
+
+
+#: a model's name in the decision log is cut to this many characters
+MAX_MODEL_CHARS = 1000
 
 
 def joined_triggers(triggers: list[Trigger] | tuple[Trigger, ...]) -> str:
@@ -89,19 +95,24 @@ class DecisionLog:
 
     def fields(self) -> dict[str, Any]:
         """The entry as ``MemoryStore.apply_synthesis(log=...)`` takes it (the store adds
-        the location, episode, turn and what was applied)."""
+        the location, episode, turn and what was applied).
+
+        Every value is one the database holds, whatever the entry was given: a usage
+        number it cannot hold is None (memstore.llm drops and counts those where they
+        enter; this is the second line), a NUL or lone surrogate in the model's name is
+        written out. So a buffered row never fails every later write."""
         return {
             "triggers": self.triggers,
             "mode": self.mode,
-            "model": self.model,
+            "model": loggable_text(self.model, MAX_MODEL_CHARS),
             "latency_ms": self.latency_ms,
             "raw_answer": self.raw_answer,
             "decision": self.decision,
             "error_kind": self.error_kind,
             "error": self.error,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
+            "prompt_tokens": usage_count(self.prompt_tokens),
+            "completion_tokens": usage_count(self.completion_tokens),
+            "cost_usd": usage_cost(self.cost_usd),
         }
 
 
