@@ -3,7 +3,7 @@
     from memstore import MemoryStore, SimpleMemoryManager, Memory
 
 Names are imported on first use, so ``import memstore`` (and the ``memstore`` command) starts
-fast; litellm is imported only when an LLM is actually called.
+fast; litellm is imported only when a litellm completion is built (an LLM will be called).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 from memstore.explorer import Choice, ExplorerAgent, Observation
-from memstore.synthesis import classify_llm_exception, loggable_text
+from memstore.synthesis import classify_llm_exception, describe_exception, loggable_text
 
 if TYPE_CHECKING:
     from memstore.config import MemstoreConfig
@@ -258,12 +258,12 @@ class LLMAgent:
             try:
                 response = self.completion.complete(messages, **extra)
             except Exception as exc:  # noqa: BLE001 - counted and logged, never raised
-                self._fail(str(classify_llm_exception(exc)), f"{type(exc).__name__}: {exc}")
+                self._fail(str(classify_llm_exception(exc)), describe_exception(exc))
                 return None
             message = _message(response)
             calls = _tool_calls(message) if extra else []
             if calls is None:
-                found = repr(getattr(message, "tool_calls", None))[:100]
+                found = type(getattr(message, "tool_calls", None)).__name__
                 self._fail(MALFORMED, f"the reply's tool_calls is not a list: {found}")
                 return None
             if calls and not last_round:

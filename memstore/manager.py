@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
-from memstore.errors import StoreBusy
+from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
@@ -146,11 +146,16 @@ class SimpleMemoryManager:
         The episode's buffered rows are written first; if the database is locked past the
         busy timeout (StoreBusy: counted and logged, never raised) they wait, with their
         own episode number, for the next write, and the episode ends all the same (a
-        waiting synthesis loses its ephemeral memory: memstore.synthesis_runner)."""
-        self.flush()
+        waiting synthesis loses its ephemeral memory: memstore.synthesis_runner). A lost
+        connection (DatabaseUnavailable) is raised, as everywhere, but only after the
+        episode ended; what waited still waits."""
+        lost: DatabaseUnavailable | None = None
+        try:
+            self.flush()
+        except DatabaseUnavailable as exc:  # the connection was lost: what waits, waits
+            lost = exc
         self._synthesis.end_episode()
-        dropped = self.store.reset_episode()
-        log.info("episode %s ended: %d ephemeral memories dropped", self._episode, dropped)
+        ended = self._episode
         self._episode = None  # the next one is numbered when it is played
         self.turn = 0
         self._visited.clear()
@@ -158,6 +163,10 @@ class SimpleMemoryManager:
         self._actions.clear()
         self._reasoning.clear()
         self._answers.clear()
+        dropped = self.store.reset_episode()
+        log.info("episode %s ended: %d ephemeral memories dropped", ended, dropped)
+        if lost is not None:
+            raise lost  # the episode ended all the same; the caller learns of the outage
 
     def flush(self) -> bool:
         """Write buffered bookkeeping: visits, no-op decisions, turn records, map events,
@@ -398,6 +407,11 @@ class SimpleMemoryManager:
             "memories_written": self.counters["memories_written"],
             "supersessions": self.counters["supersessions"],
             "invalidations": self.counters["invalidations"],
+            # a memory the answer retired by its handle was retired by another agent while
+            # the model answered: skipped (memstore.store.apply_synthesis's ``stale``)
+            "stale_references": self.counters["stale_references"],
+            # usage numbers (tokens, cost) no database holds: dropped (memstore.llm)
+            "usage_refused": self.counters["usage_refused"],
             # the database stayed locked by another process past the busy timeout
             "store_busy": self.counters["store_busy"],
             "syntheses_waiting": len(self._synthesis.waiting),

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from memstore.errors import AnswerError, StoreBusy, SynthesisErrorKind
+from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
 from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages
@@ -168,14 +168,15 @@ class SynthesisRunner:
         Returns whether everything was written, and what ``synthesis`` changed (None:
         nothing, or it waits). A database locked past the busy timeout (StoreBusy) is never
         raised: it is counted and logged, and what was not written (``synthesis`` too) keeps
-        waiting, in order, for the next call. Any other error is raised as it comes, and
-        the synthesis it came from does not wait (it would fail every later write)."""
+        waiting, in order, for the next call. A lost connection (DatabaseUnavailable) is
+        raised and keeps what waits. Any other error is raised as it comes, and the
+        synthesis it came from does not wait (it would fail every later write)."""
         try:
             while self.waiting:
                 try:
                     self._count_applied(self.store.apply_synthesis(**self.waiting[0]))
-                except StoreBusy:
-                    raise
+                except (StoreBusy, DatabaseUnavailable):
+                    raise  # the database's state, not the row's: it keeps waiting
                 except Exception:
                     del self.waiting[0]
                     raise
@@ -220,6 +221,7 @@ class SynthesisRunner:
         self.counters["memories_written"] += int(applied.new_memory is not None)
         self.counters["supersessions"] += len(applied.superseded)
         self.counters["invalidations"] += len(applied.invalidated)
+        self.counters["stale_references"] += len(applied.stale)
         return applied
 
     @staticmethod

@@ -328,3 +328,48 @@ def test_an_upgrade_link_never_names_a_memory_that_took_the_pruned_successors_id
         assert shown["E note"] is None
         assert [m.title for m in agent.history(64, "Unrelated troll")] == ["Unrelated troll"]
         assert_sound(agent)
+
+
+# --- review round 5: a lost connection while rows wait ------------------------------------------
+
+
+def test_a_lost_connection_while_rows_wait_keeps_them_and_still_ends_the_episode(
+    database: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server session ended while a refused turn waited (a restart): the oldest waiting
+    memory was taken for a bad row and dropped for good, and reset_episode raised before
+    it ended the episode."""
+    from memstore.errors import DatabaseUnavailable
+
+    with (
+        MemoryStore.open(database) as holder,
+        MemoryStore.open(database, busy_timeout_s=0.3) as store,
+    ):
+        manager = SimpleMemoryManager(store)
+        look(manager)
+        with write_lock_held(holder):
+            assert go_north(manager) is None  # refused: waits
+        assert manager.get_status()["syntheses_waiting"] == 1
+        real = store.apply_synthesis
+
+        def lost(*args: Any, **kwargs: Any) -> Any:
+            raise DatabaseUnavailable("the server ended the session (simulated)")
+
+        monkeypatch.setattr(store, "apply_synthesis", lost)
+        monkeypatch.setattr(store, "write_bookkeeping", lost)
+        with pytest.raises(DatabaseUnavailable):
+            manager.reset_episode()
+        assert manager.get_status()["syntheses_waiting"] == 1  # still waits
+        assert manager.turn == 0 and store.get_ephemeral_count() == 0  # the episode ended
+        monkeypatch.setattr(store, "apply_synthesis", real)
+        monkeypatch.undo()
+        assert manager.flush()
+        assert [(m.title, m.turns) for m in store.memories(FIELD)] == [(NORTH, "2")]
+        manager.close()
+        assert_sound(store)
+
+
+def test_stale_references_and_refused_usage_are_in_the_status(tmp_path: Path) -> None:
+    with MemoryStore.open(tmp_path / "m.db") as store:
+        status = SimpleMemoryManager(store).get_status()
+        assert status["stale_references"] == 0 and status["usage_refused"] == 0

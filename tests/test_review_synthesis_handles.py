@@ -227,11 +227,6 @@ def test_a_memory_superseded_while_the_model_answered_is_not_invalidated(
         ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the count needs SynthesisRunner._count_applied and manager.get_status "
-    "(synthesis_runner.py, manager.py: not this change's files) to read applied.stale",
-)
 def test_a_stale_handle_is_counted_in_the_managers_status(database: str | Path) -> None:
     with MemoryStore.open(database) as agent, MemoryStore.open(database) as other:
         assert agent.add_memory(ROOM, "Room", note("Seed", text="old: the troll is here"))
