@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -83,12 +84,15 @@ def sqlite_store(tmp_path: Path) -> Iterator[MemoryStore]:
 def tool_agent(
     store: MemoryStore, completion: Scripted, query: Any = None, **config: Any
 ) -> LLMAgent:
-    agent = LLMAgent(
-        MemstoreConfig(model="openai/fake", **config),
-        completion=completion,  # type: ignore[arg-type]
-        tools=True,
-    )
-    agent.start_episode(SimpleMemoryManager(store, episode=1))
+    # the toolkit's own query model is replaced below: it is not built (a LiteLLMCompletion
+    # imports litellm when built, seconds of this quick test's time)
+    with mock.patch("memstore.memory_tools.default_query_llm", return_value=None):
+        agent = LLMAgent(
+            MemstoreConfig(model="openai/fake", **config),
+            completion=completion,  # type: ignore[arg-type]
+            tools=True,
+        )
+        agent.start_episode(SimpleMemoryManager(store, episode=1))
     assert agent.toolkit is not None
     agent.toolkit.llm = query if query is not None else QueryModel()
     agent.toolkit.add_memory("The lamp is in the living room", 500, 1, 64, "West of House")
@@ -223,7 +227,8 @@ def test_refused_tool_calls_are_counted_across_episodes(sqlite_store: MemoryStor
     )
     agent = tool_agent(sqlite_store, completion)
     agent.choose(OBSERVATION)
-    agent.start_episode(SimpleMemoryManager(sqlite_store, episode=2))  # a new toolkit
+    with mock.patch("memstore.memory_tools.default_query_llm", return_value=None):
+        agent.start_episode(SimpleMemoryManager(sqlite_store, episode=2))  # a new toolkit
     agent.choose(OBSERVATION)
     assert agent.stats()["failures"] == {"tool_refused": 2}
 
