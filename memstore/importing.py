@@ -46,8 +46,8 @@ from memstore.import_plan import (
     memory_key,
 )
 from memstore.md_rows import LocationRow, LocationRows
-from memstore.merge import pair_by_content
 from memstore.models import LocationMemories, Persistence, Status, title_spelling
+from memstore.pairing import pair_by_content
 
 __all__ = [
     "CONTENT_FIELDS",

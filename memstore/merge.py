@@ -24,8 +24,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -34,6 +33,7 @@ from memstore.import_lines import LineFinder
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.models import Memory, Status
+from memstore.pairing import edited_from, pair_by_content, pair_section
 
 __all__ = [
     "MergeConflict",
@@ -200,107 +200,6 @@ def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, 
         yield memory, key, nth, title_nth
 
 
-X = TypeVar("X")
-
-
-def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | None]:
-    """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
-    file's with that key, in its order) is, by index (None: none is left for it).
-
-    Twins, memories with one key (an agent superseded a memory with one of the same title
-    in the same turn), are told apart by what they say, never by where the file has them:
-    a reviewer who deletes, moves or edits one must not pair another with the wrong row.
-    Identical pairs first; then, of the rest, the likeliest pair first (``_likeness``: the
-    same status and link, the same text or the most of it, the same other fields), ties in
-    order."""
-    free = list(range(len(stored)))
-    chosen: list[int | None] = [None] * len(file)
-    for n, memory in enumerate(file):
-        same = next((k for k in free if stored[k] == memory), None)
-        if same is not None:
-            chosen[n] = same
-            free.remove(same)
-    left = [n for n, found in enumerate(chosen) if found is None]
-    if left and free:
-        ranked = sorted(
-            ((n, k) for n in left for k in free),
-            key=lambda pair: (_likeness(file[pair[0]], stored[pair[1]]), -pair[0], -pair[1]),
-            reverse=True,
-        )
-        taken: set[int] = set()
-        for n, k in ranked:
-            if chosen[n] is None and k not in taken:
-                chosen[n] = k
-                taken.add(k)
-    return chosen
-
-
-def _likeness(file: Any, stored: Any) -> tuple[bool, float, int]:
-    """How likely a file's memory is an edit of a stored one of its key: the same status
-    and link (a reviewer edits what a memory says more often than what became of it), the
-    share of the text in common, how many other fields are the same."""
-    same_status = all(getattr(file, name) == getattr(stored, name) for name in STATUS_FIELDS)
-    text = difflib.SequenceMatcher(None, file.text, stored.text, autojunk=False).ratio()
-    others = sum(getattr(file, name) == getattr(stored, name) for name in CONTENT_FIELDS)
-    return same_status, text, others
-
-
-def _pairs(
-    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
-    stored: dict[MemoryKey, list[Any]],
-    memory_of: Callable[[Any], MemoryRow],
-) -> list[int | None]:
-    """For each of a section's memories (``_numbered``), the index of the stored memory of
-    its key it is: its place among its key's when the key has one stored memory at most,
-    else ``pair_by_content``'s choice."""
-    chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
-    twins: dict[MemoryKey, list[int]] = {}
-    for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
-        if len(stored.get(key, ())) > 1:
-            twins.setdefault(key, []).append(n)
-    for key, places in twins.items():
-        olds = [memory_of(item) for item in stored[key]]
-        found = pair_by_content([numbered[n][0] for n in places], olds)
-        for n, index in zip(places, found, strict=True):
-            chosen[n] = index
-    return chosen
-
-
-def _title_likeness(title: str, other: str) -> float:
-    return difflib.SequenceMatcher(None, title, other, autojunk=False).ratio()
-
-
-def _edited_from(
-    memory: MemoryRow,
-    dropped: list[StoredMemory[MemoryRow]],
-    level: int,
-    changed: Callable[[StoredMemory[MemoryRow]], bool],
-    tied: set[int],
-) -> StoredMemory[MemoryRow] | None:
-    """The export's memory that ``memory``, new in the file, was edited from: one the file
-    no longer names at the same location, found (``level``) by the same title (its episode
-    or turns were fixed) or by the same text (its title was). Among several with the same
-    text, the one whose title is likeliest (the most characters in common: a typo fixed);
-    among those left, one the database changed since the export (the safe side: its copy
-    is a conflict, not a live copy of what an agent retired), and the others as likely are
-    added to ``tied``: the file may have renamed any of them, so none is pruned for it.
-    Each is taken once."""
-    if level == 0:
-        found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
-    else:
-        found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
-    if not found:
-        return None
-    if level == 1 and len(found) > 1:
-        likeness = {n: _title_likeness(memory.title, dropped[n].memory.title) for n in found}
-        best = max(likeness.values())
-        found = [n for n in found if likeness[n] == best]
-    chosen = next((n for n in found if changed(dropped[n])), found[0])
-    if changed(dropped[chosen]):
-        tied.update(dropped[n].id for n in found if n != chosen)
-    return dropped.pop(chosen)
-
-
 def _memory_of(stored: StoredMemory[MemoryRow]) -> MemoryRow:
     return stored.memory
 
@@ -360,7 +259,7 @@ def merge_import(
         location_id = entry.location.id
         names[location_id] = entry.location
         numbered = list(_numbered(entry))
-        chosen = _pairs(numbered, base_by_key, _memory_of)
+        chosen = pair_section(numbered, base_by_key, _memory_of)
         for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             bases = base_by_key.get(key, [])
             if index is not None and index < len(bases):
@@ -425,7 +324,7 @@ def merge_import(
     for level in range(2):
         for n, (location_id, memory, _nth) in enumerate(new_in_file):
             if n not in pairs:
-                origin = _edited_from(memory, dropped.get(location_id, []), level, changed, tied)
+                origin = edited_from(memory, dropped.get(location_id, []), level, changed, tied)
                 if origin is not None:
                     pairs[n] = (origin, False)
     # moved: the same title and text where the file dropped it at another location
@@ -453,7 +352,7 @@ def merge_import(
     for location_id, gained in unbased.items():
         for memory in gained:
             for level in range(2):
-                origin = _edited_from(memory, dropped.get(location_id, []), level, changed, tied)
+                origin = edited_from(memory, dropped.get(location_id, []), level, changed, tied)
                 if origin is not None:
                     if changed(origin):
                         renamed.add(origin.id)
@@ -542,7 +441,7 @@ def _two_way(
         location_id = entry.location.id
         memories = []
         numbered = list(_numbered(entry))
-        chosen = _pairs(numbered, by_key, _itself)
+        chosen = pair_section(numbered, by_key, _itself)
         for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             olds = by_key.get(key, [])
             if index is not None and index < len(olds) and _backwards(memory, olds[index]):

@@ -1,0 +1,135 @@
+"""How the import pairs a file's memories with stored ones: pure functions over rows.
+
+* ``pair_by_content``: twins, memories with one key (location, title, episode, turns),
+  told apart by what they say;
+* ``pair_section``: every memory of a file's section with the stored memory of its key;
+* ``edited_from``: the export's memory a memory new in the file was edited from (its
+  title, or its episode or turns, changed).
+
+Used by ``memstore.merge`` (file against the export's base) and ``memstore.importing``
+(the merged file against the database).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey
+from memstore.md_rows import MemoryRow
+
+__all__ = ["edited_from", "likeness", "pair_by_content", "pair_section", "title_likeness"]
+
+
+class _HasRow(Protocol):
+    """A stored memory: its row id and its memory (memstore.merge.StoredMemory)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def memory(self) -> MemoryRow: ...
+
+
+Stored = TypeVar("Stored", bound=_HasRow)
+
+
+def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | None]:
+    """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
+    file's with that key, in its order) is, by index (None: none is left for it).
+
+    Twins, memories with one key (an agent superseded a memory with one of the same title
+    in the same turn), are told apart by what they say, never by where the file has them:
+    a reviewer who deletes, moves or edits one must not pair another with the wrong row.
+    Identical pairs first; then, of the rest, the likeliest pair first (``likeness``: the
+    same status and link, the same text or the most of it, the same other fields), ties in
+    order."""
+    free = list(range(len(stored)))
+    chosen: list[int | None] = [None] * len(file)
+    for n, memory in enumerate(file):
+        same = next((k for k in free if stored[k] == memory), None)
+        if same is not None:
+            chosen[n] = same
+            free.remove(same)
+    left = [n for n, found in enumerate(chosen) if found is None]
+    if left and free:
+        ranked = sorted(
+            ((n, k) for n in left for k in free),
+            key=lambda pair: (likeness(file[pair[0]], stored[pair[1]]), -pair[0], -pair[1]),
+            reverse=True,
+        )
+        taken: set[int] = set()
+        for n, k in ranked:
+            if chosen[n] is None and k not in taken:
+                chosen[n] = k
+                taken.add(k)
+    return chosen
+
+
+def likeness(file: Any, stored: Any) -> tuple[bool, float, int]:
+    """How likely a file's memory is an edit of a stored one of its key: the same status
+    and link (a reviewer edits what a memory says more often than what became of it), the
+    share of the text in common, how many other fields are the same."""
+    same_status = all(getattr(file, name) == getattr(stored, name) for name in STATUS_FIELDS)
+    text = difflib.SequenceMatcher(None, file.text, stored.text, autojunk=False).ratio()
+    others = sum(getattr(file, name) == getattr(stored, name) for name in CONTENT_FIELDS)
+    return same_status, text, others
+
+
+def pair_section(
+    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
+    stored: dict[MemoryKey, list[Any]],
+    memory_of: Callable[[Any], MemoryRow],
+) -> list[int | None]:
+    """For each of a section's memories (``merge._numbered``: memory, key, its place among
+    its key's, its place among its title's), the index of the stored memory of
+    its key it is: its place among its key's when the key has one stored memory at most,
+    else ``pair_by_content``'s choice."""
+    chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
+    twins: dict[MemoryKey, list[int]] = {}
+    for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
+        if len(stored.get(key, ())) > 1:
+            twins.setdefault(key, []).append(n)
+    for key, places in twins.items():
+        olds = [memory_of(item) for item in stored[key]]
+        found = pair_by_content([numbered[n][0] for n in places], olds)
+        for n, index in zip(places, found, strict=True):
+            chosen[n] = index
+    return chosen
+
+
+def title_likeness(title: str, other: str) -> float:
+    """How like two titles are: the share of their characters in common (0 to 1)."""
+    return difflib.SequenceMatcher(None, title, other, autojunk=False).ratio()
+
+
+def edited_from(
+    memory: MemoryRow,
+    dropped: list[Stored],
+    level: int,
+    changed: Callable[[Stored], bool],
+    tied: set[int],
+) -> Stored | None:
+    """The export's memory that ``memory``, new in the file, was edited from: one the file
+    no longer names at the same location, found (``level``) by the same title (its episode
+    or turns were fixed) or by the same text (its title was). Among several with the same
+    text, the one whose title is likeliest (the most characters in common: a typo fixed);
+    among those left, one the database changed since the export (the safe side: its copy
+    is a conflict, not a live copy of what an agent retired), and the others as likely are
+    added to ``tied``: the file may have renamed any of them, so none is pruned for it.
+    Each is taken once."""
+    if level == 0:
+        found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
+    else:
+        found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
+    if not found:
+        return None
+    if level == 1 and len(found) > 1:
+        alike = {n: title_likeness(memory.title, dropped[n].memory.title) for n in found}
+        best = max(alike.values())
+        found = [n for n in found if alike[n] == best]
+    chosen = next((n for n in found if changed(dropped[n])), found[0])
+    if changed(dropped[chosen]):
+        tied.update(dropped[n].id for n in found if n != chosen)
+    return dropped.pop(chosen)
