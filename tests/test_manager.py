@@ -371,6 +371,8 @@ def test_the_configured_database_and_model_reach_the_readme_agent_loop(tmp_path,
     configured = tmp_path / "configured.db"
     monkeypatch.setenv("MEMSTORE_DB", str(configured))
     monkeypatch.setenv("MEMSTORE_MODEL", "openai/some-model")
+    # the manager's LiteLLMCompletion imports litellm when built (seconds); no call is made
+    monkeypatch.setattr("memstore.llm.import_litellm", lambda: None)
     with MemoryStore.open() as store:
         manager = SimpleMemoryManager(store)
         assert manager.mode == "llm"
