@@ -41,12 +41,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import describe  # noqa: E402
 
 from exporters import render_memories_md  # noqa: E402
+from memstore import executor  # noqa: E402
 from memstore.cli import main  # noqa: E402
 from memstore.export_file import write_atomically  # noqa: E402
 from memstore.md_store import export_memories_md  # noqa: E402
@@ -56,6 +58,7 @@ from memstore.models import (  # noqa: E402
     Memory,
     parse_turns,  # noqa: E402
 )
+from memstore.schema import ephemeral_ddl  # noqa: E402
 from memstore.store import MemoryStore  # noqa: E402
 from memstore.store_import import import_memories  # noqa: E402
 
@@ -232,6 +235,70 @@ def schema_floor_import(folder: Path, rows: list[tuple[object, ...]], i: int) ->
     return elapsed
 
 
+class _Recorder:
+    """A driver connection that records what the executor runs on it (the replay's input)."""
+
+    def __init__(self, driver: Any, log: list[tuple[str, Any, bool]]) -> None:
+        self.driver, self.log = driver, log
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        self.log.append((sql, parameters, False))
+        return self.driver.execute(sql, parameters)
+
+    def cursor(self) -> Any:
+        recorder = self
+
+        class Cursor:
+            def executemany(self, sql: str, rows: Any) -> Any:
+                rows = list(rows)
+                recorder.log.append((sql, rows, True))
+                return recorder.driver.cursor().executemany(sql, rows)
+
+        return Cursor()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.driver, name)
+
+
+def import_statements(folder: Path, text: str) -> list[tuple[str, Any, bool]]:
+    """Every statement one import runs through memstore's executor, with its parameters
+    (SQL, parameters, whether it is an executemany)."""
+    log: list[tuple[str, Any, bool]] = []
+    real = executor.driver_of
+    executor.driver_of = lambda conn: _Recorder(real(conn), log)  # type: ignore[assignment]
+    try:
+        with MemoryStore.open(folder / "recorded.db") as store:
+            import_memories(store, text, apply=True)
+    finally:
+        executor.driver_of = real  # type: ignore[assignment]
+    return log
+
+
+def replay_import(folder: Path, statements: list[tuple[str, Any, bool]], i: int) -> float:
+    """Raw sqlite3: the import's own statements, with their parameters, on an empty database
+    of memstore's schema, in one durable transaction. Not the issue's floor: the part of
+    the import that no speed-up of memstore's Python can remove."""
+    path = folder / f"replay{i}.db"
+    MemoryStore.open(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("ATTACH DATABASE ':memory:' AS ephemeral")
+    for statement in ephemeral_ddl():
+        conn.execute(statement)
+    start = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    for sql, parameters, many in statements:
+        if many:
+            conn.executemany(sql, parameters)
+        else:
+            conn.execute(sql, parameters).fetchall()
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
 def export_run(folder: Path, text: str, i: int) -> tuple[float, float, float]:
     """memstore's export (rows, render, atomic write), the same through the public models
     (``export_snapshot``), and the floor (SELECT every row, write it as text, fsync) on the
@@ -260,10 +327,12 @@ def export_run(folder: Path, text: str, i: int) -> tuple[float, float, float]:
 def ratio_samples(folder: Path, text: str, runs: int) -> dict[str, list[float]]:
     """Interleaved samples: an import, its floor, an export and its floor, in turn."""
     rows = floor_rows(text)
+    statements = import_statements(folder, text)
     samples: dict[str, list[float]] = {
         "import": [],
         "import floor": [],
         "schema floor": [],
+        "replay": [],
         "export": [],
         "export (models)": [],
         "export floor": [],
@@ -272,6 +341,7 @@ def ratio_samples(folder: Path, text: str, runs: int) -> dict[str, list[float]]:
         samples["import"].append(library_run(folder, text, 1000 + i))
         samples["import floor"].append(floor_import(folder, rows, i))
         samples["schema floor"].append(schema_floor_import(folder, rows, i))
+        samples["replay"].append(replay_import(folder, statements, i))
         ours, models, floor = export_run(folder, text, i)
         samples["export"].append(ours)
         samples["export (models)"].append(models)
@@ -311,6 +381,10 @@ def print_ratios(samples: dict[str, list[float]], runs: int) -> None:
         f"table, its indexes and CHECK constraints, {ms['schema floor']:.1f} ms, is itself "
         f"{paired('schema floor', 'import floor'):.1f}x that floor; the import is "
         f"{paired('import', 'schema floor'):.1f}x it)\n"
+        f"    (not the issue's floor either: the import's own SQL statements, replayed with "
+        f"their parameters through raw sqlite3 on memstore's schema, {ms['replay']:.1f} ms, "
+        f"are {paired('replay', 'import floor'):.2f}x that floor: the part no speed-up of "
+        f"memstore's Python removes)\n"
         f"  export (md_store.export_memories_md + write_atomically) {ms['export']:.1f} ms / "
         f"SELECT + write + fsync {ms['export floor']:.1f} ms = "
         f"{ms['export'] / ms['export floor']:.1f}x "
