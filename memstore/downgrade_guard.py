@@ -46,6 +46,7 @@ DOWNGRADE_DROPS: dict[str, tuple[Drop, ...]] = {
     ),
     "0007": (("turn_records", "outcome"),),
     "0008": (),
+    "0009": (("location_names", None),),
 }
 
 

@@ -21,7 +21,7 @@ from memstore.import_plan import ChangeKind, ImportPlan, MemoryChange, MemoryKey
 from memstore.models import Category, Persistence, Status, parse_turns
 from memstore.rows import now
 from memstore.schema import location_episodes, locations, memories, memory_links
-from memstore.versions import next_version, record_history
+from memstore.versions import next_version, record_history, record_renames
 
 __all__ = ["apply_plan"]
 
@@ -82,7 +82,8 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     it changed. Every row it changes, deletes or adds is stamped with one new version of
     the change counter, and the state it replaced is kept (memstore.versions).
 
-    Order: locations (name from the file, visits = max(file, database), episodes = union);
+    Order: the names the file changes, kept (``record_renames``); locations (name from the
+    merged file, visits = max(file, database), episodes = union);
     field and status updates (memories becoming SUPERSEDED first, so a title is free before
     another memory takes it); with ``prune``, the deletion of the memories missing from the
     file - never a location; the inserts, in file order; then the supersession links of
@@ -92,13 +93,16 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     first and that does not close a cycle). When no memory has that title the link keeps
     its turn and episode but no successor.
     """
-    _write_locations(conn, plan)
     touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
     if prune:
         touched.update(c.location_id for c in plan.missing)
+    renamed = [(c.location_id, c.name) for c in plan.locations if c.old and c.old.name != c.name]
+    version = next_version(conn) if touched or renamed else 0
+    if renamed:  # the names they replace are kept, as a memory's earlier state is
+        record_renames(conn, renamed, version)
+    _write_locations(conn, plan)
     if not touched:
         return touched
-    version = next_version(conn)
     ids: dict[MemoryKey, list[int]] | None = None
 
     def row_id(change: MemoryChange) -> int:

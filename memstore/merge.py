@@ -33,11 +33,13 @@ from memstore.import_lines import LineFinder
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.models import Memory, Status
+from memstore.name_merge import NameConflict, merge_name
 from memstore.pairing import edited_from, pair_by_content, pair_section
 
 __all__ = [
     "MergeConflict",
     "MergeResult",
+    "NameConflict",
     "Resolution",
     "StoredMemory",
     "merge_import",
@@ -151,7 +153,7 @@ class MergeResult:
     """The file as it should be read against the database now, and what conflicted."""
 
     locations: tuple[LocationRows, ...]
-    conflicts: tuple[MergeConflict, ...]
+    conflicts: tuple[MergeConflict | NameConflict, ...]
     warnings: tuple[str, ...]
 
 
@@ -222,10 +224,13 @@ def merge_import(
     prune: bool,
     lines: LineFinder,
     warnings: Iterable[str] = (),
+    base_names: dict[int, str] | None = None,
 ) -> MergeResult:
     """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
     in stored order) against ``base`` (the memories at the file's export, by row id; None
-    for a file with no usable base)."""
+    for a file with no usable base). ``base_names``: the name each location renamed since
+    the export had then (``memstore.versions.names_at``; the others had the one they have
+    now), for the 3-way merge of the names (``memstore.name_merge``)."""
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
@@ -240,7 +245,7 @@ def merge_import(
                 stored
             )
 
-    conflicts: list[MergeConflict] = []
+    conflicts: list[MergeConflict | NameConflict] = []
     kept: dict[int, list[tuple[int, MemoryRow]]] = {}  # location -> (row id, memory)
     added: dict[int, list[MemoryRow]] = {}  # location -> memories new in the file
     claimed: set[int] = set()  # row ids the file speaks for
@@ -413,8 +418,18 @@ def merge_import(
             keep(stored.location_id, stored.id, stored.memory)  # learned after the export
 
     locations = []
+    earlier = base_names or {}
+    theirs = resolution is Resolution.THEIRS
     for location_id in sorted(set(kept) | set(added) | set(names)):
+        where = current_locations.get(location_id)
         info = names.get(location_id) or current_locations[location_id]
+        if where is not None and info is not where:
+            line = lines.location_lines.get(location_id, 0)
+            info, clash = merge_name(
+                info, where, earlier.get(location_id, where.name), theirs, line
+            )
+            if clash is not None:
+                conflicts.append(clash)
         ordered = [memory for _id, memory in sorted(kept.get(location_id, ()))]
         ordered.extend(added.get(location_id, ()))
         locations.append(LocationRows(info, tuple(ordered)))

@@ -88,6 +88,14 @@ VISIT_LOCATION = OnConflict(
     values={"id": bindparam("id"), "name": bindparam("name"), "visit_count": 1},
     update=lambda excluded: {"name": excluded.name, "visit_count": locations.c.visit_count + 1},
 )
+#: a visit to a location stored under the name it is visited with (one row, or none: a
+#: new location, or one visited under another name, which ``VISIT_LOCATION`` writes)
+VISIT_KNOWN = (
+    update(locations)
+    .where(locations.c.id == bindparam("visit_id"), locations.c.name == bindparam("visit_name"))
+    .values(visit_count=locations.c.visit_count + 1)
+)
+LOCATION_NAME = select(locations.c.name).where(locations.c.id == bindparam("id"))
 VISIT_EPISODE = OnConflict(location_episodes)
 INSERT_DECISION = insert(synthesis_decisions)
 INSERT_TURNS = insert(turn_records)

@@ -34,7 +34,7 @@ from memstore.outcome import Outcome
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -298,6 +298,25 @@ Index(
     "ix_memory_history_replaced_version_memory_id",
     memory_history.c.replaced_version,
     memory_history.c.memory_id,
+)
+
+# --- revision 0009: the names a location had, for the 3-way import of its name ------------
+
+#: the name a location had before the change ``replaced_version`` renamed it (an agent's
+#: visit under another name, or an import), so an import can tell which side renamed it
+#: since a file was exported
+location_names = Table(
+    "location_names",
+    metadata,
+    Column("id", BigInt, primary_key=True),
+    Column("location_id", BigInt, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("replaced_version", BigInt, nullable=False),
+)
+Index(
+    "ix_location_names_replaced_version_location_id",
+    location_names.c.replaced_version,
+    location_names.c.location_id,
 )
 
 # --- revision 0006: the map (rooms by location id, connections, exit failures, pruned exits) ---

@@ -47,9 +47,11 @@ from memstore.queries import (
     INSERT_LINK,
     INSERT_MEMORY,
     INSERT_TURNS,
+    LOCATION_NAME,
     MARK_SUPERSEDED,
     TIER_NUMBER,
     VISIT_EPISODE,
+    VISIT_KNOWN,
     VISIT_LOCATION,
 )
 from memstore.retrieval import ContextRow, view_row
@@ -72,7 +74,9 @@ from memstore.store_reads import StoreReads
 from memstore.versions import (
     WriteVersion,
     allocate_episode,
+    next_version,
     record_history,
+    record_renames,
 )
 
 
@@ -101,7 +105,13 @@ class MemoryStore(StoreReads):
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
         for location_id, name, episode in bookkeeping.visits:
-            _run(conn, VISIT_LOCATION, {"id": location_id, "name": name})
+            visit = {"visit_id": location_id, "visit_name": name}
+            if _run(conn, VISIT_KNOWN, visit).rowcount != 1:  # new, or renamed
+                if _run(conn, LOCATION_NAME, {"id": location_id}).fetchone() is not None:
+                    # a rename is a change like a memory's: an import tells by its version
+                    # whether the database or the file renamed it since an export
+                    record_renames(conn, [(location_id, name)], next_version(conn))
+                _run(conn, VISIT_LOCATION, {"id": location_id, "name": name})
             _run(conn, VISIT_EPISODE, {"location_id": location_id, "episode": episode})
         _run_many(conn, INSERT_DECISION, bookkeeping.decisions)
         _run_many(conn, INSERT_TURNS, bookkeeping.turns)

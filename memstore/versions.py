@@ -27,6 +27,8 @@ from memstore.models import MAX_EPISODE
 from memstore.rows import now
 from memstore.schema import (
     location_episodes,
+    location_names,
+    locations,
     memories,
     memory_history,
     memory_links,
@@ -43,8 +45,10 @@ __all__ = [
     "allocate_episode",
     "create_identity",
     "identity",
+    "names_at",
     "next_version",
     "record_history",
+    "record_renames",
     "rows_fingerprint",
     "state_at",
 ]
@@ -56,6 +60,18 @@ _BUMP = (
 )
 _BUMP_RETURNING = _BUMP.returning(store_meta.c.change_counter)
 _COUNTER = select(store_meta.c.change_counter).where(store_meta.c.id == 1)
+
+_RECORD_NAME = insert(location_names).from_select(
+    ["location_id", "name", "replaced_version"],
+    select(locations.c.id, locations.c.name, bindparam("version")).where(
+        locations.c.id == bindparam("location_id"), locations.c.name != bindparam("new_name")
+    ),
+)
+_NAMES_SINCE = (
+    select(location_names.c.location_id, location_names.c.name)
+    .where(location_names.c.replaced_version > bindparam("version"))
+    .order_by(location_names.c.location_id, location_names.c.replaced_version.desc())
+)
 
 _NEXT_EPISODE = (
     update(store_meta)
@@ -256,3 +272,26 @@ def state_at(
                 memory_id, row.location_id, row.created_version, to_memory(row)
             )
     return state
+
+
+def record_renames(conn: Connection, renames: Iterable[tuple[int, str]], version: int) -> None:
+    """Keep the name each location of ``renames`` (location id, its new name) has now, as
+    the name ``version`` replaced, when the new name differs from it (a location not
+    stored yet has no earlier name)."""
+    rows = [
+        {"version": version, "location_id": location_id, "new_name": name}
+        for location_id, name in renames
+    ]
+    if len(rows) == 1:
+        run(conn, _RECORD_NAME, rows[0])
+    else:
+        run_many(conn, _RECORD_NAME, rows)
+
+
+def names_at(conn: Connection, version: int) -> dict[int, str]:
+    """The name each location renamed since ``version`` had at ``version``, by location id
+    (a location not in it has had the name it has now since then, or has none stored)."""
+    earlier: dict[int, str] = {}
+    for location_id, name in run(conn, _NAMES_SINCE, {"version": version}):
+        earlier[location_id] = name  # the last one per location: the earliest rename
+    return earlier

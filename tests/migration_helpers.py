@@ -21,6 +21,18 @@ from tests.test_migration_0003 import alembic_config
 
 MEMSTORE = Path(sys.executable).with_name("memstore")
 
+#: the tables the revisions after 0008 add, as ``values_of`` reads them on a database they
+#: upgraded: there, and empty
+ADDED_AFTER_0008 = {"location_names": (["id", "location_id", "name", "replaced_version"], [])}
+
+
+def and_later_tables(
+    values: dict[str, tuple[list[str], list[tuple[object, ...]]]],
+) -> dict[str, tuple[list[str], list[tuple[object, ...]]]]:
+    """``values`` (``values_of`` a database at 0008 or before) with the tables the later
+    revisions add, empty: what the same database holds once upgraded to head."""
+    return {**values, **ADDED_AFTER_0008}
+
 
 def db_upgrade(db: str | Path, *options: str) -> subprocess.CompletedProcess[str]:
     """``memstore --db DB [OPTIONS] db upgrade`` in another process, its output captured."""
@@ -69,6 +81,21 @@ def digest_of(db: Path) -> dict[str, str]:
             for row in conn.execute(f'SELECT {select} FROM "{table}" ORDER BY {order}'):  # noqa: S608
                 digest.update(repr(row).encode())
             found[table] = digest.hexdigest()
+        return found
+    finally:
+        conn.close()
+
+
+def digest_before_later_tables(db: Path) -> dict[str, str]:
+    """``digest_of`` a database upgraded from 0008 or before, without the tables the later
+    revisions add, which must be empty there."""
+    found = digest_of(db)
+    conn = sqlite3.connect(db)
+    try:
+        for table in ADDED_AFTER_0008:
+            count = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]  # noqa: S608
+            assert count == 0, f"{table} holds {count} rows after the upgrade"
+            del found[table]
         return found
     finally:
         conn.close()

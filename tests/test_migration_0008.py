@@ -84,6 +84,7 @@ def test_upgrade_keeps_every_row_and_gives_a_new_databases_schema(tmp_path: Path
     assert revision(db) == "0008"
     assert snapshot(db) == before and table_rows(db) == rows_before
     assert " IN (" not in check_sql(db)
+    command.upgrade(alembic_config(db), "head")  # the later revisions only add tables
     MemoryStore.open(tmp_path / "new.db").close()
     assert schema_of(db) == schema_of(tmp_path / "new.db")
 

@@ -27,7 +27,14 @@ from alembic import command
 
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
-from tests.migration_helpers import MEMSTORE, db_upgrade, digest_of, leftovers, quiet_config
+from tests.migration_helpers import (
+    MEMSTORE,
+    db_upgrade,
+    digest_before_later_tables,
+    digest_of,
+    leftovers,
+    quiet_config,
+)
 from tests.test_migration_0003 import new_database_at, revision
 from tests.test_migration_0008 import populated_0007
 from tests.test_store_schema import schema_of
@@ -82,8 +89,9 @@ def test_an_upgrade_killed_mid_rebuild_leaves_0007_and_a_rerun_succeeds(
         assert schema_of(db) == schema and digest_of(db) == values
         rerun = db_upgrade(db)
         assert rerun.returncode == 0, rerun.stderr
-        assert "revision before: 0007" in rerun.stdout and "revision after: 0008" in rerun.stdout
-        assert revision(db) == HEAD_REVISION and digest_of(db) == values
+        assert "revision before: 0007" in rerun.stdout
+        assert f"revision after: {HEAD_REVISION}" in rerun.stdout
+        assert revision(db) == HEAD_REVISION and digest_before_later_tables(db) == values
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA journal_mode").fetchone() == (journal,)
 
@@ -117,7 +125,10 @@ def test_db_upgrade_waits_for_another_process_s_write_lock_then_upgrades(tmp_pat
         upgrade = db_upgrade(db)
     assert upgrade.returncode == 0, upgrade.stderr
     assert time.monotonic() - started >= 2.0  # it waited for the commit
-    assert upgrade.stdout.splitlines()[1:] == ["revision before: 0007", "revision after: 0008"]
+    assert upgrade.stdout.splitlines()[1:] == [
+        "revision before: 0007",
+        f"revision after: {HEAD_REVISION}",
+    ]
     assert revision(db) == HEAD_REVISION
     with sqlite3.connect(db) as conn:  # the other process's row is there
         assert conn.execute("SELECT name FROM map_rooms WHERE id = 5").fetchall() == [("held",)]

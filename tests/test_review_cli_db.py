@@ -389,7 +389,7 @@ def test_db_current_on_a_newer_database_says_to_use_a_newer_memstore(
 # --- C8 / C9: revisions db upgrade cannot go to ---------------------------------------------
 
 
-@pytest.mark.parametrize("given", ["", "0008+1", "  "])
+@pytest.mark.parametrize("given", ["", f"{HEAD_REVISION}+1", "  "])
 def test_db_upgrade_to_an_unknown_revision_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str
 ) -> None:
