@@ -113,18 +113,26 @@ def planned_steps(
 def refuse_going_back(migration_context: MigrationContext, heads: tuple[str, ...]) -> None:
     """An upgrade with nothing to do whose destination is behind the database's revision
     (``upgrade 0001`` at 0008): alembic would do nothing and say nothing; refused in one line.
-    alembic's own downgrade planner tells whether the destination is behind."""
-    destination = migration_context.opts.get("destination_rev")
-    try:
-        # its heads as alembic's own downgrade command passes them (a tuple)
-        behind = context.script._downgrade_revs(str(destination), heads)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - not a destination a downgrade reaches: not behind
-        return
-    if behind:
+    Behind: ``base`` while the database has a revision, or a revision that is an ancestor of
+    the database's (read through the script directory's public revision map)."""
+    destination = str(migration_context.opts.get("destination_rev"))
+    if heads and _passed(destination, heads):
         raise CommandError(
             f"revision {destination} is behind the database's revision "
             f"{revision_label(heads)}: upgrade only goes forward; nothing was done"
         )
+
+
+def _passed(destination: str, heads: tuple[str, ...]) -> bool:
+    if destination == "base":
+        return True
+    script = context.script
+    try:  # each walk starts at its upper revision (a relative one like head-1 resolved)
+        reached = [r.revision for r in script.iterate_revisions(destination, "base")]
+        passed = {r.revision for head in heads for r in script.iterate_revisions(head, "base")}
+    except Exception:  # noqa: BLE001 - not a revision alembic places: not behind
+        return False
+    return bool(reached) and reached[0] not in heads and reached[0] in passed
 
 
 def data_loss_allowed() -> bool:
