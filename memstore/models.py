@@ -52,11 +52,16 @@ class Persistence(StrEnum):
         return self is not Persistence.EPHEMERAL
 
     def may_be_superseded_by(self, new: Persistence) -> bool:
-        """The one rule for persistence transitions (spec 002): anything may be superseded
-        by something on disk, and an ephemeral memory by an ephemeral one; a core or
-        permanent memory never by an ephemeral one (a game mechanic or the spawn state
-        would be lost at the episode's end)."""
-        return new.on_disk or not self.on_disk
+        """The one rule for persistence transitions (spec 004 "Allowed Transitions"): an
+        ephemeral memory may be superseded by anything (an ephemeral update, or the upgrade
+        to core or permanent); a core memory by a core or permanent one; a permanent memory
+        only by a permanent one (a game mechanic is not spawn state). A core or permanent
+        memory never by an ephemeral one: it would be lost at the episode's end."""
+        if not self.on_disk:
+            return True
+        if self is Persistence.PERMANENT:
+            return new is Persistence.PERMANENT
+        return new.on_disk
 
 
 class Tier(StrEnum):
