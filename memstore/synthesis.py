@@ -37,6 +37,7 @@ from memstore.synthesis_answer import (  # noqa: F401
     MAX_SUPERSEDES,
     MemorySynthesisResponse,
     Reference,
+    handle_in,
     has_lone_surrogate,
     json_schema_response_format,
     loggable_text,
@@ -224,7 +225,12 @@ def _resolve(
         return []
     found: dict[int, Memory] = {}  # by identity: two memories of one title are two
     for ref in refs:
-        memory = by_handle.get(ref) if isinstance(ref, int) else by_title.get(ref)
+        if isinstance(ref, int):
+            memory = by_handle.get(ref)
+        else:  # an exact title first, then a handle written as text ("[2]")
+            memory = by_title.get(ref)
+            if memory is None and (handle := handle_in(ref)) is not None:
+                memory = by_handle.get(handle)
         if memory is None:
             hallucinated.append(ref)
         elif memory.status is Status.SUPERSEDED:

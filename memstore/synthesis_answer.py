@@ -36,7 +36,11 @@ MAX_LISTED_REFERENCES = 50
 MAX_ANSWER_CHARS = 100_000
 
 #: A reference like 2, "2" or "[2]" is a handle; anything else is a title.
-_HANDLE = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
+#: a handle as the prompt writes it ("[2]"): read as that handle wherever it appears
+_BRACKETED = re.compile(r"^\s*\[\s*(\d+)\s*\]\s*$")
+#: a handle written as a bare number ("2"), at most 18 digits: read as a handle only when
+#: no memory has that title (``handle_in``)
+_HANDLE = re.compile(r"^\s*\[?\s*(\d{1,18})\s*\]?\s*$")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 Reference = int | str
@@ -84,6 +88,13 @@ def _storable(value: str, what: str) -> str:
 # --------------------------------------------------------------------------- the answer
 
 
+def handle_in(reference: str) -> int | None:
+    """The handle a text reference writes as a bare number (``"2"``), or None. It is read
+    so only when no memory has that exact title: a memory may be titled ``"2"``."""
+    match = _HANDLE.match(reference)
+    return int(match.group(1)) if match else None
+
+
 def _normalise_references(value: object) -> object:
     """Accept a list/set/tuple (or a single value) of handles and titles; keep order, dedupe."""
     if value is None:
@@ -103,9 +114,9 @@ def _normalise_references(value: object) -> object:
     for item in value:
         if isinstance(item, bool):
             raise ValueError(f"a memory reference must be a handle or a title, got {item!r}")
-        if isinstance(item, str):
+        if isinstance(item, str):  # a title, a handle as shown ("[2]"), or either ("2")
             _storable(item, "a memory reference")
-            match = _HANDLE.match(item)
+            match = _BRACKETED.match(item)
             if match:
                 item = int(match.group(1))
             elif not item.strip():

@@ -138,8 +138,12 @@ def test_spec_title_field_names_are_accepted_as_aliases() -> None:
 
 
 def test_handle_strings_become_handles_and_duplicates_collapse() -> None:
-    response = MemorySynthesisResponse.model_validate(answer(supersedes=["[2]", "2", 2, " 3 "]))
-    assert response.supersedes == (2, 3)
+    # a bare number stays text: it is a title first, a handle only when no memory has that
+    # title (tests/test_numeric_title_reference.py)
+    response = MemorySynthesisResponse.model_validate(
+        answer(supersedes=["[2]", "2", 2, " [ 3 ] ", "[3]"])
+    )
+    assert response.supersedes == (2, "2", 3)
 
 
 def test_boolean_reference_is_rejected() -> None:
