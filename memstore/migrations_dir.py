@@ -21,16 +21,22 @@ _DOWN = re.compile(r'^down_revision\s*=\s*(?:"([^"]*)"|None)', re.MULTILINE)
 
 @cache
 def migrations_path() -> Path:
-    """The folder holding alembic's ``env.py`` and ``versions/``."""
+    """The folder holding alembic's ``env.py`` and ``versions/``: the one that belongs to
+    the imported package. Installed, it is the package's ``migrations`` folder; in a
+    checkout (an editable install, or the tree on ``PYTHONPATH``), the ``migrations/``
+    beside the package. Only when neither is there is the import system asked
+    (``memstore.migrations`` as a resource), which an editable install of ANOTHER tree
+    would answer with that tree's migrations."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / "migrations", package.parent / "migrations"):
+        if (folder / "env.py").is_file():
+            return folder
     try:
         installed = Path(str(resources.files("memstore.migrations")))
     except (ModuleNotFoundError, TypeError):
         installed = None
     if installed is not None and (installed / "env.py").is_file():
         return installed
-    checkout = Path(__file__).resolve().parent.parent / "migrations"
-    if (checkout / "env.py").is_file():
-        return checkout
     raise FileNotFoundError("memstore's migrations are not installed with this package")
 
 
