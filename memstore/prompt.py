@@ -223,7 +223,9 @@ def _action_section(
         if delta
         else f"- Score delta: 0 (score {ctx.score_after})"
     )
-    if ctx.location_changed:
+    if ctx.location_changed and ctx.location_after is None:  # reported, with no values
+        lines.append("- Moved (the caller reported a move; the destination was not given)")
+    elif ctx.location_changed:
         before = (
             f"{location_name} ({ctx.location_before})"
             if ctx.location_before == location_id
@@ -238,6 +240,8 @@ def _action_section(
     else:
         lines.append("- Location unchanged")
     gained, lost = ctx.items_gained, ctx.items_lost
+    if ctx.inventory_changed and not (gained or lost):  # reported, with no values
+        lines.append("- Inventory changed (the caller reported it; the items were not given)")
     lines.append(
         f"- Items gained: {_item_list(gained, ctx.item_names)}"
         if gained

@@ -46,6 +46,11 @@ class ZMachineContext(BaseModel):
     #: optional display names, filled by the game adapter for readable offline memories
     location_after_name: str | None = None
     item_names: dict[int, str] = Field(default_factory=dict)
+    #: changes the caller reported without the values they come from: spec 002's plain
+    #: dict says ``location_changed`` and ``inventory_changed`` as flags
+    #: (``memstore.spec_context``): ``location_changed`` and ``inventory_changed`` are
+    #: true then, and fire their triggers, with no destination or item made up
+    reported: frozenset[Trigger] = Field(default_factory=frozenset)
 
     @property
     def score_delta(self) -> int:
@@ -53,11 +58,16 @@ class ZMachineContext(BaseModel):
 
     @property
     def location_changed(self) -> bool:
-        return self.location_before != self.location_after
+        return (
+            self.location_before != self.location_after or Trigger.LOCATION_CHANGED in self.reported
+        )
 
     @property
     def inventory_changed(self) -> bool:
-        return self.inventory_before != self.inventory_after
+        return (
+            self.inventory_before != self.inventory_after
+            or Trigger.INVENTORY_CHANGED in self.reported
+        )
 
     @property
     def items_gained(self) -> frozenset[int]:

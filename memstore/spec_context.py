@@ -1,0 +1,67 @@
+"""Spec 002's plain ``z_machine_context`` dict, read as a ZMachineContext.
+
+The orchestrator of spec 002 ("Conditional Prompt Injection") passes::
+
+    {'first_visit', 'score_delta', 'location_changed', 'inventory_changed', 'died',
+     'response_length'}
+
+``first_visit``, ``died`` and ``response_length`` are ZMachineContext fields. The other
+three are what ZMachineContext works out from values before and after the action, so here
+they are read as such:
+
+* ``score_delta``: the score after the action, counted from 0 before it (a memory's score
+  change is the difference; the turn record's scores are then relative to the turn);
+  unless the dict also gives ``score_before`` or ``score_after``, which win;
+* ``location_changed`` and ``inventory_changed``: when true and the dict gives neither
+  value of that pair, a change the caller reported (``ZMachineContext.reported``): the
+  trigger fires, and nothing is made up (no destination is known, so the map records no
+  exit; no item is named).
+
+Any other key (a typo such as ``scoreafter``, a key of a later spec) is not read: the
+caller learns which (``context_from_mapping``'s second value), and the manager counts
+and logs them. A value of the wrong type is the caller's mistake: ValueError or TypeError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memstore.triggers import Trigger, ZMachineContext
+
+__all__ = ["SPEC_KEYS", "context_from_mapping"]
+
+#: the spec-002 keys that are not ZMachineContext fields
+SPEC_KEYS = ("score_delta", "location_changed", "inventory_changed")
+
+_FIELDS = frozenset(ZMachineContext.model_fields) - {"reported"}
+
+
+def _flag(value: Mapping[str, Any], key: str) -> bool:
+    flag = value.get(key, False)
+    if not isinstance(flag, bool):
+        raise TypeError(f"z_machine_context[{key!r}] must be true or false, got {flag!r}")
+    return flag
+
+
+def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tuple[str, ...]]:
+    """The context spec 002's dict (or any mapping of ZMachineContext's fields) describes,
+    and the keys it did not read, sorted."""
+    fields = {key: item for key, item in value.items() if key in _FIELDS}
+    ignored = sorted(repr(key) if not isinstance(key, str) else key for key in value)
+    ignored = [key for key in ignored if key not in _FIELDS and key not in SPEC_KEYS]
+    delta = value.get("score_delta")
+    if delta is not None:
+        if not isinstance(delta, int) or isinstance(delta, bool):
+            raise TypeError(f"z_machine_context['score_delta'] must be an int, got {delta!r}")
+        if "score_before" not in fields and "score_after" not in fields:
+            fields["score_after"] = delta
+    reported: set[Trigger] = set()
+    pairs = (
+        ("location_changed", ("location_before", "location_after"), Trigger.LOCATION_CHANGED),
+        ("inventory_changed", ("inventory_before", "inventory_after"), Trigger.INVENTORY_CHANGED),
+    )
+    for key, pair, trigger in pairs:
+        if _flag(value, key) and not any(name in fields for name in pair):
+            reported.add(trigger)
+    return ZMachineContext(**fields, reported=frozenset(reported)), tuple(ignored)
