@@ -17,6 +17,11 @@ A file without ``metadata.memstore`` (ZorkGPT's own) gets: verifications from
 whole number that brings memstore's rule closest to the file's ``connection_confidence``
 (0 without one; at most 10,000), and episode 0, turn 0 for times (unknown; Map.md leaves
 them empty).
+
+**The map's own rules** across fields (memstore.map_json_rules, which gives what memstore
+and ZorkGPT can each write): a room connected to itself is refused; a pruned exit that
+``connections`` holds as taken is un-pruned, reported in one line; a connection first seen
+after it was last seen is kept (memstore's recorder writes it when agents share a database).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from memstore.errors import MapStateError
@@ -41,6 +46,7 @@ from memstore.map_graph import (
     stored_action,
     visible,
 )
+from memstore.map_json_rules import check_move, listed, unprune_taken
 from memstore.models import INT64_MAX, unstorable_text
 
 #: metadata.version written (ZorkGPT's)
@@ -71,8 +77,6 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _MAX_DIGITS = len(str(MAX_INTEGER))
 #: a file's confidence further than this from memstore's rule for the counts kept is reported
 _CONFIDENCE_TOLERANCE = 0.001
-#: at most this many keys are named in one reported line
-_LISTED = 5
 
 
 class ParsedMapState(NamedTuple):
@@ -168,12 +172,6 @@ def _time(value: Any, where: str) -> tuple[int, int]:
     return _whole(value[0], where), _whole(value[1], where)
 
 
-def _listed(keys: Iterable[str]) -> str:
-    keys = list(keys)
-    shown = ", ".join(keys[:_LISTED])
-    return shown + (f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else "")
-
-
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, value in pairs:
@@ -232,6 +230,9 @@ class _Reader:
         self.connections(extras.get("connections", {}))
         self.exit_failures(extras.get("exit_failures", {}))
         self.pruned(extras.get("pruned_exits", {}))
+        unpruned = unprune_taken(self.graph)
+        if unpruned is not None:
+            self.notes.append(unpruned)
         self.metadata()
         return ParsedMapState(self.graph, tuple(self.report()))
 
@@ -300,6 +301,7 @@ class _Reader:
                     raise _refuse(where, f"is the same exit as {_shown(spelled[key])} ({key})")
                 spelled[key] = exit_
                 to_id = _whole(to, where)
+                check_move(room, to_id, where)
                 self.room(room)
                 self.room(to_id)
                 self.graph.connections[(room, key)] = self.connection(
@@ -309,7 +311,7 @@ class _Reader:
             self.notes.append(
                 f"connection_confidence: {len(self.mismatched)} value(s) that memstore's rule "
                 f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
-                f"and works confidence out from them: {_listed(self.mismatched)}"
+                f"and works confidence out from them: {listed(self.mismatched)}"
             )
         for name, table in tables.items():
             orphans = [
@@ -318,7 +320,7 @@ class _Reader:
             if orphans:
                 self.notes.append(
                     f"{name}: {len(orphans)} key(s) name no connection in connections, "
-                    f"left out: {_listed(orphans)}"
+                    f"left out: {listed(orphans)}"
                 )
 
     def connection(
@@ -384,7 +386,7 @@ class _Reader:
             self.notes.append(
                 f"exit_failure_counts: {len(kept_out)} count(s) of actions that are not "
                 f"directions, left out (memstore counts failed directions only): "
-                f"{_listed(kept_out)}"
+                f"{listed(kept_out)}"
             )
 
     def pruned(self, extra: dict[str, Any]) -> None:
@@ -409,7 +411,7 @@ class _Reader:
         if kept_out:
             self.notes.append(
                 f"pruned_exits: {len(kept_out)} pruned action(s) that are not directions, "
-                f"left out (memstore prunes directions only): {_listed(kept_out)}"
+                f"left out (memstore prunes directions only): {listed(kept_out)}"
             )
 
     def metadata(self) -> None:
@@ -436,13 +438,13 @@ class _Reader:
         if untaken:
             yield (
                 f"rooms: {len(untaken)} listed exit(s) with no connection, left out (memstore "
-                f"keeps the exits that moved the player): {_listed(untaken)}"
+                f"keeps the exits that moved the player): {listed(untaken)}"
             )
         if self.missing_rooms:
             missing = [str(room) for room in sorted(self.missing_rooms)]
             yield (
                 f"rooms: {len(missing)} room(s) used elsewhere but not in rooms, added "
-                f"without a name: {_listed(missing)}"
+                f"without a name: {listed(missing)}"
             )
         yield from self.notes
 
