@@ -11,6 +11,12 @@ The outputs follow every export's one rule (memstore.export_file.foreign_file): 
 there (an eval report JSON, an eval markdown table, a PNG), checked before anything is
 played and again just before it is written; anything else is refused unless --force. All
 three are written atomically (a hard link keeps the old content, with a warning).
+
+When the LLM agent's model played no turn of an arm for some seed (every call failed or
+gave no command, so the explorer played it all), the table says so, judges no target on
+that play, the outputs are still written, and the command exits 1 (one error line: which
+arm and seed, the failed calls by kind, the last failure), as ``memstore demo`` does when
+every call failed.
 """
 
 from __future__ import annotations
@@ -286,6 +292,7 @@ DB_FOLDER = (
 )
 def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.cli import load_settings
+    from memstore.eval_report import model_failure
     from memstore.evaluation import (
         PlotUnavailable,
         plot_report,
@@ -352,6 +359,9 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
             ctx.print(f"wrote {plot_report(report, args.plot, warn=warn, unchanged=unchanged)}")
         except PlotUnavailable:
             ctx.print(PLOT_HINT)
+    failure = model_failure(report)
+    if failure is not None:  # the report says so too, and is written: exit 1, as demo does
+        raise CliError(failure)
     return 0
 
 

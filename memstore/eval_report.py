@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING, Any
 from memstore.eval_results import (
     ARM_LABELS,
     ARMS,
+    LAST_FAILURE,
     MEMORY,
     NO_MEMORY,
     REPEAT_KINDS,
     REPEAT_LABELS,
     EpisodeResult,
     EvalReport,
+    Target,
     fmt,
+    never_played_text,
 )
 from memstore.llm_agent import is_tool_refusal
 
@@ -79,15 +82,25 @@ def report_json(report: EvalReport, *, timing: bool = True) -> dict[str, Any]:
         "moves": report.moves,
         "seeds": report.seeds,
         "arms": {arm: summary.as_dict() for arm, summary in report.arms.items()},
-        "targets": [
-            {"target": t.name, "met": t.met, "measured": t.measured} for t in report.targets()
-        ],
+        "targets": [_target_json(t) for t in report.targets()],
     }
+    if report.agent == "llm":  # each arm and seed the model played no turn of
+        data["model_never_played"] = [
+            {"arm": arm, "seed": seed} for arm, seed in report.model_never_played()
+        ]
     if timing:
         data["timing"] = {
             "seconds": round(report.seconds, 1),
             "overhead_us_per_turn": {arm: summary.overhead for arm, summary in report.arms.items()},
         }
+    return data
+
+
+def _target_json(target: Target) -> dict[str, Any]:
+    """A target as JSON: ``met`` true, false, or null with ``not_judged`` (why)."""
+    data: dict[str, Any] = {"target": target.name, "met": target.met, "measured": target.measured}
+    if target.met is None:
+        data["not_judged"] = target.not_judged
     return data
 
 
@@ -159,10 +172,45 @@ def _counts(what: str, found: Mapping[str, int]) -> str:
 
 
 def _target_lines(report: EvalReport) -> list[str]:
-    return [
-        f"{'met' if t.met else 'NOT MET'}: {t.name} (measured: {t.measured})"
-        for t in report.targets()
-    ] + [_why_line(report)]
+    """What the model never played (if anything), then each target: met, NOT MET, or not
+    judged and why; then what the repeats with memory were."""
+    lines = []
+    if never := report.model_never_played():
+        lines.append(
+            f"{never_played_text(never, f'the model ({report.model})')}: every turn was the "
+            "explorer's (every model call failed or gave no command); no target is judged on "
+            "that play"
+        )
+    for t in report.targets():
+        if t.met is None:
+            lines.append(f"not judged: {t.name} ({t.not_judged}; measured: {t.measured})")
+        else:
+            lines.append(f"{'met' if t.met else 'NOT MET'}: {t.name} (measured: {t.measured})")
+    return [*lines, _why_line(report)]
+
+
+def model_failure(report: EvalReport) -> str | None:
+    """One line for the error ``memstore eval`` exits with when the model played no turn of
+    an arm (``EvalReport.model_never_played``): which, how its calls failed, the last
+    failure; None when it played some turn of each (or the agent is the explorer)."""
+    never = report.model_never_played()
+    if not never:
+        return None
+    failed: dict[str, int] = {}
+    last = None
+    for arm in ARMS:
+        llm = report.arms[arm].llm
+        for kind, count in llm.get("agent_failures", {}).items():
+            if count and not is_tool_refusal(kind):
+                failed[kind] = failed.get(kind, 0) + count
+        last = llm.get(LAST_FAILURE) or last
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) or "none counted"
+    text = never_played_text(never, f"the model ({report.model})")
+    return (
+        f"{text}: every model call failed or gave no command (failed calls: {kinds})"
+        + (f"; the last: {last}" if last else "")
+        + "; no target was judged on that play"
+    )
 
 
 def _why_line(report: EvalReport) -> str:

@@ -38,6 +38,10 @@ COVERAGE_TARGET = 0.80
 BY_EPISODE = 3
 
 
+#: the key of an arm's ``llm`` that holds the LLM agent's last failure, when it had one
+LAST_FAILURE = "agent_last_failure"
+
+
 def rate(count: int, total: int) -> float:
     return round(count / total, 4) if total else 0.0
 
@@ -69,6 +73,8 @@ def add_llm(total: dict[str, Any], more: Mapping[str, Any]) -> None:
     for key in ("agent_failures", "synthesis_failures"):
         for kind, count in more.get(key, {}).items():
             total[key][kind] = total[key].get(kind, 0) + count
+    if more.get(LAST_FAILURE):  # the LLM agent's last failure (absent without one)
+        total[LAST_FAILURE] = more[LAST_FAILURE]
 
 
 @dataclass
@@ -95,6 +101,9 @@ class EpisodeResult:
     overhead_us: list[float] = field(default_factory=list, repr=False)
     #: the across-episode repeats by what the turn was (``REPEAT_KINDS``)
     repeat_kinds: dict[str, int] = field(default_factory=dict)
+    #: the LLM agent's turns whose command was the model's (the others were the explorer's,
+    #: its fallback when a call fails or gives no command); None for the explorer agent
+    model_turns: int | None = None
 
     @property
     def coverage(self) -> float:
@@ -128,7 +137,7 @@ class EpisodeResult:
             "repeats_by_kind": {
                 kind: self.repeat_kinds[kind] for kind in REPEAT_KINDS if kind in self.repeat_kinds
             },
-        }
+        } | ({} if self.model_turns is None else {"model_turns": self.model_turns})
 
 
 @dataclass
@@ -210,11 +219,13 @@ class ArmSummary:
 
 @dataclass(frozen=True)
 class Target:
-    """One of the issue's targets: met or not, with the measured figures."""
+    """One of the issue's targets: met, not met, or not judged (``met`` None, and
+    ``not_judged`` says why: the run cannot show it), with the measured figures."""
 
     name: str
-    met: bool
+    met: bool | None
     measured: str
+    not_judged: str = ""
 
 
 @dataclass
@@ -233,34 +244,104 @@ class EvalReport:
     #: the LLM agent was offered the memory tools
     tools: bool = False
 
+    def model_never_played(self) -> list[tuple[str, int]]:
+        """Each (arm, seed) whose LLM agent made calls but played none of the model's
+        commands (every call failed or gave no command: the explorer, its fallback, played
+        every turn); [] for the explorer agent."""
+        played: dict[tuple[str, int], int] = {}  # one pass: seeds x episodes may be 100,000
+        for arm in ARMS:
+            for e in self.arms[arm].episodes:
+                if e.model_turns is not None:
+                    played[arm, e.seed] = played.get((arm, e.seed), 0) + e.model_turns
+        return [(arm, seed) for arm in ARMS for seed in self.seeds if played.get((arm, seed)) == 0]
+
     def targets(self) -> list[Target]:
-        """The issue's "done when", judged on the measured figures (means over seeds)."""
+        """The issue's "done when", judged on the measured figures (means over seeds); a
+        target is not judged (``met`` None) on play it is not about: an arm the model
+        never played (``model_never_played``), one episode for "across episodes", fewer
+        than BY_EPISODE for "by episode 3"."""
         memory, none = self.arms[MEMORY], self.arms[NO_MEMORY]
         with_mem, without = memory.rate("repeated_across"), none.rate("repeated_across")
         last = min(BY_EPISODE, self.episodes)
+        at = "" if last == BY_EPISODE else f" at episode {last}"
         coverage = memory.mean(last, lambda e: e.coverage) or 0.0
         rooms = (memory.mean(last, lambda e: e.rooms), none.mean(last, lambda e: e.rooms))
         score = (memory.mean(last, lambda e: e.score), none.mean(last, lambda e: e.score))
+        never = self.model_never_played()
+        memory_only = never_played_text([found for found in never if found[0] == MEMORY])
+        both = never_played_text(never)
+        across = (
+            ""
+            if self.episodes >= 2
+            else f"needs at least 2 episodes to repeat anything across episodes; this run "
+            f"played {self.episodes}"
+        )
+        by = (
+            ""
+            if self.episodes >= BY_EPISODE
+            else f"needs {BY_EPISODE} episodes (it is judged at episode {BY_EPISODE}); this run "
+            f"played {self.episodes}"
+        )
         return [
-            Target(
+            _target(
                 f"repeated failed actions with memory, across episodes, < {REPEAT_TARGET:.0%}",
                 with_mem < REPEAT_TARGET,
                 f"{with_mem:.1%}",
+                memory_only,
+                across,
             ),
-            Target(
+            _target(
                 "... and at most half of the memory-off arm",
                 with_mem <= without / 2,
                 f"{with_mem:.1%} vs {without:.1%}",
+                both,
+                across,
             ),
-            Target(
-                f"location coverage >= {COVERAGE_TARGET:.0%} by episode {last} (with memory)",
+            _target(
+                f"location coverage >= {COVERAGE_TARGET:.0%} by episode {BY_EPISODE} (with memory)",
                 coverage >= COVERAGE_TARGET,
-                f"{coverage:.0%}",
+                f"{coverage:.0%}{at}",
+                memory_only,
+                by,
             ),
-            Target(
-                f"more distinct rooms or more score by episode {last} with memory",
+            _target(
+                f"more distinct rooms or more score by episode {BY_EPISODE} with memory",
                 (rooms[0] or 0) > (rooms[1] or 0) or (score[0] or 0) > (score[1] or 0),
                 f"rooms {fmt(rooms[0])} vs {fmt(rooms[1])}, "
-                f"score {fmt(score[0])} vs {fmt(score[1])}",
+                f"score {fmt(score[0])} vs {fmt(score[1])}{at}",
+                both,
+                by,
             ),
         ]
+
+
+#: at most this many seeds are named for an arm the model never played (then "N more")
+NAMED_SEEDS = 10
+
+
+def never_played_text(never: Sequence[tuple[str, int]], who: str = "the model") -> str:
+    """``the model played no turn with memory (seed 1) nor without memory (seeds 1, 2)``
+    (``who`` first), or "" when ``never`` (``EvalReport.model_never_played``) is empty."""
+    parts = []
+    for arm in ARMS:
+        seeds = [seed for found, seed in never if found == arm]
+        if not seeds:
+            continue
+        named = ", ".join(map(str, seeds[:NAMED_SEEDS]))
+        if len(seeds) > NAMED_SEEDS:
+            named += f" and {len(seeds) - NAMED_SEEDS:,} more"
+        parts.append(f"{ARM_LABELS[arm]} (seed{'s' if len(seeds) > 1 else ''} {named})")
+    return f"{who} played no turn {' nor '.join(parts)}" if parts else ""
+
+
+def _target(name: str, met: bool, measured: str, never: str, precondition: str) -> Target:
+    """A target, not judged when the model never played an arm it uses (``never``: which)
+    or when the run cannot meet its ``precondition`` (why not)."""
+    reasons = []
+    if never:
+        reasons.append(f"{never}: that play was the explorer's")
+    if precondition:
+        reasons.append(precondition)
+    if reasons:
+        return Target(name, None, measured, "; ".join(reasons))
+    return Target(name, met, measured)

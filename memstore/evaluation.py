@@ -17,7 +17,9 @@ rooms reached, score at the end, the turn of the first point, deaths, repeated f
 actions across episodes and within one (by the game's evidence, and by the older "changed
 no score, location or inventory"), location coverage (visited rooms with a memory at the
 episode's end), memory tokens given to the agent per turn (median, p95), the memory
-system's overhead per turn, LLM calls and failures (the agent's and synthesis').
+system's overhead per turn, LLM calls and failures (the agent's and synthesis'), and the
+LLM agent's turns whose command was the model's (``EpisodeResult.model_turns``: the others
+were its fallback's, the explorer's).
 ``EvalReport`` holds it all (memstore.eval_results); ``report_json``, ``render_table``,
 ``render_markdown`` and ``plot_report`` present it (memstore.eval_report). This module plays
 and computes; it prints nothing.
@@ -52,6 +54,7 @@ from memstore.eval_results import (
     BY_EPISODE,
     COVERAGE_TARGET,
     FOR_NOW,
+    LAST_FAILURE,
     MEMORY,
     MODEL,
     NO_MEMORY,
@@ -324,6 +327,7 @@ def _play_arm(
                 manager = SimpleMemoryManager(store, writer, synthesis_llm, run_id=f"{arm}-{seed}")
             assert manager is not None and store is not None
             agent.start_episode(manager)
+            fallbacks = _fallbacks(agent)
             stored_episode = manager.episode
             text, snapshot = game.reset()
             observation = observe(game, snapshot, text)
@@ -358,11 +362,12 @@ def _play_arm(
             covered = {number: store.locations_with_memory(stored_episode)}
             manager.reset_episode()
             records += mine
-            results.append(
-                _episode_result(
-                    seed, arm, number, mine, records, rooms, observation, covered, over, kinds
-                )
+            result = _episode_result(
+                seed, arm, number, mine, records, rooms, observation, covered, over, kinds
             )
+            if fallbacks is not None:  # the LLM agent: the turns the model's command played
+                result.model_turns = played - ((_fallbacks(agent) or 0) - fallbacks)
+            results.append(result)
         assert manager is not None and store is not None
         _close(manager, store, llm)
     stats = getattr(agent, "stats", None)
@@ -370,7 +375,15 @@ def _play_arm(
         agent_stats = stats()
         llm["agent_calls"] += agent_stats.get("calls", 0)
         add_llm(llm, {"agent_failures": agent_stats.get("failures", {})})
+        add_llm(llm, {LAST_FAILURE: getattr(agent, "last_failure", None)})
     return results, llm
+
+
+def _fallbacks(agent: AgentLike) -> int | None:
+    """The turns the LLM agent's fallback (the explorer) played so far; None for an agent
+    without ``stats()`` (the explorer itself)."""
+    stats = getattr(agent, "stats", None)
+    return int(stats().get("fallbacks", 0)) if callable(stats) else None
 
 
 def _close(manager: SimpleMemoryManager, store: Any, llm: dict[str, Any]) -> None:

@@ -1,0 +1,266 @@
+"""memstore eval's verdicts on its targets: a target is judged only on play it is about.
+
+A review found `memstore eval --agent llm` whose every model call failed exiting 0 with
+the targets "met", for play the explorer did (the LLM agent falls back to the explorer on
+each failed call); the coverage target, which the spec sets "by Episode 3", judged "by
+episode 1"; and "at most half of the memory-off arm" met at 0.0% vs 0.0% with one episode,
+where nothing can be repeated "across episodes". Now:
+
+* the model playing no turn of an arm (for some seed: every call failed or gave no
+  command) is said plainly, no target using that arm's figures is judged ("not judged:"
+  and why), the report is still written, and the command exits 1, as `memstore demo` does;
+* a target whose precondition the run cannot meet (at least 2 episodes "across episodes",
+  3 episodes "by episode 3") is not judged either, and says why (exit 0: nothing failed);
+* some failed calls (the model played some turns) change nothing but the "LLM calls:" line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from memstore.config import MemstoreConfig
+from memstore.evaluation import (
+    MEMORY,
+    NO_MEMORY,
+    ArmSummary,
+    EpisodeResult,
+    EvalReport,
+    render_markdown,
+    render_table,
+    report_json,
+    run_eval,
+)
+from tests.cli_helpers import run
+
+try:
+    from tests.fixtures.walkthrough import rom_or_skip
+except ModuleNotFoundError:  # pragma: no cover - depends on how pytest was started
+    from fixtures.walkthrough import rom_or_skip  # type: ignore[no-redef]
+
+
+def episode(arm: str, seed: int, number: int, **figures: Any) -> EpisodeResult:
+    values: dict[str, Any] = {
+        "seed": seed, "arm": arm, "episode": number, "turns": 10, "rooms": 5, "score": 0,
+        "first_point_turn": None, "deaths": 0, "game_over": False, "repeated_across": 0,
+        "repeated_within": 0, "repeated_across_old": 0, "repeated_within_old": 0,
+        "failed_turns": 0, "coverage_with_memory": 5, "coverage_visited": 5,
+    }  # fmt: skip
+    values.update(figures)
+    return EpisodeResult(**values)
+
+
+def report(
+    episodes: int,
+    *,
+    agent: str = "llm",
+    seeds: tuple[int, ...] = (1,),
+    model_turns: dict[tuple[str, int], int] | None = None,
+) -> EvalReport:
+    """Both arms, ``episodes`` each per seed; for the LLM agent, the model played every
+    turn (10 an episode) but those ``model_turns`` gives per (arm, seed), per episode."""
+    arms = {}
+    for arm in (MEMORY, NO_MEMORY):
+        played = []
+        for seed in seeds:
+            turns = None
+            if agent == "llm":
+                turns = (model_turns or {}).get((arm, seed), 10)
+            rooms = 8 if arm == MEMORY else 5  # from episode 2: memory helps
+            played += [
+                episode(
+                    arm,
+                    seed,
+                    n,
+                    model_turns=turns,
+                    rooms=rooms if n > 1 else 5,
+                    repeated_across=0 if arm == MEMORY or n == 1 else 4,
+                )  # fmt: skip
+                for n in range(1, episodes + 1)
+            ]
+        arms[arm] = ArmSummary(arm, played)
+    model = "openai/fake" if agent == "llm" else "no model"
+    return EvalReport(agent, episodes, 10, list(seeds), model, arms)
+
+
+def verdicts(found: EvalReport) -> list[bool | None]:
+    return [t.met for t in found.targets()]
+
+
+# --- the model played no turn -----------------------------------------------------------------
+
+
+def test_an_arm_the_model_never_played_judges_no_target_on_it() -> None:
+    failed = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 0})
+    assert failed.model_never_played() == [(MEMORY, 1), (NO_MEMORY, 1)]
+    assert verdicts(failed) == [None, None, None, None]
+    for target in failed.targets():
+        assert "the model played no turn" in target.not_judged
+    table = render_table(failed)
+    assert "met:" not in table.replace("not judged:", "") and "NOT MET" not in table
+    assert table.count("not judged: ") == 4
+    assert "the model (openai/fake) played no turn with memory (seed 1) nor without memory " \
+        "(seed 1): every turn was the explorer's" in table  # fmt: skip
+    data = report_json(failed)
+    assert [t["met"] for t in data["targets"]] == [None, None, None, None]
+    assert all("the model played no turn" in t["not_judged"] for t in data["targets"])
+    assert data["model_never_played"] == [
+        {"arm": "memory", "seed": 1},
+        {"arm": "no_memory", "seed": 1},
+    ]
+    assert json.loads(json.dumps(data)) == data
+    assert "- not judged: " in render_markdown(failed)
+
+
+def test_one_seed_the_model_never_played_is_enough() -> None:
+    """Seed 2's memory arm was the explorer's: its means over the seeds mix that in."""
+    half = report(3, seeds=(1, 2), model_turns={(MEMORY, 2): 0})
+    assert half.model_never_played() == [(MEMORY, 2)]
+    assert verdicts(half) == [None, None, None, None]  # every target uses the memory arm
+
+
+def test_only_the_targets_using_the_arm_the_model_never_played_are_not_judged() -> None:
+    """The memory-only targets are judged on the memory arm, which the model played."""
+    found = report(3, model_turns={(NO_MEMORY, 1): 0})
+    met = verdicts(found)
+    assert met[1] is None and met[3] is None  # they compare with the memory-off arm
+    assert met[0] is True and met[2] is True  # memory only: judged
+    assert "without memory (seed 1)" in found.targets()[1].not_judged
+
+
+def test_some_failed_calls_keep_the_verdicts() -> None:
+    partial = report(3, seeds=(1, 2), model_turns={(MEMORY, 1): 1, (NO_MEMORY, 2): 3})
+    assert partial.model_never_played() == []
+    assert verdicts(partial) == verdicts(report(3, seeds=(1, 2))) == [True, True, True, True]
+    assert "not judged" not in render_table(partial)
+    assert "model_never_played" in report_json(partial)  # an LLM report says it: none
+    assert report_json(partial)["model_never_played"] == []
+
+
+def test_the_explorer_report_is_unchanged_by_the_verdicts() -> None:
+    """Every target judged: the JSON has the shape the committed example report has."""
+    data = report_json(report(3, agent="explorer"))
+    assert "model_never_played" not in data
+    assert all(set(t) == {"target", "met", "measured"} for t in data["targets"])
+    assert all("model_turns" not in e for e in data["arms"]["memory"]["episodes"])
+
+
+# --- what the run cannot show -----------------------------------------------------------------
+
+
+def test_one_episode_judges_nothing_across_episodes_nor_by_episode_3() -> None:
+    one = report(1, agent="explorer")
+    assert verdicts(one) == [None, None, None, None]
+    reasons = [t.not_judged for t in one.targets()]
+    assert "needs at least 2 episodes" in reasons[0] and "this run played 1" in reasons[0]
+    assert "needs at least 2 episodes" in reasons[1]
+    assert "needs 3 episodes" in reasons[2] and "this run played 1" in reasons[2]
+    assert "needs 3 episodes" in reasons[3]
+    names = [t.name for t in one.targets()]
+    assert "by episode 3" in names[2] and "by episode 3" in names[3]  # never "by episode 1"
+    table = render_table(one)
+    assert "location coverage >= 80% by episode 3 (with memory): not judged" not in table
+    assert "not judged: location coverage >= 80% by episode 3 (with memory) (needs 3 " in table
+
+
+def test_two_episodes_judge_the_repeats_but_not_by_episode_3() -> None:
+    assert verdicts(report(2, agent="explorer")) == [True, True, None, None]
+    assert verdicts(report(3, agent="explorer")) == [True, True, True, True]
+
+
+def test_the_reasons_are_given_once_each() -> None:
+    """Both the model and the episodes: the two reasons, the model's first."""
+    both = report(1, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 0})
+    reason = both.targets()[2].not_judged
+    assert reason.index("the model played no turn") < reason.index("needs 3 episodes")
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+class FailingModel:
+    """A model whose every call raises, as an unreachable provider's."""
+
+    def __init__(self, config: Any, **_: Any) -> None:
+        self.calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], **_: Any) -> Any:
+        self.calls += 1
+        raise ConnectionError("connection refused")
+
+
+class WalkingModel:
+    """A model that answers "north" to its first call of each agent, then fails."""
+
+    def __init__(self, config: Any, **_: Any) -> None:
+        self.calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], **_: Any) -> Any:
+        self.calls += 1
+        if self.calls > 1:
+            raise ConnectionError("connection refused")
+        message = SimpleNamespace(content="north", tool_calls=None)
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)])
+
+
+def llm_eval(tmp_path: Path, *more: str) -> list[str]:
+    out = tmp_path / "out"
+    return ["eval", "--agent", "llm", "--model", "openai/fake", "--seeds", "1", "--no-progress",
+            "--rom", str(rom_or_skip()), "--db", str(tmp_path / "dbs"), "--json",
+            str(out / "r.json"), "--markdown", str(out / "r.md"), *more]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_eval_whose_every_model_call_failed_says_so_judges_nothing_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review's reproduction: `--episodes 1 --moves 3`, every call failing."""
+    monkeypatch.setattr("memstore.llm.LiteLLMCompletion", FailingModel)
+    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "1", "--moves", "3"))
+    assert code == 1
+    assert "LLM calls: agent 3 (3 failed: provider_error 3)" in out
+    target_lines = [line for line in out.splitlines() if "measured:" in line]
+    assert len(target_lines) == 4
+    assert all(line.startswith("not judged: ") for line in target_lines), out
+    assert "played no turn with memory (seed 1) nor without memory (seed 1)" in out
+    assert f"wrote {tmp_path / 'out' / 'r.json'}" in out  # the report is still written
+    error = err.strip().splitlines()[-1]
+    assert error.startswith("memstore: error: the model (openai/fake) played no turn")
+    assert "provider_error" in error and "ConnectionError: connection refused" in error
+    data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
+    assert [t["met"] for t in data["targets"]] == [None, None, None, None]
+    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [0]
+    markdown = (tmp_path / "out" / "r.md").read_text(encoding="utf-8")
+    assert "- not judged: " in markdown and "- met: " not in markdown
+
+
+@pytest.mark.slow
+def test_eval_whose_model_played_some_turns_judges_the_targets_and_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memstore.llm.LiteLLMCompletion", WalkingModel)
+    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "2"))
+    assert code == 0, err
+    assert "LLM calls: agent 6 (5 failed: provider_error 5)" in out  # visible, as before
+    assert "not judged" not in out and "played no turn" not in out
+    assert sum(line.startswith(("met: ", "NOT MET: ")) for line in out.splitlines()) == 4
+    data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
+    assert data["model_never_played"] == []
+    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [1, 0, 0]
+
+
+@pytest.mark.slow
+def test_run_eval_counts_the_turns_the_model_played(tmp_path: Path) -> None:
+    config = MemstoreConfig(model="openai/fake")
+    found = run_eval(agent="llm", episodes=2, moves=2, seeds=[1], folder=tmp_path / "a",
+                     config=config, rom=rom_or_skip(), agent_llm=FailingModel(config))  # fmt: skip
+    assert [e.model_turns for e in found.arms[MEMORY].episodes] == [0, 0]
+    assert found.model_never_played() == [(MEMORY, 1), (NO_MEMORY, 1)]
+    explorer = run_eval(agent="explorer", episodes=1, moves=2, seeds=[1], folder=tmp_path / "b",
+                        rom=rom_or_skip())  # fmt: skip
+    assert [e.model_turns for e in explorer.arms[MEMORY].episodes] == [None]
+    assert explorer.model_never_played() == []
