@@ -224,13 +224,13 @@ def merge_import(
     prune: bool,
     lines: LineFinder,
     warnings: Iterable[str] = (),
-    base_names: dict[int, str] | None = None,
+    base_names: dict[int, list[str]] | None = None,
 ) -> MergeResult:
     """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
     in stored order) against ``base`` (the memories at the file's export, by row id; None
-    for a file with no usable base). ``base_names``: the name each location renamed since
-    the export had then (``memstore.versions.names_at``; the others had the one they have
-    now), for the 3-way merge of the names (``memstore.name_merge``)."""
+    for a file with no usable base). ``base_names``: the names each location renamed since
+    the export had from then on (``memstore.versions.names_since``; the others had the one
+    they have now), for the 3-way merge of the names (``memstore.name_merge``)."""
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
@@ -425,9 +425,7 @@ def merge_import(
         info = names.get(location_id) or current_locations[location_id]
         if where is not None and info is not where:
             line = lines.location_lines.get(location_id, 0)
-            info, clash = merge_name(
-                info, where, earlier.get(location_id, where.name), theirs, line
-            )
+            info, clash = merge_name(info, where, earlier.get(location_id, ()), theirs, line)
             if clash is not None:
                 conflicts.append(clash)
         ordered = [memory for _id, memory in sorted(kept.get(location_id, ()))]

@@ -21,7 +21,7 @@ from memstore.invariants import check_invariants
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_rows_of
 from memstore.md_store import location_rows, stored_rows, stored_rows_at
 from memstore.merge import Resolution, StoredMemory, merge_import
-from memstore.versions import identity, names_at, rows_fingerprint
+from memstore.versions import identity, names_since, rows_fingerprint
 
 __all__ = [
     "ImportConflict",
@@ -118,7 +118,7 @@ def import_memories(
             prune=prune,
             lines=lines,
             warnings=warnings,
-            base_names=names_at(conn, base.version) if base is not None else None,
+            base_names=names_since(conn, base.version) if base is not None else None,
         )
         plan = plan_import(
             _grouped(current, current_locations),

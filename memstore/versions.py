@@ -45,7 +45,7 @@ __all__ = [
     "allocate_episode",
     "create_identity",
     "identity",
-    "names_at",
+    "names_since",
     "next_version",
     "record_history",
     "record_renames",
@@ -70,7 +70,7 @@ _RECORD_NAME = insert(location_names).from_select(
 _NAMES_SINCE = (
     select(location_names.c.location_id, location_names.c.name)
     .where(location_names.c.replaced_version > bindparam("version"))
-    .order_by(location_names.c.location_id, location_names.c.replaced_version.desc())
+    .order_by(location_names.c.location_id, location_names.c.replaced_version)
 )
 
 _NEXT_EPISODE = (
@@ -288,10 +288,12 @@ def record_renames(conn: Connection, renames: Iterable[tuple[int, str]], version
         run_many(conn, _RECORD_NAME, rows)
 
 
-def names_at(conn: Connection, version: int) -> dict[int, str]:
-    """The name each location renamed since ``version`` had at ``version``, by location id
-    (a location not in it has had the name it has now since then, or has none stored)."""
-    earlier: dict[int, str] = {}
+def names_since(conn: Connection, version: int) -> dict[int, list[str]]:
+    """For each location renamed since ``version``, by location id, the names it had from
+    ``version`` on, oldest first: the name at ``version``, then each later one but the
+    name it has now (a location not in it has had the name it has now since then, or
+    has none stored)."""
+    earlier: dict[int, list[str]] = {}
     for location_id, name in run(conn, _NAMES_SINCE, {"version": version}):
-        earlier[location_id] = name  # the last one per location: the earliest rename
+        earlier.setdefault(location_id, []).append(name)
     return earlier

@@ -16,6 +16,7 @@ import pytest
 
 from exporters import render_memories_md
 from memstore.merge import NameConflict, Resolution
+from memstore.models import Memory
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
 from tests.cli_helpers import run
@@ -166,3 +167,45 @@ def test_the_command_names_a_rename_conflict_and_applies_it_with_theirs(
     assert code == 0
     with MemoryStore.open(db_path) as store:
         assert name_of(store, 7) == "Galley"
+
+
+# --- review round 2 -----------------------------------------------------------------------
+
+
+def test_re_importing_a_file_whose_rename_was_imported_keeps_an_agent_s_later_rename(
+    kitchen: MemoryStore,
+) -> None:
+    """Was: export, the reviewer renames Kitchen -> Galley and imports; the game then calls
+    the room Kitchen again on the next visit; importing the same file again renamed it back
+    to Galley with no conflict (the name at the export was Kitchen, like the database's)."""
+    reviewed = renamed_in_file(exported(kitchen), 7, "Kitchen", "Galley")
+    assert import_memories(kitchen, reviewed, apply=True).applied
+    kitchen.record_visit(7, "Kitchen", 2)  # the game's own name
+
+    again = import_memories(kitchen, reviewed, apply=True)
+
+    assert not again.plan.conflicts and not again.plan.has_changes, again.plan.summary()
+    assert name_of(kitchen, 7) == "Kitchen"
+
+
+def test_names_that_read_the_same_are_the_same_name(kitchen: MemoryStore) -> None:
+    """Was: an editor saving the file in NFC made an unchanged NFD name a rename (and,
+    after an agent's rename, a conflict between two names that look identical)."""
+    nfd, nfc = "Cafe\u0301", "Caf\u00e9"
+    kitchen.record_visit(9, nfd, 1)
+    kitchen.add_memory(9, nfd, note_titled("Menu"))
+    text = exported(kitchen).replace(f"## Location 9: {nfd}\n", f"## Location 9: {nfc}\n")
+    assert f"## Location 9: {nfc}\n" in text
+
+    outcome = import_memories(kitchen, text, apply=True)
+
+    assert not outcome.plan.has_changes and name_of(kitchen, 9) == nfd
+    kitchen.record_visit(9, f"{nfd} (dark)", 2)
+    later = import_memories(kitchen, text, apply=True)
+    assert not later.plan.conflicts and name_of(kitchen, 9) == f"{nfd} (dark)"
+
+
+def note_titled(title: str) -> Memory:
+    return Memory(
+        category="NOTE", title=title, text="t", episode=1, turns="1", persistence="permanent"
+    )
