@@ -7,7 +7,9 @@ not do it: that one-off import cannot be cut short, and a call it left no time i
 that never asks the server). httpx's timeouts bound each read, not a response (a server
 sending a byte every half second never trips them), so each attempt runs in a daemon thread
 and the caller waits for it only until the deadline; a connection still open then is left
-to that thread.
+to that thread. At the process's exit one still running is ended, its connections shut
+down, and waited for at most ``llm_threads.EXIT_WAIT`` seconds: left alone, a daemon thread
+frozen inside an import hung the interpreter's exit (memstore.llm_threads).
 memstore retries itself (litellm's own retries need ``tenacity`` and know no deadline):
 litellm and the OpenAI client are told not to retry.
 
@@ -35,6 +37,7 @@ from typing import Any, cast
 
 from memstore.config import MemstoreConfig
 from memstore.errors import LLMDeadlineExceeded  # noqa: F401 - importable from here too
+from memstore.llm_threads import ending, start_daemon
 from memstore.models import INT64_MAX
 from memstore.synthesis import json_schema_response_format
 
@@ -171,10 +174,16 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError))
 
 
-def call_with_deadline(function: Any, kwargs: dict[str, Any], seconds: float) -> Any:
+def call_with_deadline(
+    function: Any, kwargs: dict[str, Any], seconds: float, *, connections: bool = False
+) -> Any:
     """``function(**kwargs)`` in a daemon thread; its result, or its exception re-raised,
     or LLMDeadlineExceeded when it has not returned within ``seconds`` (the thread is
-    left to finish on its own: a daemon, it never holds up the interpreter's exit)."""
+    left to finish on its own). At the process's exit a call still running is waited for,
+    at most ``llm_threads.EXIT_WAIT`` seconds, and with ``connections`` (a litellm attempt)
+    its connections are shut down so that it ends at once (memstore.llm_threads)."""
+    if ending():
+        raise LLMDeadlineExceeded("the process is exiting: an abandoned call starts no other")
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
@@ -186,7 +195,7 @@ def call_with_deadline(function: Any, kwargs: dict[str, Any], seconds: float) ->
         finally:
             done.set()
 
-    threading.Thread(target=attempt, name="memstore-llm-call", daemon=True).start()
+    start_daemon(attempt, connections=connections)
     if not done.wait(max(seconds, 0.0)):
         raise LLMDeadlineExceeded(f"no answer within {seconds:.3g} s")
     if "error" in outcome:
@@ -200,9 +209,10 @@ class DeadlineCallable:
     raises LLMDeadlineExceeded (a TimeoutError, so a ``timeout`` failure) when it has not
     returned within ``seconds``. A call that hangs is left to its thread and the caller goes
     on; until it returns, every new call is refused at once the same way, so calls never
-    overlap. memstore never wraps a callable by itself: one may need the caller's thread
-    (a sqlite3 connection, a signal handler, context variables). Other attributes
-    (``last_usage``) are the wrapped callable's, set and read."""
+    overlap. At exit a call still running is waited for, never cut short, at most
+    ``llm_threads.EXIT_WAIT`` seconds. memstore never wraps a callable by itself: one may
+    need the caller's thread (a sqlite3 connection, a signal handler, context variables).
+    Other attributes (``last_usage``) are the wrapped callable's, set and read."""
 
     _OWN = frozenset({"llm", "seconds", "__name__", "_running", "_lock"})
 
@@ -409,7 +419,10 @@ class LiteLLMCompletion:
                 )
             try:
                 return call_with_deadline(
-                    litellm.completion, self.request_kwargs(messages, left, extra), left
+                    litellm.completion,
+                    self.request_kwargs(messages, left, extra),
+                    left,
+                    connections=True,
                 )
             except LLMDeadlineExceeded as exc:
                 raise LLMDeadlineExceeded(
@@ -420,6 +433,8 @@ class LiteLLMCompletion:
                 pause = min(RETRY_PAUSE * 2**retries, RETRY_PAUSE_MAX)
                 too_late = time.perf_counter() + pause + MIN_ATTEMPT_SECONDS > deadline
                 if retries >= self.config.num_retries or too_late or not is_retryable(exc):
+                    raise
+                if ending():  # abandoned, and the process is exiting: no retry
                     raise
             retries += 1
             time.sleep(pause)
