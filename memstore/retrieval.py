@@ -6,21 +6,39 @@ When the budget is tight, memories are chosen in priority order instead: DANGER 
 CORE (spawn state), then PERMANENT, then EPHEMERAL, then TENTATIVE, newest first within a
 group, and a closing line says how many were left out.
 
+The rule when they do not all fit: memories are taken whole, in priority order, while they
+fit (room for the closing line kept). The first one that does not fit whole is cut to the
+tokens that are left: its category, title and tier marker kept, its text shortened and
+ended with ``CUT_MARK`` ("…"), provided at least ``MIN_CUT_TOKENS`` tokens of its text
+still show; otherwise it is left out. Either way no memory after it is shown, so what the
+agent sees is always the most important memories, the last possibly cut, and never a
+lesser memory in place of a greater one that was too long (a memory of any length, even
+longer than the whole budget, shows at least in part when the budget leaves room for its
+title and MIN_CUT_TOKENS of its text). A cut memory counts as shown; "(N more memories
+not shown)" counts the others. The block, closing line included, never exceeds the budget.
+
 The cost of a view does not grow with what it hides: only the first ``VIEW_LIMIT`` rows in
 priority order are ever formatted and weighed (a budget of a few hundred tokens shows a few
 dozen lines at most); the rest are only counted. Each row's line and token count are made
 once, when the row enters a view (``view_row``), and a view is kept up to date row by row
-as memories are written (``memstore.location_views``).
+as memories are written (``memstore.location_views``). A cut line is made when the view is
+formatted (after a write there) from the first tokens of the text only, and kept for the
+same row and room (``_cut``).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from memstore.errors import DamagedDatabase
-from memstore.tokens import count_tokens
+from memstore.tokens import count_tokens, text_prefix
 
 TENTATIVE_HEADER = "⚠️  TENTATIVE MEMORIES (unconfirmed, may be invalidated):"
+#: ends the text of a memory cut to fit the budget
+CUT_MARK = "…"
+#: the fewest tokens of a memory's text that a cut shows; with less room it is left out
+MIN_CUT_TOKENS = 8
 MARKERS = {"core": " [spawn]", "ephemeral": " [session]", "permanent": ""}
 #: the most rows of one location that a view formats and weighs; the rest are counted
 VIEW_LIMIT = 64
@@ -47,6 +65,8 @@ class ViewRow(NamedTuple):
     tentative: bool
     line: str
     cost: int  # tokens of the line and its newline
+    start: int  # where the memory's text begins in the line
+    end: int  # and where it ends (the tier marker follows)
 
 
 def group(category: str, persistence: str, status: str) -> int:
@@ -58,10 +78,9 @@ def group(category: str, persistence: str, status: str) -> int:
     return {"core": 1, "permanent": 2, "ephemeral": 3}[persistence]
 
 
-def _line(row: ContextRow, markers: bool) -> str:
-    marker = MARKERS[row.persistence] if markers else ""
-    body = f"[{row.category}] {row.title}: {row.text}{marker}"
-    return f"  {body}" if row.status == "TENTATIVE" else body
+def _head(row: ContextRow) -> str:
+    head = f"[{row.category}] {row.title}: "
+    return f"  {head}" if row.status == "TENTATIVE" else head
 
 
 def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewRow:
@@ -74,7 +93,8 @@ def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewR
             f"a stored memory cannot be read (title {str(row.title)[:60]!r}: persistence "
             f"{str(row.persistence)[:30]!r}); run `memstore check` to list what is damaged"
         )
-    line = _line(row, markers)
+    head = _head(row)
+    line = f"{head}{row.text}{MARKERS[row.persistence] if markers else ''}"
     return ViewRow(
         (group(row.category, row.persistence, row.status), -tier, -memory_id),
         (tier, memory_id),
@@ -82,6 +102,8 @@ def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewR
         row.status == "TENTATIVE",
         line,
         count_tokens(line) + 1,  # +1 for the newline
+        len(head),
+        len(head) + len(row.text),
     )
 
 
@@ -108,19 +130,51 @@ def format_view(rows: list[ViewRow], total: int, token_budget: int) -> str:
 
 
 def _choose(rows: list[ViewRow], total: int, budget: int, header_cost: int) -> list[ViewRow]:
-    """Greedy by priority; reserves room for the "not shown" line and the tentative header."""
-    remaining = budget - (count_tokens(left_out_line(total)) + 1)
+    """Whole rows in priority order while they fit, then the first that does not, cut
+    (``_cut``) or left out, and none after it. Room for the "not shown" line is kept while
+    any memory is still to come: the line for ``total`` is the longest it can be."""
+    reserve = count_tokens(left_out_line(total)) + 1
+    remaining = budget
     chosen: list[ViewRow] = []
     header_paid = False
-    for row in rows:  # already in priority order
-        weight = row.cost
-        if row.tentative and not header_paid:
-            weight += header_cost
-        if weight <= remaining:
-            remaining -= weight
+    for index, row in enumerate(rows):  # already in priority order
+        header = header_cost if row.tentative and not header_paid else 0
+        keep = reserve if index + 1 < total else 0  # memories after this one?
+        if row.cost + header + keep <= remaining:
+            remaining -= row.cost + header
             chosen.append(row)
             header_paid = header_paid or row.tentative
+            continue
+        cut = _cut(row, remaining - header - keep)
+        if cut is not None:
+            chosen.append(cut)
+        break
     return chosen
+
+
+@lru_cache(maxsize=64)  # the same row cut to the same room, format after format
+def _cut(row: ViewRow, room: int) -> ViewRow | None:
+    """``row`` with its text cut so that the line and its newline cost at most ``room``
+    tokens, or None when fewer than MIN_CUT_TOKENS tokens of its text would show. The text
+    is cut after its last whole token that fits, trailing spaces dropped, then CUT_MARK."""
+    if room < MIN_CUT_TOKENS + 3:  # the text, the mark, the newline and a head of 1+ tokens
+        return None  # (the common case at the edge of a full budget: nothing to count)
+    head, text, tail = row.line[: row.start], row.line[row.start : row.end], row.line[row.end :]
+    limit = room - count_tokens(f"{head}{CUT_MARK}{tail}") - 1
+    while limit >= MIN_CUT_TOKENS:
+        kept = text_prefix(text, limit).rstrip()
+        if len(kept) == len(text.rstrip()):  # all of it: a cut shows less
+            limit = min(limit, count_tokens(kept)) - 1
+            continue
+        line = f"{head}{kept}{CUT_MARK}{tail}"
+        cost = count_tokens(line) + 1
+        if cost > room:
+            limit -= cost - room  # tokens do not add up exactly across the joins
+            continue
+        if count_tokens(kept) < MIN_CUT_TOKENS:
+            return None
+        return row._replace(line=line, cost=cost)
+    return None
 
 
 def _assemble(chosen: list[ViewRow], total: int) -> str:
