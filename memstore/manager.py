@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
-from memstore.errors import DatabaseUnavailable, StoreBusy
+from memstore.errors import DatabaseUnavailable
 from memstore.flagged import FlaggedMemories
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
@@ -97,6 +97,7 @@ class SimpleMemoryManager:
             model=self.model,
             counters=self.counters,
             pending=self._pending,
+            numbered=self._numbered,
         )
         #: tokens of the last get_location_memory answer, until the turn is recorded
         self.last_context_tokens = 0
@@ -134,24 +135,30 @@ class SimpleMemoryManager:
         """The episode being played. Numbered when first needed (``store.allocate_episode``:
         one after every episode the database has handed out or seen), so episodes continue
         across runs and agents sharing a database never play the same number. Asked here
-        while another process keeps the database locked, that is StoreBusy (a turn that
-        needs the number is not counted instead: ``record_action_outcome``)."""
+        while another process keeps the database locked, that is StoreBusy (a turn plays
+        under a provisional number instead: ``record_action_outcome``)."""
+        self._synthesis.number_episodes()  # those played unnumbered before, if any
         if self._episode is None:
             self._episode = self.store.allocate_episode()
         return self._episode
+
+    def _numbered(self, provisional: int, episode: int) -> None:
+        """An episode played unnumbered got its number (memstore.busy_buffer)."""
+        self._episode = episode if self._episode == provisional else self._episode
 
     def reset_episode(self) -> None:
         """Start the next episode: drop ephemeral memories and this episode's history.
 
         The episode's buffered rows are written first; if the database is locked past the
-        busy timeout (StoreBusy: counted and logged, never raised) they wait, with their
-        own episode number, for the next write, and the episode ends all the same (a
+        busy timeout (StoreBusy: counted and logged, never raised; in a busy stretch not
+        even tried: memstore.busy_buffer) they wait, with their own episode number, for
+        the next write, and the episode ends all the same (a
         waiting synthesis loses its ephemeral memory: memstore.synthesis_runner). A lost
         connection (DatabaseUnavailable) is raised, as everywhere, but only after the
         episode ended; what waited still waits."""
         lost: DatabaseUnavailable | None = None
         try:
-            self.flush()
+            self._flush(wait=False)
         except DatabaseUnavailable as exc:  # the connection was lost: what waits, waits
             lost = exc
         self._synthesis.end_episode()
@@ -175,11 +182,14 @@ class SimpleMemoryManager:
         Done with every memory write, at each episode end and by ``close``; memories are
         buffered only after the database refused them. Returns False when it refused again
         (StoreBusy: counted and logged, never raised): everything still waits, for the next
-        write or ``flush``.
+        write or ``flush``. It waits for the lock, even when turns do not (a busy stretch).
         """
+        return self._flush(wait=True)
+
+    def _flush(self, *, wait: bool) -> bool:
         if self._pending.empty and not self._synthesis.waiting:
             return True
-        written = self._synthesis.flush()
+        written = self._synthesis.flush(wait=wait)
         self._map_view.settle(self._pending.map_events)
         return written
 
@@ -273,10 +283,10 @@ class SimpleMemoryManager:
         what the turn produced (its memory, decision-log row, turn record, visit and map
         event) waits, in order and under its own episode and turn, for the next write that
         succeeds (the next memory write, ``flush``, ``reset_episode``); it shows to the
-        agent once written. The first turn of an episode, when the database cannot number
-        the episode, is not counted at all: nothing of it is kept, and the turn counter
-        does not move. The database's other refusals (StoreClosed, DatabaseUnavailable,
-        ...) are memstore's errors and pass through.
+        agent once written, to later syntheses at once. Until the lock is free no turn waits
+        for it, what waits is bounded, and an episode the database cannot number is played
+        unnumbered (memstore.busy_buffer). Its other refusals (StoreClosed,
+        DatabaseUnavailable, ...) are memstore's errors and pass through.
 
         An action, a response or an item name holding such characters is data, not a
         mistake: it is used written out (``\\x00``), and such an action records no exit on
@@ -300,21 +310,16 @@ class SimpleMemoryManager:
         if any(unstorable_text(name) is not None for name in ctx.item_names.values()):
             written = {item: _written_out(name) for item, name in ctx.item_names.items()}
             ctx = ctx.model_copy(update={"item_names": written})
-        if self._episode is None:  # the first turn of an episode: numbered now
-            try:
-                self._episode = self.store.allocate_episode()
-            except StoreBusy as exc:
-                self._synthesis.refused(exc, "the episode could not be numbered: turn not counted")
-                self.last_context_tokens = 0
-                self._context_seconds = 0.0
-                return None
+        if self._episode is None:  # the first turn of an episode: numbered now (or later)
+            self._episode = self._synthesis.new_episode()
+        episode = self._episode
         self.turn += 1
         self.counters["turns"] += 1
         first_visit = (
             ctx.first_visit if ctx.first_visit is not None else (location_id not in self._visited)
         )
         if location_id != self._last_location:  # arrived here: one visit
-            self._pending.visits.append((location_id, location_name, self.episode))
+            self._pending.visits.append((location_id, location_name, episode))
         ctx = ctx.model_copy(update={"first_visit": first_visit})
         # the map, from the context's location ids and death flag; written with the
         # bookkeeping below (memstore.map_graph.event_for_turn says what a turn records)
@@ -324,7 +329,7 @@ class SimpleMemoryManager:
                 action,
                 location_id=location_id,
                 location_name=location_name,
-                episode=self.episode,
+                episode=episode,
                 turn=self.turn,
                 prune_after=self.config.map_prune_after,
             )
@@ -351,19 +356,20 @@ class SimpleMemoryManager:
                 ctx,
                 triggers,
                 first_visit=first_visit,
-                episode=self.episode,
+                episode=episode,
                 turn=self.turn,
                 recent_actions=self._actions,
                 recent_reasoning=self._reasoning,
             )
             self._map_view.settle(self._pending.map_events)
+            episode = self._episode or episode  # numbered by that write, if it was not
         self._visited.add(location_id)
         self._last_location = location_id
         self._actions.append((self.turn, action, response))
         self._pending.turns.append(
             TurnRecord(
                 run_id=self.run_id,
-                episode=self.episode,
+                episode=episode,
                 turn=self.turn,
                 location_id=location_id,
                 action=action,
@@ -381,6 +387,8 @@ class SimpleMemoryManager:
                 created_at=now(),
             )
         )
+        if self._synthesis.turn_ended():  # what waited was written: the lock is free again
+            self._map_view.settle(self._pending.map_events)
         self.last_context_tokens = 0
         self._context_seconds = 0.0
         return applied
@@ -389,12 +397,13 @@ class SimpleMemoryManager:
 
     def get_status(self) -> dict[str, Any]:
         """Manager status for monitoring (spec 004 "Status")."""
-        store_status = self.store.get_status()
+        store_status, episode = self.store.get_status(), self._episode
         return {
             "type": "SimpleMemoryManager",
             "mode": self.mode,
             "model": self.model,
-            "episode": self._episode,  # None between episodes (numbered when played)
+            # None between episodes (numbered when played) and while it cannot be numbered
+            "episode": None if self._episode in self._synthesis.buffer.unnumbered else episode,
             "turn": self.turn,
             "turns_seen": self.counters["turns"],
             "triggers_fired": self.counters["triggers_fired"],
@@ -414,7 +423,7 @@ class SimpleMemoryManager:
             "usage_refused": self.counters["usage_refused"],
             # the database stayed locked by another process past the busy timeout
             "store_busy": self.counters["store_busy"],
-            "syntheses_waiting": len(self._synthesis.waiting),
+            **self._synthesis.buffer.status(self._pending),
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
             "memories_by_tier": store_status["memories_by_tier"],

@@ -6,8 +6,9 @@ and recorded in the decision log, and the turn goes on with nothing written. Nor
 database another process kept locked past the busy timeout (StoreBusy): it is logged and
 counted (``counters["store_busy"]``), and the synthesis it refused waits, with its
 decision-log row and the buffered bookkeeping, for the next write that succeeds (the next
-``run`` that applies something, or ``flush``). The episode and turn of every write are
-passed in, never read from the store.
+``run`` that applies something, or ``flush``): bounded, without a wait per turn, seen by
+later syntheses, its episode numbered late if need be (memstore.busy_buffer). The episode
+and turn of every write are passed in, never read from the store.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from memstore.busy_buffer import BusyBuffer
 from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
 from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
@@ -52,6 +54,7 @@ class SynthesisRunner:
         model: str,
         counters: Counter[str],
         pending: PendingWrites,
+        numbered: Callable[[int, int], None] = lambda _provisional, _episode: None,
     ) -> None:
         self.store = store
         self.llm = llm
@@ -65,10 +68,49 @@ class SynthesisRunner:
         self.tokens = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
         self._usage_logged = False  # a refused usage number was logged
-        #: syntheses the database refused (StoreBusy), oldest first, as the arguments of
-        #: ``store.apply_synthesis`` (its decision-log row included): the next write applies
-        #: them, in order, before anything else
-        self.waiting: list[dict[str, Any]] = []
+        #: what waits for a busy database (memstore.busy_buffer); ``numbered(provisional,
+        #: episode)`` is told when an episode played unnumbered gets its number
+        self.buffer = BusyBuffer(store, counters)
+        self.numbered = numbered
+        #: a write was tried (or not, for a busy database) since the manager last reset it
+        self.tried = False
+
+    @property
+    def waiting(self) -> list[dict[str, Any]]:
+        """The syntheses the database refused (StoreBusy), oldest first, as the arguments
+        of ``store.apply_synthesis`` (its decision-log row included): the next write
+        applies them, in order, before anything else."""
+        return self.buffer.syntheses
+
+    def new_episode(self) -> int:
+        """A new episode's number: the database's (``store.allocate_episode``, after the
+        episodes played unnumbered before), or while the database is busy (StoreBusy:
+        counted and logged, never raised) a provisional one (memstore.busy_buffer)."""
+        buffer = self.buffer
+        self.tried = True
+        if buffer.may_write():
+            try:
+                buffer.number_episodes(self.pending, self.numbered)
+                return self.store.allocate_episode()
+            except StoreBusy as exc:
+                buffer.refused()
+                self.refused(exc, "the episode is played unnumbered until it can be numbered")
+        return buffer.provisional_episode()
+
+    def turn_ended(self) -> bool:
+        """A turn ended. In a busy stretch, what waits is written now if this turn tried no
+        write and the lock is free (True then), and what still waits is kept within its
+        bound (memstore.busy_buffer)."""
+        tried = self.tried
+        written = self.buffer.busy and not tried and self.flush(wait=False)
+        if self.buffer.busy:
+            self.buffer.bound(self.pending)
+        self.tried = False
+        return written
+
+    def number_episodes(self) -> None:
+        """Number the episodes played unnumbered; StoreBusy passes through."""
+        self.buffer.number_episodes(self.pending, self.numbered)
 
     def run(
         self,
@@ -87,7 +129,10 @@ class SynthesisRunner:
     ) -> AppliedSynthesis | None:
         """Decide and apply what this turn teaches; None when nothing changed (or what it
         decided waits for the database: ``_write``)."""
-        existing = number_memories(self.store.memories(location_id))
+        stored = self.store.memories(location_id)
+        if self.buffer.syntheses:  # what waits counts as written: a later turn corrects it
+            stored = self.buffer.live_view(location_id, stored)
+        existing = number_memories(stored)
         started = time.perf_counter()
         entry = DecisionLog(triggers=joined_triggers(triggers), mode=self.mode, model=self.model)
         where = (location_id, location_name, episode, turn)
@@ -155,32 +200,47 @@ class SynthesisRunner:
             }
         )[1]
 
-    def flush(self) -> bool:
+    def flush(self, *, wait: bool = True) -> bool:
         """Write what waits (``_write``) with nothing new; False when the database refused
-        it (counted and logged, never raised): it waits for the next write."""
-        return self._write(None)[0]
+        it (counted and logged, never raised): it waits for the next write. ``wait``
+        False: in a busy stretch, only if the lock is free (memstore.busy_buffer)."""
+        return self._write(None, wait=wait)[0]
 
-    def _write(self, synthesis: dict[str, Any] | None) -> tuple[bool, AppliedSynthesis | None]:
-        """Write what waits: the syntheses the database refused before (oldest first, each
-        one transaction), then ``synthesis`` (``store.apply_synthesis``'s arguments) with
-        the buffered bookkeeping in one transaction, or the bookkeeping alone.
+    def _write(
+        self, synthesis: dict[str, Any] | None, *, wait: bool = False
+    ) -> tuple[bool, AppliedSynthesis | None]:
+        """Write what waits: the episodes played unnumbered get their numbers, then the
+        syntheses the database refused before (oldest first, each one transaction), then
+        ``synthesis`` (``store.apply_synthesis``'s arguments) with the buffered bookkeeping
+        in one transaction, or the bookkeeping alone.
 
         Returns whether everything was written, and what ``synthesis`` changed (None:
         nothing, or it waits). A database locked past the busy timeout (StoreBusy) is never
         raised: it is counted and logged, and what was not written (``synthesis`` too) keeps
-        waiting, in order, for the next call. A lost connection (DatabaseUnavailable) is
-        raised and keeps what waits. Any other error is raised as it comes, and the
-        synthesis it came from does not wait (it would fail every later write)."""
+        waiting, in order, for the next call. After it, until the write lock is free, the
+        store is not asked at all (unless ``wait``): ``synthesis`` waits at once. A lost
+        connection (DatabaseUnavailable) is raised and keeps what waits. Any other error is
+        raised as it comes, and the synthesis it came from does not wait (it would fail
+        every later write)."""
+        buffer = self.buffer
+        self.tried = True
+        if buffer.busy and not wait and not buffer.may_write():
+            if synthesis is not None:
+                buffer.syntheses.append(synthesis)
+            return False, None
+        waiting = buffer.syntheses
         try:
-            while self.waiting:
+            if buffer.unnumbered:
+                buffer.number_episodes(self.pending, self.numbered, synthesis)
+            while waiting:
                 try:
-                    self._count_applied(self.store.apply_synthesis(**self.waiting[0]))
+                    self._count_applied(self.store.apply_synthesis(**waiting[0]))
                 except (StoreBusy, DatabaseUnavailable):
                     raise  # the database's state, not the row's: it keeps waiting
                 except Exception:
-                    del self.waiting[0]
+                    del waiting[0]
                     raise
-                del self.waiting[0]  # (a Ctrl-C, say while waiting for the lock, keeps it)
+                del waiting[0]  # (a Ctrl-C, say while waiting for the lock, keeps it)
             if synthesis is None:
                 self.store.write_bookkeeping(self.pending.bookkeeping())
                 applied = None
@@ -190,11 +250,13 @@ class SynthesisRunner:
                 )
         except StoreBusy as exc:
             if synthesis is not None:
-                self.waiting.append(synthesis)
+                waiting.append(synthesis)
+            buffer.refused()
             what = f"turn {synthesis['turn']}'s memory and " if synthesis else ""
             self.refused(exc, f"{what}the buffered rows wait for the next write")
             return False, None
         self.pending.clear()
+        buffer.written()
         return True, applied if applied is not None and applied.changed_anything else None
 
     def end_episode(self) -> None:
@@ -205,6 +267,7 @@ class SynthesisRunner:
             memory = waiting["new_memory"]
             if memory is not None and memory.persistence is Persistence.EPHEMERAL:
                 waiting["new_memory"] = None
+        self.buffer.resized()
 
     def refused(self, exc: StoreBusy, what: str) -> None:
         """Count and log (one line) a write the database refused: StoreBusy."""

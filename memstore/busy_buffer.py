@@ -1,0 +1,425 @@
+"""What waits while another process keeps the database locked past the busy timeout
+(StoreBusy), for memstore.synthesis_runner: the syntheses the database refused, the bound
+on everything that waits, when to try the database again, and the episodes it could not
+number yet. None of it costs a turn anything while the database takes every write.
+
+* **Bounded.** The waiting syntheses, with the manager's buffered bookkeeping (no-op
+  decision rows, turn records, visits, map events), are held within MAX_WAITING_SYNTHESES
+  syntheses and MAX_WAITING_BYTES (estimated: ``waiting_bytes``). Past it the least
+  valuable rows are dropped, the oldest first within a class: (0) decision-log rows of
+  calls that changed nothing, and syntheses left with nothing but their decision-log row;
+  (1) syntheses of a session (ephemeral) memory that retire nothing, and turn records; (2)
+  the rest: persistent memories, retirements, visits, map events. None of these was ever
+  acknowledged as stored; each drop is counted (``syntheses_dropped``,
+  ``waiting_rows_dropped``) and the first of a busy stretch logged.
+* **Backoff.** After a refusal the store is not asked to write again until its write lock
+  is seen free (``LockProbe``: a SQLite file's lock tried without waiting from a second
+  connection; PostgreSQL's writers' lock with ``pg_try_advisory_xact_lock``), so a turn
+  in a busy stretch waits for nothing and its rows join the waiting ones (counted:
+  ``writes_deferred``); the first turn after the lock is free writes them all (a turn
+  that decides nothing to write too, while rows wait). A store the probe cannot read
+  waits BACKOFF_FIRST_S after the first refusal, twice as long after each further one, at
+  most BACKOFF_MAX_S. ``flush()`` and ``close()`` still wait for the lock (bounded by the
+  busy timeout): the caller asked for the rows to be written.
+* **Unnumbered episodes.** An episode that starts while the database is busy cannot be
+  numbered (``allocate_episode`` writes). It is played under a provisional number
+  (PROVISIONAL_EPISODES and up), never stored: before any write its rows are renumbered
+  with the number the database then hands out, oldest episode first.
+* **Corrections.** A later turn's synthesis sees the waiting memories as written
+  (``live_view``), so it can supersede or invalidate one, or not repeat it; the waiting
+  syntheses are applied in order, so the result is the one the database would hold had it
+  never been busy. The agent's own reading (``get_location_memory``) shows them once
+  written. (A memory dropped past the bound cannot be corrected: a later answer naming it
+  retires nothing, as for any title no longer live.)
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from memstore.models import MAX_EPISODE, Memory, Persistence
+from memstore.shown_memories import ShownMemories, ShownTitle
+from memstore.store import MemoryStore
+from memstore.turn_log import PendingWrites
+
+__all__ = [
+    "BACKOFF_FIRST_S",
+    "BACKOFF_MAX_S",
+    "MAX_WAITING_BYTES",
+    "MAX_WAITING_SYNTHESES",
+    "PROVISIONAL_EPISODES",
+    "BusyBuffer",
+    "LockProbe",
+]
+
+log = logging.getLogger("memstore.manager")
+
+#: at most this many refused syntheses wait
+MAX_WAITING_SYNTHESES = 256
+#: at most this much waits, syntheses and buffered bookkeeping, as ``waiting_bytes``
+#: estimates it (the Python objects' size, within about 20%: tests/test_busy_gaps.py)
+MAX_WAITING_BYTES = 1 << 20
+#: what ``waiting_bytes`` adds for the objects of a waiting synthesis (its dicts, its
+#: memory), and of a bookkeeping row, to the length of their texts
+SYNTHESIS_OVERHEAD_BYTES = 1500
+MEMORY_OVERHEAD_BYTES = 700
+ROW_OVERHEAD_BYTES = 300
+#: a store the lock probe cannot read: the first wait before trying again, and the longest
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 60.0
+#: an episode the database could not number is played as PROVISIONAL_EPISODES + k (k = 1,
+#: 2, ... for each such episode of one manager) until it is: a valid episode that no
+#: database hands out in practice, never written
+PROVISIONAL_EPISODES = MAX_EPISODE - (1 << 32)
+
+
+class LockProbe:
+    """Whether the store's write lock is free right now, without waiting for it."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._file: sqlite3.Connection | None = None
+
+    def free(self) -> bool | None:
+        """True or False; None when this store cannot tell (in memory, or the probe
+        failed: the caller's clock decides then). Never raises, never waits."""
+        target = self.store.target
+        try:
+            if target.is_server:
+                return self._server_free()
+            if target.path is None:
+                return None
+            return self._file_free(target.path.as_uri())
+        except Exception:  # the probe's own failure: the real write will say what it is
+            return None
+
+    def _file_free(self, uri: str) -> bool:
+        if self._file is None:
+            self._file = sqlite3.connect(
+                f"{uri}?mode=rw", uri=True, timeout=0, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
+        try:
+            self._file.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        self._file.execute("ROLLBACK")
+        return True
+
+    def _server_free(self) -> bool:
+        from memstore.connection import driver_of
+        from memstore.pg_connection import LOCK_KEY
+
+        with self.store.transaction(write=False) as conn:
+            key = conn.connection.info[LOCK_KEY]  # the lock is the transaction's: gone at its end
+            row = driver_of(conn).execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
+            return bool(row.fetchone()[0])
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class BusyBuffer:
+    """The syntheses the database refused (``syntheses``, oldest first, each as the
+    arguments of ``store.apply_synthesis``), the backoff, the bound and the episodes to
+    number (see the module docstring). Counters are the manager's."""
+
+    def __init__(self, store: MemoryStore, counters: Counter[str]) -> None:
+        self.store = store
+        self.counters = counters
+        self.syntheses: list[dict[str, Any]] = []
+        #: a write was refused and not everything was written since
+        self.busy = False
+        #: provisional numbers of the episodes the database has not numbered, oldest first
+        self.unnumbered: list[int] = []
+        self._provisional = 0
+        self._delay = 0.0
+        self._retry_at = 0.0
+        self._bound_logged = False
+        #: id of each list that waits -> (rows measured, their bytes): ``waiting_bytes``
+        self._sizes: dict[int, tuple[int, int]] = {}
+        self.probe = LockProbe(store)
+
+    # --- backoff -------------------------------------------------------------------------
+
+    def may_write(self) -> bool:
+        """Whether to ask the store to write now: always when it is not busy; in a busy
+        stretch, when its lock is free (or, when that cannot be told, the backoff is
+        over). A write not tried is counted (``writes_deferred``)."""
+        if not self.busy:
+            return True
+        free = self.probe.free()
+        if free is None:
+            free = time.monotonic() >= self._retry_at
+        if not free:
+            self.counters["writes_deferred"] += 1
+        return free
+
+    def refused(self) -> None:
+        """A write was refused (StoreBusy): back off."""
+        self._delay = min(self._delay * 2, BACKOFF_MAX_S) if self.busy else BACKOFF_FIRST_S
+        self._retry_at = time.monotonic() + self._delay
+        self.busy = True
+
+    def written(self) -> None:
+        """Everything that waited was written: the busy stretch is over."""
+        if self.busy:
+            self.busy = False
+            self._bound_logged = False
+            self._sizes.clear()
+            self.probe.close()
+
+    def status(self, pending: PendingWrites) -> dict[str, int]:
+        """The manager's status entries of what waits (``get_status``)."""
+        return {
+            "syntheses_waiting": len(self.syntheses),
+            # estimated (``waiting_bytes``); 0 when nothing waits
+            "waiting_bytes": self.waiting_bytes(pending) if self.busy or self.syntheses else 0,
+            # writes not tried in a busy stretch, the lock not free yet: a turn's (what it
+            # decided, or, after a turn that decided nothing, what waits), an episode's end
+            "writes_deferred": self.counters["writes_deferred"],
+            # dropped past the bound: never written (MAX_WAITING_SYNTHESES, _BYTES)
+            "syntheses_dropped": self.counters["syntheses_dropped"],
+            "waiting_rows_dropped": self.counters["waiting_rows_dropped"],
+            # episodes played while the database could not number them, still unnumbered
+            "episodes_unnumbered": len(self.unnumbered),
+        }
+
+    # --- the bound ------------------------------------------------------------------------
+
+    def waiting_bytes(self, pending: PendingWrites) -> int:
+        """What waits, estimated in bytes (the bound's measure). Each row is measured once:
+        the lists only grow at their end while rows wait, and lose rows only here or all
+        at once when written (``written``; ``resized`` after any other change)."""
+        total = 0
+        for lane in self._lanes(pending):
+            rows, size = lane[1], lane[2]
+            counted, measured = self._sizes.get(id(rows), (0, 0))
+            if counted > len(rows):  # emptied elsewhere: measured again
+                counted, measured = 0, 0
+            if counted < len(rows):
+                measured += sum(size(row) for row in rows[counted:])
+                self._sizes[id(rows)] = (len(rows), measured)
+            total += measured
+        return total
+
+    def resized(self) -> None:
+        """Rows that wait changed size (``waiting_bytes`` measures them again)."""
+        self._sizes.clear()
+
+    def bound(self, pending: PendingWrites) -> None:
+        """Drop the least valuable of what waits until it is within the bound."""
+        total = self.waiting_bytes(pending)
+        while len(self.syntheses) > MAX_WAITING_SYNTHESES or total > MAX_WAITING_BYTES:
+            dropped = self._drop_one(pending, syntheses_only=total <= MAX_WAITING_BYTES)
+            if not dropped:
+                return
+            total -= dropped
+
+    def _lanes(self, pending: PendingWrites) -> list[tuple[Any, list[Any], Any, Any]]:
+        """Each list that waits: (its rows' value class, or what tells it, the list, size,
+        age)."""
+        return [
+            (_synthesis_value, self.syntheses, synthesis_bytes, _synthesis_age),
+            (0, pending.decisions, _decision_bytes, _clock),
+            (1, pending.turns, _turn_bytes, _clock),
+            (2, pending.visits, _visit_bytes, lambda visit: (visit[2], 0)),
+            (2, pending.map_events, _event_bytes, _clock),
+        ]
+
+    def _drop_one(self, pending: PendingWrites, *, syntheses_only: bool) -> int:
+        """Drop the least valuable row that waits, the oldest of its class; its size."""
+        lanes = self._lanes(pending)[:1] if syntheses_only else self._lanes(pending)
+        for value in (0, 1, 2):
+            found: tuple[Any, int, list[Any], Any] | None = None
+            for number, (value_of, rows, size, age) in enumerate(lanes):
+                if isinstance(value_of, int):  # one class for the whole list
+                    index = 0 if rows and value_of == value else None
+                else:
+                    index = next((i for i, row in enumerate(rows) if value_of(row) == value), None)
+                if index is not None and (found is None or age(rows[index]) < found[0]):
+                    found = (age(rows[index]), index, rows, (number, size))
+            if found is None:
+                continue
+            _age, index, rows, (number, size) = found
+            dropped = max(1, int(size(rows.pop(index))))
+            counted, measured = self._sizes.get(id(rows), (0, 0))
+            if index < counted:
+                self._sizes[id(rows)] = (counted - 1, measured - dropped)
+            self.counters["syntheses_dropped" if number == 0 else "waiting_rows_dropped"] += 1
+            if not self._bound_logged:
+                self._bound_logged = True
+                log.warning(
+                    "what waits for the busy database passed its bound (%d syntheses, %d "
+                    "bytes): the least valuable rows are dropped, the oldest first "
+                    "(counted: syntheses_dropped, waiting_rows_dropped)",
+                    MAX_WAITING_SYNTHESES,
+                    MAX_WAITING_BYTES,
+                )
+            return dropped
+        return 0
+
+    # --- episodes the database could not number ------------------------------------------
+
+    def provisional_episode(self) -> int:
+        """A provisional number for an episode the database could not number now."""
+        self._provisional += 1
+        episode = PROVISIONAL_EPISODES + self._provisional
+        self.unnumbered.append(episode)
+        return episode
+
+    def number_episodes(
+        self,
+        pending: PendingWrites,
+        numbered: Callable[[int, int], None],
+        synthesis: dict[str, Any] | None = None,
+    ) -> None:
+        """Number the unnumbered episodes, oldest first, renumber their rows (``synthesis``,
+        one about to be written, too) and tell ``numbered(provisional, episode)``.
+        StoreBusy passes through (what was numbered stays numbered)."""
+        more = [] if synthesis is None else [synthesis]
+        while self.unnumbered:
+            provisional = self.unnumbered[0]
+            episode = self.store.allocate_episode()
+            del self.unnumbered[0]
+            self._renumber(provisional, episode, pending, more)
+            numbered(provisional, episode)
+
+    def _renumber(
+        self, provisional: int, episode: int, pending: PendingWrites, more: list[dict[str, Any]]
+    ) -> None:
+        for synthesis in [*self.syntheses, *more]:
+            if synthesis["episode"] == provisional:
+                synthesis["episode"] = episode
+                memory = synthesis["new_memory"]
+                if memory is not None:
+                    synthesis["new_memory"] = memory.model_copy(update={"episode": episode})
+        pending.visits[:] = [
+            (where, name, episode if played == provisional else played)
+            for where, name, played in pending.visits
+        ]
+        pending.decisions[:] = [
+            replace(row, episode=episode) if row.episode == provisional else row
+            for row in pending.decisions
+        ]
+        pending.turns[:] = [
+            replace(row, episode=episode) if row.episode == provisional else row
+            for row in pending.turns
+        ]
+        pending.map_events[:] = [
+            event._replace(episode=episode) if event.episode == provisional else event
+            for event in pending.map_events
+        ]
+
+    # --- corrections ------------------------------------------------------------------------
+
+    def live_view(self, location_id: int, stored: Sequence[Memory]) -> ShownMemories:
+        """The live memories at ``location_id`` as they will be once the waiting syntheses
+        are written, in order (``store.apply_synthesis``'s rules): ``stored`` (as
+        ``store.memories`` lists them, rows kept) less what they retire, plus what they
+        add (no row: a later answer names it by its title)."""
+        rows = stored.rows if isinstance(stored, ShownMemories) else None
+        shown = ShownMemories(stored, rows)
+        for synthesis in self.syntheses:
+            if synthesis["location_id"] != location_id:
+                continue
+            new = synthesis["new_memory"]
+            session = new is not None and new.persistence is Persistence.EPHEMERAL
+            supersede = list(synthesis["supersede_titles"])
+            invalidate = list(synthesis["invalidate_titles"])
+            kept = ShownMemories(rows=shown.rows)
+            for memory in shown:
+                if _names(invalidate, memory, shown) or (
+                    _names(supersede, memory, shown)
+                    and not (session and memory.persistence is not Persistence.EPHEMERAL)
+                ):
+                    continue
+                kept.append(memory)
+            if new is not None and all(memory.title != new.title for memory in kept):
+                kept.append(new)
+            shown = kept
+        return shown
+
+
+def _names(titles: Iterable[str], memory: Memory, shown: ShownMemories) -> bool:
+    """Whether one of ``titles`` names ``memory``: a ShownTitle its very row, a title any
+    memory of that title."""
+    for title in titles:
+        if isinstance(title, ShownTitle):
+            if shown.rows.row_of(memory) == title.row:
+                return True
+        elif title == memory.title:
+            return True
+    return False
+
+
+def _synthesis_value(synthesis: dict[str, Any]) -> int:
+    """0: only its decision-log row is left; 1: a session memory, nothing retired; 2: the rest."""
+    memory = synthesis["new_memory"]
+    retires = bool(synthesis["supersede_titles"] or synthesis["invalidate_titles"])
+    if retires:
+        return 2
+    if memory is None:
+        return 0
+    return 1 if memory.persistence is Persistence.EPHEMERAL else 2
+
+
+def _synthesis_age(synthesis: dict[str, Any]) -> tuple[int, int]:
+    return synthesis["episode"], synthesis["turn"]
+
+
+def _clock(row: Any) -> tuple[int, int]:
+    return row.episode, row.turn
+
+
+def _texts(values: Iterable[object]) -> int:
+    """The texts' length, each object once (the offline recorder's answer is its decision)."""
+    seen: set[int] = set()
+    size = 0
+    for value in values:
+        if isinstance(value, str) and id(value) not in seen:
+            seen.add(id(value))
+            size += len(value)
+    return size
+
+
+def synthesis_bytes(synthesis: dict[str, Any]) -> int:
+    """A waiting synthesis's size, estimated."""
+    size = SYNTHESIS_OVERHEAD_BYTES + _texts(synthesis["log"].values())
+    size += len(synthesis["invalidation_reason"] or "")
+    size += _texts(synthesis["supersede_titles"]) + _texts(synthesis["invalidate_titles"])
+    memory = synthesis["new_memory"]
+    if memory is not None:
+        size += MEMORY_OVERHEAD_BYTES + len(memory.title) + len(memory.text)
+    return size
+
+
+def _decision_bytes(row: Any) -> int:
+    log_entry = row.log
+    return (
+        ROW_OVERHEAD_BYTES * 2
+        + len(row.location_name)
+        + _texts((log_entry.raw_answer, log_entry.decision, log_entry.error, log_entry.model))
+    )
+
+
+def _turn_bytes(row: Any) -> int:
+    return ROW_OVERHEAD_BYTES + len(row.action) + len(row.triggers)
+
+
+def _visit_bytes(visit: tuple[int, str, int]) -> int:
+    return ROW_OVERHEAD_BYTES // 4  # its name is the map event's
+
+
+def _event_bytes(event: Any) -> int:
+    return ROW_OVERHEAD_BYTES // 2 + _texts((event.from_name, event.to_name))
