@@ -25,11 +25,13 @@ from typing import Any
 from memstore.config import MemstoreConfig, load_config
 from memstore.errors import DatabaseUnavailable
 from memstore.flagged import FlaggedMemories
+from memstore.manager_api import SpecMemoryApi
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
 from memstore.models import check_int, check_location_id, unstorable_text
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.rebuild import rebuild_from_log
+from memstore.spec_context import context_from_mapping
 from memstore.store import AppliedSynthesis, MemoryStore
 from memstore.synthesis import LLMCallable, loggable_text
 from memstore.synthesis_runner import SynthesisRunner
@@ -47,7 +49,7 @@ OFFLINE_MODEL = "offline-recorder"
 MAP_RECHECK_S = 0.05
 
 
-class SimpleMemoryManager:
+class SimpleMemoryManager(SpecMemoryApi):
     """Location memory for one agent: record outcomes, retrieve context, reset episodes.
 
     ``llm`` is any callable taking chat messages and returning the model's raw text; when
@@ -295,7 +297,11 @@ class SimpleMemoryManager:
         started = time.perf_counter()
         check_location_id(location_id)
         _check_texts(location_name=location_name, action=action, response=response)
-        ctx = _as_context(z_machine_context, response)
+        ctx, ignored = _as_context(z_machine_context, response)
+        if ignored:  # keys of the caller's dict that say nothing memstore reads
+            self.counters["context_keys_ignored"] += len(ignored)
+            if self.counters["context_keys_ignored"] == len(ignored):
+                log.warning("z_machine_context keys not read (counted): %s", ", ".join(ignored))
         check_int("memory_tokens", memory_tokens, 0, optional=True)
         for name, value in (
             ("location_name", location_name),
@@ -423,6 +429,8 @@ class SimpleMemoryManager:
             "usage_refused": self.counters["usage_refused"],
             # the database stayed locked by another process past the busy timeout
             "store_busy": self.counters["store_busy"],
+            # keys of a plain z_machine_context dict that memstore does not read
+            "context_keys_ignored": self.counters["context_keys_ignored"],
             **self._synthesis.buffer.status(self._pending),
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
@@ -445,13 +453,16 @@ def _written_out(text: str) -> str:
     return text if unstorable_text(text) is None else loggable_text(text, len(text))
 
 
-def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZMachineContext:
-    """Accept the typed context or the spec's plain dict (response_length filled if absent)."""
+def _as_context(
+    value: ZMachineContext | Mapping[str, Any], response: str
+) -> tuple[ZMachineContext, tuple[str, ...]]:
+    """The typed context, or the spec's plain dict read as one (memstore.spec_context),
+    with response_length filled if absent; and the dict's keys it did not read."""
+    ignored: tuple[str, ...] = ()
     if isinstance(value, ZMachineContext):
         ctx = value
     elif isinstance(value, Mapping):
-        known = set(ZMachineContext.model_fields)
-        ctx = ZMachineContext(**{k: v for k, v in value.items() if k in known})
+        ctx, ignored = context_from_mapping(value)
     else:
         raise TypeError(
             f"z_machine_context must be a ZMachineContext or a dict, got {type(value).__name__}"
@@ -459,7 +470,7 @@ def _as_context(value: ZMachineContext | Mapping[str, Any], response: str) -> ZM
     if ctx.response_length == 0 and response:
         ctx = ctx.model_copy(update={"response_length": len(response)})
     _check_numbers(ctx)
-    return ctx
+    return ctx, ignored
 
 
 def _check_numbers(ctx: ZMachineContext) -> None:

@@ -155,8 +155,13 @@ class SupersedeOutcome(StrEnum):
 
     SUPERSEDED = "superseded"
     NOT_FOUND = "no live memory has that title here"
-    FORBIDDEN_TRANSITION = "a core or permanent memory cannot be superseded by an ephemeral one"
+    FORBIDDEN_TRANSITION = (
+        "the old memory's persistence may not be superseded by the new one's (core or "
+        "permanent by ephemeral, permanent by core)"
+    )
     DUPLICATE_TITLE = "another live memory here already has the new title"
+    #: (the manager's ``supersede_memory`` only: the store raises StoreBusy)
+    STORE_BUSY = "another process kept the database locked past the busy timeout"
 
     def __bool__(self) -> bool:
         return self is SupersedeOutcome.SUPERSEDED

@@ -1,0 +1,115 @@
+"""Spec 004's memory operations on the manager (``SimpleMemoryManager`` inherits them).
+
+Spec 004 calls them on the manager: ``invalidate_memory(s)``, ``add_memory``,
+``supersede_memory`` and the counts. Each is the store's, with two differences a game loop
+needs:
+
+* the manager's clock: ``turn`` defaults to the turn the manager is at (the last action
+  it recorded) and the episode is the manager's, so an invalidation is dated when the
+  agent learned it (the store's own default, ``current_turn``, is the store's clock, which
+  the manager never sets);
+* another process keeping the database locked past the busy timeout (StoreBusy) does not
+  reach the agent loop: it is counted (``get_status()["store_busy"]``), logged, and
+  answered as "not done" (False, ``{title: False}``, ``SupersedeOutcome.STORE_BUSY``).
+
+A caller's mistake (a blank reason, a wrong type) is still a ValueError or TypeError, and a
+lost connection (DatabaseUnavailable) passes through, as from ``record_action_outcome``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from memstore.errors import StoreBusy
+from memstore.models import Memory
+from memstore.rows import SupersedeOutcome
+
+if TYPE_CHECKING:
+    from memstore.store import MemoryStore
+
+__all__ = ["SpecMemoryApi"]
+
+log = logging.getLogger("memstore.manager")
+
+
+class SpecMemoryApi:
+    """The memory operations spec 004 calls on the manager (see the module's docstring)."""
+
+    store: MemoryStore
+    counters: Counter[str]
+    turn: int
+
+    @property
+    def episode(self) -> int:  # pragma: no cover - the manager's own property
+        raise NotImplementedError
+
+    def _refused(self, exc: StoreBusy, what: str) -> None:
+        self.counters["store_busy"] += 1
+        log.warning("%s: not done (the database is busy): %s", what, exc)
+
+    def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
+        """``MemoryStore.add_memory``; False, storing nothing, also when the database is
+        busy (counted)."""
+        try:
+            return self.store.add_memory(location_id, location_name, memory)
+        except StoreBusy as exc:
+            self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
+            return False
+
+    def supersede_memory(
+        self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
+    ) -> SupersedeOutcome:
+        """``MemoryStore.supersede_memory``; ``SupersedeOutcome.STORE_BUSY`` (false) when the
+        database is busy (counted)."""
+        try:
+            return self.store.supersede_memory(
+                location_id, location_name, old_memory_title, new_memory
+            )
+        except StoreBusy as exc:
+            self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
+            return SupersedeOutcome.STORE_BUSY
+
+    def invalidate_memory(
+        self, location_id: int, memory_title: str, reason: str, turn: int | None = None
+    ) -> bool:
+        """``MemoryStore.invalidate_memory`` at ``turn`` (default: the manager's turn) of
+        the manager's episode; False also when the database is busy (counted)."""
+        return self.invalidate_memories(location_id, [memory_title], reason, turn)[memory_title]
+
+    def invalidate_memories(
+        self,
+        location_id: int,
+        memory_titles: Iterable[str],
+        reason: str,
+        turn: int | None = None,
+    ) -> dict[str, bool]:
+        """``MemoryStore.invalidate_memories`` at ``turn`` (default: the manager's turn) of
+        the manager's episode: each title with whether it was invalidated (all False when
+        the database is busy, counted)."""
+        titles = list(memory_titles)
+        try:
+            return self.store.invalidate_memories(
+                location_id,
+                titles,
+                reason,
+                self.turn if turn is None else turn,
+                episode=self.episode,
+            )
+        except StoreBusy as exc:
+            self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")
+            return dict.fromkeys(titles, False)
+
+    def get_ephemeral_count(self, location_id: int | None = None) -> int:
+        """``MemoryStore.get_ephemeral_count``: live ephemeral memories (here, or all)."""
+        return self.store.get_ephemeral_count(location_id)
+
+    def get_persistent_count(self, location_id: int | None = None) -> int:
+        """``MemoryStore.get_persistent_count``: live core and permanent memories."""
+        return self.store.get_persistent_count(location_id)
+
+    def get_memory_breakdown(self, location_id: int) -> dict[str, int]:
+        """``MemoryStore.get_memory_breakdown``: live memories here by persistence."""
+        return self.store.get_memory_breakdown(location_id)
