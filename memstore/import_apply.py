@@ -99,7 +99,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     renamed = [(c.location_id, c.name) for c in plan.locations if c.old and c.old.name != c.name]
     version = next_version(conn) if touched or renamed else 0
     if renamed:  # the names they replace are kept, as a memory's earlier state is
-        record_renames(conn, renamed, version)
+        record_renames(conn, renamed, version, imported=True)
     _write_locations(conn, plan)
     if not touched:
         return touched

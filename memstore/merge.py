@@ -24,7 +24,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -33,7 +33,7 @@ from memstore.import_lines import LineFinder
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.models import Memory, Status
-from memstore.name_merge import NameConflict, merge_name
+from memstore.name_merge import NameConflict, NameHistory, merge_name
 from memstore.pairing import edited_from, pair_by_content, pair_section
 
 __all__ = [
@@ -224,7 +224,7 @@ def merge_import(
     prune: bool,
     lines: LineFinder,
     warnings: Iterable[str] = (),
-    base_names: dict[int, list[str]] | None = None,
+    base_names: Mapping[int, NameHistory] | None = None,
 ) -> MergeResult:
     """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
     in stored order) against ``base`` (the memories at the file's export, by row id; None

@@ -303,8 +303,8 @@ Index(
 # --- revision 0009: the names a location had, for the 3-way import of its name ------------
 
 #: the name a location had before the change ``replaced_version`` renamed it (an agent's
-#: visit under another name, or an import), so an import can tell which side renamed it
-#: since a file was exported
+#: visit under another name, or an import: ``imported``), so an import can tell which side
+#: renamed it since a file was exported
 location_names = Table(
     "location_names",
     metadata,
@@ -312,6 +312,9 @@ location_names = Table(
     Column("location_id", BigInt, nullable=False),
     Column("name", Text, nullable=False),
     Column("replaced_version", BigInt, nullable=False),
+    # 1 when an import made the rename (the name it set is then the file's, already in
+    # the database: an import of that file again changes nothing), 0 for an agent's visit
+    Column("imported", Integer, nullable=False, server_default=text("0")),
 )
 Index(
     "ix_location_names_replaced_version_location_id",

@@ -110,7 +110,7 @@ class MemoryStore(StoreReads):
                 if _run(conn, LOCATION_NAME, {"id": location_id}).fetchone() is not None:
                     # a rename is a change like a memory's: an import tells by its version
                     # whether the database or the file renamed it since an export
-                    record_renames(conn, [(location_id, name)], next_version(conn))
+                    record_renames(conn, [(location_id, name)], next_version(conn), imported=False)
                 _run(conn, VISIT_LOCATION, {"id": location_id, "name": name})
             _run(conn, VISIT_EPISODE, {"location_id": location_id, "episode": episode})
         _run_many(conn, INSERT_DECISION, bookkeeping.decisions)

@@ -39,6 +39,7 @@ from memstore.schema import (
 
 __all__ = [
     "LINK_COLUMNS",
+    "NameHistory",
     "MEMORY_CONTENT",
     "WITH_LINK",
     "WriteVersion",
@@ -62,13 +63,13 @@ _BUMP_RETURNING = _BUMP.returning(store_meta.c.change_counter)
 _COUNTER = select(store_meta.c.change_counter).where(store_meta.c.id == 1)
 
 _RECORD_NAME = insert(location_names).from_select(
-    ["location_id", "name", "replaced_version"],
-    select(locations.c.id, locations.c.name, bindparam("version")).where(
+    ["location_id", "name", "replaced_version", "imported"],
+    select(locations.c.id, locations.c.name, bindparam("version"), bindparam("imported")).where(
         locations.c.id == bindparam("location_id"), locations.c.name != bindparam("new_name")
     ),
 )
 _NAMES_SINCE = (
-    select(location_names.c.location_id, location_names.c.name)
+    select(location_names.c.location_id, location_names.c.name, location_names.c.imported)
     .where(location_names.c.replaced_version > bindparam("version"))
     .order_by(location_names.c.location_id, location_names.c.replaced_version)
 )
@@ -274,12 +275,19 @@ def state_at(
     return state
 
 
-def record_renames(conn: Connection, renames: Iterable[tuple[int, str]], version: int) -> None:
+def record_renames(
+    conn: Connection, renames: Iterable[tuple[int, str]], version: int, *, imported: bool
+) -> None:
     """Keep the name each location of ``renames`` (location id, its new name) has now, as
     the name ``version`` replaced, when the new name differs from it (a location not
-    stored yet has no earlier name)."""
+    stored yet has no earlier name); ``imported``: an import makes these renames."""
     rows = [
-        {"version": version, "location_id": location_id, "new_name": name}
+        {
+            "version": version,
+            "imported": int(imported),
+            "location_id": location_id,
+            "new_name": name,
+        }
         for location_id, name in renames
     ]
     if len(rows) == 1:
@@ -288,12 +296,17 @@ def record_renames(conn: Connection, renames: Iterable[tuple[int, str]], version
         run_many(conn, _RECORD_NAME, rows)
 
 
-def names_since(conn: Connection, version: int) -> dict[int, list[str]]:
+#: a location's names from an export on (``names_since``): each name it had, oldest first,
+#: with whether an import replaced it (the name after it is then one an import set)
+NameHistory = list[tuple[str, bool]]
+
+
+def names_since(conn: Connection, version: int) -> dict[int, NameHistory]:
     """For each location renamed since ``version``, by location id, the names it had from
-    ``version`` on, oldest first: the name at ``version``, then each later one but the
-    name it has now (a location not in it has had the name it has now since then, or
-    has none stored)."""
-    earlier: dict[int, list[str]] = {}
-    for location_id, name in run(conn, _NAMES_SINCE, {"version": version}):
-        earlier.setdefault(location_id, []).append(name)
+    ``version`` on, oldest first (the name at ``version``, then each later one but the
+    name it has now), each with whether an import replaced it. A location not in it has
+    had the name it has now since then, or has none stored."""
+    earlier: dict[int, NameHistory] = {}
+    for location_id, name, imported in run(conn, _NAMES_SINCE, {"version": version}):
+        earlier.setdefault(location_id, []).append((name, bool(imported)))
     return earlier

@@ -23,7 +23,9 @@ MEMSTORE = Path(sys.executable).with_name("memstore")
 
 #: the tables the revisions after 0008 add, as ``values_of`` reads them on a database they
 #: upgraded: there, and empty
-ADDED_AFTER_0008 = {"location_names": (["id", "location_id", "name", "replaced_version"], [])}
+ADDED_AFTER_0008 = {
+    "location_names": (["id", "location_id", "name", "replaced_version", "imported"], [])
+}
 
 
 def and_later_tables(

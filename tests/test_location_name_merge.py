@@ -209,3 +209,44 @@ def note_titled(title: str) -> Memory:
     return Memory(
         category="NOTE", title=title, text="t", episode=1, turns="1", persistence="permanent"
     )
+
+
+# --- review round 3 -----------------------------------------------------------------------
+
+
+def test_a_reviewer_s_rename_to_a_name_an_agent_used_for_a_while_is_imported(
+    kitchen: MemoryStore,
+) -> None:
+    """Was: the agent visited as Galley, then as Kitchen again; the reviewer renamed Kitchen
+    to Galley: the import said "the database already matches the file" (Galley was one of
+    the names since the export) and the next export overwrote the edit."""
+    text = renamed_in_file(exported(kitchen), 7, "Kitchen", "Galley")
+    kitchen.record_visit(7, "Galley", 2)
+    kitchen.record_visit(7, "Kitchen", 3)
+
+    outcome = import_memories(kitchen, text, apply=True)
+
+    assert outcome.applied and not outcome.plan.conflicts, outcome.plan.summary()
+    assert name_of(kitchen, 7) == "Galley"
+
+
+def test_a_name_an_agent_used_then_left_is_a_conflict_when_the_file_takes_it(
+    kitchen: MemoryStore,
+) -> None:
+    text = renamed_in_file(exported(kitchen), 7, "Kitchen", "Galley")
+    kitchen.record_visit(7, "Galley", 2)
+    kitchen.record_visit(7, "Scullery", 3)
+
+    outcome = import_memories(kitchen, text, apply=True)
+
+    assert not outcome.applied
+    assert [(c.file, c.database) for c in outcome.plan.conflicts] == [("Galley", "Scullery")]
+
+
+def test_a_whitespace_only_rename_in_the_file_is_a_rename(kitchen: MemoryStore) -> None:
+    kitchen.record_visit(9, "West  of House", 1)
+    kitchen.add_memory(9, "West  of House", note_titled("Mailbox"))
+    text = renamed_in_file(exported(kitchen), 9, "West  of House", "West of House")
+
+    assert import_memories(kitchen, text, apply=True).applied
+    assert name_of(kitchen, 9) == "West of House"
