@@ -12,11 +12,13 @@ there (an eval report JSON, an eval markdown table, a PNG), checked before anyth
 played and again just before it is written; anything else is refused unless --force. All
 three are written atomically (a hard link keeps the old content, with a warning).
 
-When the LLM agent's model played no turn of an arm for some seed (every call failed or
-gave no command, so the explorer played it all), the table says so, judges no target on
-that play, the outputs are still written, and the command exits 1 (one error line: which
-arm and seed, the failed calls by kind, the last failure), as ``memstore demo`` does when
-every call failed.
+When the LLM agent's model did not play an episode a target reads (it chose at most half
+of that episode's commands: its calls failed or gave no command, so the explorer chose the
+rest; memstore.eval_results.MODEL_MAJORITY), the table says so, that target is not judged,
+the outputs are still written, and the command exits 1 (one error line: which arm, seed
+and episodes, and for each of those arms its failed calls by kind and its last failure),
+as ``memstore demo`` does when every call failed. Targets left unjudged only because the
+run is too short (fewer episodes than they need) exit 0.
 """
 
 from __future__ import annotations

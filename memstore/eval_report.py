@@ -15,6 +15,7 @@ from memstore.eval_results import (
     ARMS,
     LAST_FAILURE,
     MEMORY,
+    MODEL_MAJORITY,
     NO_MEMORY,
     REPEAT_KINDS,
     REPEAT_LABELS,
@@ -22,7 +23,7 @@ from memstore.eval_results import (
     EvalReport,
     Target,
     fmt,
-    never_played_text,
+    not_played_text,
 )
 from memstore.llm_agent import is_tool_refusal
 
@@ -84,9 +85,21 @@ def report_json(report: EvalReport, *, timing: bool = True) -> dict[str, Any]:
         "arms": {arm: summary.as_dict() for arm, summary in report.arms.items()},
         "targets": [_target_json(t) for t in report.targets()],
     }
-    if report.agent == "llm":  # each arm and seed the model played no turn of
-        data["model_never_played"] = [
-            {"arm": arm, "seed": seed} for arm, seed in report.model_never_played()
+    if report.agent == "llm":  # the model's share of the commands; the episodes it did not play
+        data["model_commands"] = {
+            arm: {"model": found[0], "commands": found[1]}
+            for arm, summary in report.arms.items()
+            if (found := summary.model_commands()) is not None
+        }
+        data["model_did_not_play"] = [
+            {
+                "arm": e.arm,
+                "seed": e.seed,
+                "episode": e.episode,
+                "model_turns": e.model_turns,
+                "turns": e.turns,
+            }  # fmt: skip
+            for e in report.model_did_not_play()
         ]
     if timing:
         data["timing"] = {
@@ -146,6 +159,8 @@ def _arm_lines(report: EvalReport, *, timing: bool) -> list[str]:
             f"LLM calls: agent {llm['agent_calls']} ({_failures(llm['agent_failures'])}), "
             f"synthesis {llm['synthesis_calls']} ({_failures(llm['synthesis_failures'])})"
         )
+        if (commands := summary.model_commands()) is not None:  # the LLM agent
+            line += f"; the model chose {commands[0]:,} of {commands[1]:,} commands"
         if timing:
             overhead = summary.overhead
             line += (
@@ -172,14 +187,15 @@ def _counts(what: str, found: Mapping[str, int]) -> str:
 
 
 def _target_lines(report: EvalReport) -> list[str]:
-    """What the model never played (if anything), then each target: met, NOT MET, or not
+    """The episodes the model did not play (if any), then each target: met, NOT MET, or not
     judged and why; then what the repeats with memory were."""
     lines = []
-    if never := report.model_never_played():
+    if short := report.model_did_not_play():
         lines.append(
-            f"{never_played_text(never, f'the model ({report.model})')}: every turn was the "
-            "explorer's (every model call failed or gave no command); no target is judged on "
-            "that play"
+            f"{not_played_text(short, f'the model ({report.model})')}: the explorer chose the "
+            "rest (its fallback when a call fails or gives no command); no target is judged "
+            f"on those episodes (it needs the model to choose more than "
+            f"{MODEL_MAJORITY:.0%} of the commands of every episode it reads)"
         )
     for t in report.targets():
         if t.met is None:
@@ -190,26 +206,30 @@ def _target_lines(report: EvalReport) -> list[str]:
 
 
 def model_failure(report: EvalReport) -> str | None:
-    """One line for the error ``memstore eval`` exits with when the model played no turn of
-    an arm (``EvalReport.model_never_played``): which, how its calls failed, the last
-    failure; None when it played some turn of each (or the agent is the explorer)."""
-    never = report.model_never_played()
-    if not never:
+    """One line for the error ``memstore eval`` exits with when a target was not judged
+    because the model did not play an episode it reads (``EvalReport.targets_not_played``):
+    which, and for each arm of those (only those) how its calls failed and the last
+    failure; None when no target was left unjudged for that (or the agent is the explorer)."""
+    short = report.targets_not_played()
+    if not short:
         return None
-    failed: dict[str, int] = {}
-    last = None
+    parts = []
     for arm in ARMS:
+        if not any(e.arm == arm for e in short):
+            continue
         llm = report.arms[arm].llm
-        for kind, count in llm.get("agent_failures", {}).items():
-            if count and not is_tool_refusal(kind):
-                failed[kind] = failed.get(kind, 0) + count
-        last = llm.get(LAST_FAILURE) or last
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) or "none counted"
-    text = never_played_text(never, f"the model ({report.model})")
+        failed = {
+            kind: count
+            for kind, count in llm.get("agent_failures", {}).items()
+            if count and not is_tool_refusal(kind)
+        }
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) or "none counted"
+        last = llm.get(LAST_FAILURE)
+        parts.append(f"{ARM_LABELS[arm]}: {kinds}" + (f", the last: {last}" if last else ""))
+    text = not_played_text(short, f"the model ({report.model})")
     return (
-        f"{text}: every model call failed or gave no command (failed calls: {kinds})"
-        + (f"; the last: {last}" if last else "")
-        + "; no target was judged on that play"
+        f"{text}: its calls failed or gave no command and the explorer chose the rest "
+        f"(failed calls {'; '.join(parts)}); no target was judged on that play"
     )
 
 

@@ -7,7 +7,7 @@ Pure values and arithmetic: no game, no database, no output.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,10 @@ REPEAT_TARGET = 0.05
 COVERAGE_TARGET = 0.80
 BY_EPISODE = 3
 
+
+#: an episode of the LLM agent is the model's play (a target may read it) only when the
+#: model chose more than this share of its commands (the explorer, its fallback, the rest)
+MODEL_MAJORITY = 0.5
 
 #: the key of an arm's ``llm`` that holds the LLM agent's last failure, when it had one
 LAST_FAILURE = "agent_last_failure"
@@ -109,6 +113,12 @@ class EpisodeResult:
     def coverage(self) -> float:
         return self.coverage_with_memory / self.coverage_visited if self.coverage_visited else 0.0
 
+    @property
+    def model_played(self) -> bool:
+        """The model chose more than half of the episode's commands (``MODEL_MAJORITY``);
+        True for the explorer agent (no model: its own play)."""
+        return self.model_turns is None or self.model_turns > self.turns * MODEL_MAJORITY
+
     def share(self, count: int) -> float:
         return count / self.turns if self.turns else 0.0
 
@@ -178,6 +188,14 @@ class ArmSummary:
             shares.append(count / turns if turns else 0.0)
         return statistics.fmean(shares) if shares else 0.0
 
+    def model_commands(self) -> tuple[int, int] | None:
+        """(commands the model chose, all commands) over every seed and episode; None for
+        the explorer agent."""
+        mine = [e for e in self.episodes if e.model_turns is not None]
+        if not mine:
+            return None
+        return sum(e.model_turns or 0 for e in mine), sum(e.turns for e in mine)
+
     @property
     def tokens(self) -> dict[str, float]:
         return spread([t for e in self.episodes for t in e.memory_tokens])
@@ -226,6 +244,9 @@ class Target:
     met: bool | None
     measured: str
     not_judged: str = ""
+    #: the episodes it reads that the model did not play (``EpisodeResult.model_played``),
+    #: as (arm, seed, episode): why it is not judged, with any other reason
+    not_played: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass
@@ -244,22 +265,23 @@ class EvalReport:
     #: the LLM agent was offered the memory tools
     tools: bool = False
 
-    def model_never_played(self) -> list[tuple[str, int]]:
-        """Each (arm, seed) whose LLM agent made calls but played none of the model's
-        commands (every call failed or gave no command: the explorer, its fallback, played
-        every turn); [] for the explorer agent."""
-        played: dict[tuple[str, int], int] = {}  # one pass: seeds x episodes may be 100,000
-        for arm in ARMS:
-            for e in self.arms[arm].episodes:
-                if e.model_turns is not None:
-                    played[arm, e.seed] = played.get((arm, e.seed), 0) + e.model_turns
-        return [(arm, seed) for arm in ARMS for seed in self.seeds if played.get((arm, seed)) == 0]
+    def model_did_not_play(self) -> list[EpisodeResult]:
+        """Every episode (arm, seed) of the LLM agent whose commands the model chose at
+        most half of (``EpisodeResult.model_played``: failed calls, or calls that gave no
+        command, left the explorer to choose the rest), in arm, seed, episode order; []
+        for the explorer agent."""
+        return sorted(
+            (e for arm in ARMS for e in self.arms[arm].episodes if not e.model_played),
+            key=lambda e: (ARMS.index(e.arm), e.seed, e.episode),
+        )
 
     def targets(self) -> list[Target]:
         """The issue's "done when", judged on the measured figures (means over seeds); a
-        target is not judged (``met`` None) on play it is not about: an arm the model
-        never played (``model_never_played``), one episode for "across episodes", fewer
-        than BY_EPISODE for "by episode 3"."""
+        target is not judged (``met`` None) on play it is not about: an episode it reads
+        that the model did not play (``model_did_not_play``; "across episodes" reads every
+        episode of the arms it uses, "by episode 3" episodes 1 to 3 with memory, whose
+        memories carry into episode 3, and episode 3 only without), one episode for
+        "across episodes", fewer than BY_EPISODE for "by episode 3"."""
         memory, none = self.arms[MEMORY], self.arms[NO_MEMORY]
         with_mem, without = memory.rate("repeated_across"), none.rate("repeated_across")
         last = min(BY_EPISODE, self.episodes)
@@ -267,9 +289,13 @@ class EvalReport:
         coverage = memory.mean(last, lambda e: e.coverage) or 0.0
         rooms = (memory.mean(last, lambda e: e.rooms), none.mean(last, lambda e: e.rooms))
         score = (memory.mean(last, lambda e: e.score), none.mean(last, lambda e: e.score))
-        never = self.model_never_played()
-        memory_only = never_played_text([found for found in never if found[0] == MEMORY])
-        both = never_played_text(never)
+        short = self.model_did_not_play()
+        every = range(1, self.episodes + 1)
+
+        def unplayed(read: Mapping[str, Container[int]]) -> list[EpisodeResult]:
+            return [e for e in short if e.arm in read and e.episode in read[e.arm]]
+
+        upto = range(1, last + 1)
         across = (
             ""
             if self.episodes >= 2
@@ -287,21 +313,21 @@ class EvalReport:
                 f"repeated failed actions with memory, across episodes, < {REPEAT_TARGET:.0%}",
                 with_mem < REPEAT_TARGET,
                 f"{with_mem:.1%}",
-                memory_only,
+                unplayed({MEMORY: every}),
                 across,
             ),
             _target(
                 "... and at most half of the memory-off arm",
                 with_mem <= without / 2,
                 f"{with_mem:.1%} vs {without:.1%}",
-                both,
+                unplayed({MEMORY: every, NO_MEMORY: every}),
                 across,
             ),
             _target(
                 f"location coverage >= {COVERAGE_TARGET:.0%} by episode {BY_EPISODE} (with memory)",
                 coverage >= COVERAGE_TARGET,
                 f"{coverage:.0%}{at}",
-                memory_only,
+                unplayed({MEMORY: upto}),
                 by,
             ),
             _target(
@@ -309,39 +335,56 @@ class EvalReport:
                 (rooms[0] or 0) > (rooms[1] or 0) or (score[0] or 0) > (score[1] or 0),
                 f"rooms {fmt(rooms[0])} vs {fmt(rooms[1])}, "
                 f"score {fmt(score[0])} vs {fmt(score[1])}{at}",
-                both,
+                unplayed({MEMORY: upto, NO_MEMORY: (last,)}),
                 by,
             ),
         ]
 
+    def targets_not_played(self) -> list[EpisodeResult]:
+        """The episodes some target was not judged for because the model did not play them
+        (``Target.not_played``), in ``model_did_not_play`` order: what makes eval exit 1."""
+        read = {key for t in self.targets() for key in t.not_played}
+        return [e for e in self.model_did_not_play() if (e.arm, e.seed, e.episode) in read]
 
-#: at most this many seeds are named for an arm the model never played (then "N more")
-NAMED_SEEDS = 10
+
+#: at most this many episodes are named the model did not play (then "and N more")
+NAMED_EPISODES = 10
 
 
-def never_played_text(never: Sequence[tuple[str, int]], who: str = "the model") -> str:
-    """``the model played no turn with memory (seed 1) nor without memory (seeds 1, 2)``
-    (``who`` first), or "" when ``never`` (``EvalReport.model_never_played``) is empty."""
+def not_played_text(short: Sequence[EpisodeResult], who: str = "the model") -> str:
+    """``the model chose at most half of the commands of episodes 2 (0 of 20), 3 (0 of 20)
+    with memory (seed 1); episode 3 (0 of 20) without memory (seed 1)`` (``who`` first),
+    or "" when ``short`` (from ``EvalReport.model_did_not_play``) is empty."""
+    groups: dict[tuple[str, int], list[EpisodeResult]] = {}
+    for e in short[:NAMED_EPISODES]:
+        groups.setdefault((e.arm, e.seed), []).append(e)
     parts = []
-    for arm in ARMS:
-        seeds = [seed for found, seed in never if found == arm]
-        if not seeds:
-            continue
-        named = ", ".join(map(str, seeds[:NAMED_SEEDS]))
-        if len(seeds) > NAMED_SEEDS:
-            named += f" and {len(seeds) - NAMED_SEEDS:,} more"
-        parts.append(f"{ARM_LABELS[arm]} (seed{'s' if len(seeds) > 1 else ''} {named})")
-    return f"{who} played no turn {' nor '.join(parts)}" if parts else ""
+    for (arm, seed), found in groups.items():
+        named = ", ".join(f"{e.episode} ({e.model_turns or 0} of {e.turns})" for e in found)
+        parts.append(
+            f"episode{'s' if len(found) > 1 else ''} {named} {ARM_LABELS[arm]} (seed {seed})"
+        )
+    if not parts:
+        return ""
+    more = len(short) - NAMED_EPISODES
+    return (
+        f"{who} chose at most half of the commands of "
+        + "; ".join(parts)
+        + (f"; and {more:,} more episode{'s' if more > 1 else ''}" if more > 0 else "")
+    )
 
 
-def _target(name: str, met: bool, measured: str, never: str, precondition: str) -> Target:
-    """A target, not judged when the model never played an arm it uses (``never``: which)
-    or when the run cannot meet its ``precondition`` (why not)."""
+def _target(
+    name: str, met: bool, measured: str, short: Sequence[EpisodeResult], precondition: str
+) -> Target:
+    """A target, not judged when the model did not play an episode it reads (``short``:
+    which) or when the run cannot meet its ``precondition`` (why not)."""
     reasons = []
-    if never:
-        reasons.append(f"{never}: that play was the explorer's")
+    if short:
+        reasons.append(f"{not_played_text(short)}: the explorer chose the rest")
     if precondition:
         reasons.append(precondition)
     if reasons:
-        return Target(name, None, measured, "; ".join(reasons))
+        keys = tuple((e.arm, e.seed, e.episode) for e in short)
+        return Target(name, None, measured, "; ".join(reasons), keys)
     return Target(name, met, measured)

@@ -11,7 +11,14 @@ where nothing can be repeated "across episodes". Now:
   and why), the report is still written, and the command exits 1, as `memstore demo` does;
 * a target whose precondition the run cannot meet (at least 2 episodes "across episodes",
   3 episodes "by episode 3") is not judged either, and says why (exit 0: nothing failed);
-* some failed calls (the model played some turns) change nothing but the "LLM calls:" line.
+* some failed calls change nothing but the "LLM calls:" line and the model's share of the
+  commands ("the model chose 58 of 60 commands").
+
+Round 2 of the review found the model playing 1 turn of 60 per arm (episodes 2 and 3 all
+the explorer's) judged "met" on all four targets and exit 0, and the exit-1 error line
+blaming the other arm's failures. Now a target is judged only when the model chose more
+than half of the commands of every episode it reads (each arm it uses, each seed), and the
+error line gives each arm's own failures.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import pytest
 
 from memstore.config import MemstoreConfig
+from memstore.eval_report import model_failure
 from memstore.evaluation import (
     MEMORY,
     NO_MEMORY,
@@ -59,24 +67,26 @@ def report(
     *,
     agent: str = "llm",
     seeds: tuple[int, ...] = (1,),
-    model_turns: dict[tuple[str, int], int] | None = None,
+    model_turns: dict[tuple[str, int], int | list[int]] | None = None,
 ) -> EvalReport:
     """Both arms, ``episodes`` each per seed; for the LLM agent, the model played every
-    turn (10 an episode) but those ``model_turns`` gives per (arm, seed), per episode."""
+    turn (10 an episode) but those ``model_turns`` gives per (arm, seed): one number for
+    every episode, or a list (one per episode)."""
     arms = {}
     for arm in (MEMORY, NO_MEMORY):
         played = []
         for seed in seeds:
-            turns = None
+            turns: list[int | None] = [None] * episodes
             if agent == "llm":
-                turns = (model_turns or {}).get((arm, seed), 10)
+                given = (model_turns or {}).get((arm, seed), 10)
+                turns = list(given) if isinstance(given, list) else [given] * episodes
             rooms = 8 if arm == MEMORY else 5  # from episode 2: memory helps
             played += [
                 episode(
                     arm,
                     seed,
                     n,
-                    model_turns=turns,
+                    model_turns=turns[n - 1],
                     rooms=rooms if n > 1 else 5,
                     repeated_across=0 if arm == MEMORY or n == 1 else 4,
                 )  # fmt: skip
@@ -91,27 +101,38 @@ def verdicts(found: EvalReport) -> list[bool | None]:
     return [t.met for t in found.targets()]
 
 
-# --- the model played no turn -----------------------------------------------------------------
+# --- the model played no turn of an arm --------------------------------------------------------
+
+
+def not_played(found: EvalReport) -> list[tuple[str, int, int]]:
+    return [(e.arm, e.seed, e.episode) for e in found.model_did_not_play()]
 
 
 def test_an_arm_the_model_never_played_judges_no_target_on_it() -> None:
     failed = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 0})
-    assert failed.model_never_played() == [(MEMORY, 1), (NO_MEMORY, 1)]
+    assert not_played(failed) == [(arm, 1, n) for arm in (MEMORY, NO_MEMORY) for n in (1, 2, 3)]
     assert verdicts(failed) == [None, None, None, None]
     for target in failed.targets():
-        assert "the model played no turn" in target.not_judged
+        assert "the model chose at most half of the commands of episodes 1 (0 of 10)" \
+            in target.not_judged  # fmt: skip
     table = render_table(failed)
     assert "met:" not in table.replace("not judged:", "") and "NOT MET" not in table
     assert table.count("not judged: ") == 4
-    assert "the model (openai/fake) played no turn with memory (seed 1) nor without memory " \
-        "(seed 1): every turn was the explorer's" in table  # fmt: skip
+    assert "the model (openai/fake) chose at most half of the commands of episodes 1 (0 of 10), " \
+        "2 (0 of 10), 3 (0 of 10) with memory (seed 1); episodes 1 (0 of 10), 2 (0 of 10), " \
+        "3 (0 of 10) without memory (seed 1): the explorer" in table  # fmt: skip
+    assert table.count("the model chose 0 of 30 commands") == 2  # each arm's line
     data = report_json(failed)
     assert [t["met"] for t in data["targets"]] == [None, None, None, None]
-    assert all("the model played no turn" in t["not_judged"] for t in data["targets"])
-    assert data["model_never_played"] == [
-        {"arm": "memory", "seed": 1},
-        {"arm": "no_memory", "seed": 1},
-    ]
+    assert all("the model chose at most half" in t["not_judged"] for t in data["targets"])
+    assert data["model_did_not_play"][0] == {
+        "arm": "memory", "seed": 1, "episode": 1, "model_turns": 0, "turns": 10
+    }  # fmt: skip
+    assert len(data["model_did_not_play"]) == 6
+    assert data["model_commands"] == {
+        "memory": {"model": 0, "commands": 30},
+        "no_memory": {"model": 0, "commands": 30},
+    }
     assert json.loads(json.dumps(data)) == data
     assert "- not judged: " in render_markdown(failed)
 
@@ -119,7 +140,7 @@ def test_an_arm_the_model_never_played_judges_no_target_on_it() -> None:
 def test_one_seed_the_model_never_played_is_enough() -> None:
     """Seed 2's memory arm was the explorer's: its means over the seeds mix that in."""
     half = report(3, seeds=(1, 2), model_turns={(MEMORY, 2): 0})
-    assert half.model_never_played() == [(MEMORY, 2)]
+    assert not_played(half) == [(MEMORY, 2, 1), (MEMORY, 2, 2), (MEMORY, 2, 3)]
     assert verdicts(half) == [None, None, None, None]  # every target uses the memory arm
 
 
@@ -130,21 +151,28 @@ def test_only_the_targets_using_the_arm_the_model_never_played_are_not_judged() 
     assert met[1] is None and met[3] is None  # they compare with the memory-off arm
     assert met[0] is True and met[2] is True  # memory only: judged
     assert "without memory (seed 1)" in found.targets()[1].not_judged
+    assert "with memory" not in found.targets()[1].not_judged.replace("without memory", "")
 
 
 def test_some_failed_calls_keep_the_verdicts() -> None:
-    partial = report(3, seeds=(1, 2), model_turns={(MEMORY, 1): 1, (NO_MEMORY, 2): 3})
-    assert partial.model_never_played() == []
+    """The model chose most commands of every episode (9 and 6 of 10): judged."""
+    partial = report(3, seeds=(1, 2), model_turns={(MEMORY, 1): 9, (NO_MEMORY, 2): 6})
+    assert partial.model_did_not_play() == []
     assert verdicts(partial) == verdicts(report(3, seeds=(1, 2))) == [True, True, True, True]
-    assert "not judged" not in render_table(partial)
-    assert "model_never_played" in report_json(partial)  # an LLM report says it: none
-    assert report_json(partial)["model_never_played"] == []
+    table = render_table(partial)
+    assert "not judged" not in table
+    assert "the model chose 57 of 60 commands" in table  # memory: 27 + 30
+    assert "the model chose 48 of 60 commands" in table  # without: 30 + 18
+    assert report_json(partial)["model_did_not_play"] == []  # an LLM report says it: none
+    assert model_failure(partial) is None
 
 
 def test_the_explorer_report_is_unchanged_by_the_verdicts() -> None:
     """Every target judged: the JSON has the shape the committed example report has."""
     data = report_json(report(3, agent="explorer"))
+    assert "model_did_not_play" not in data and "model_commands" not in data
     assert "model_never_played" not in data
+    assert "the model chose" not in render_table(report(3, agent="explorer"))
     assert all(set(t) == {"target", "met", "measured"} for t in data["targets"])
     assert all("model_turns" not in e for e in data["arms"]["memory"]["episodes"])
 
@@ -172,11 +200,78 @@ def test_two_episodes_judge_the_repeats_but_not_by_episode_3() -> None:
     assert verdicts(report(3, agent="explorer")) == [True, True, True, True]
 
 
+def test_a_run_too_short_for_a_target_is_no_failure_of_the_model() -> None:
+    """The model played every episode: targets unjudged for the run's length only exit 0."""
+    short_run = report(2)
+    assert verdicts(short_run) == [True, True, None, None]
+    assert short_run.targets_not_played() == [] and model_failure(short_run) is None
+    assert model_failure(report(1)) is None
+
+
 def test_the_reasons_are_given_once_each() -> None:
     """Both the model and the episodes: the two reasons, the model's first."""
     both = report(1, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 0})
     reason = both.targets()[2].not_judged
-    assert reason.index("the model played no turn") < reason.index("needs 3 episodes")
+    assert reason.index("the model chose at most half") < reason.index("needs 3 episodes")
+
+
+# --- the model chose some commands, not the episodes a target reads (review round 2) ----------
+
+
+def test_a_model_that_played_one_turn_of_episode_1_judges_nothing() -> None:
+    """The review's finding 1: model turns [1, 0, 0] in each arm, all four were "met"."""
+    walked = report(3, model_turns={(MEMORY, 1): [1, 0, 0], (NO_MEMORY, 1): [1, 0, 0]})
+    assert verdicts(walked) == [None, None, None, None]
+    coverage = walked.targets()[2].not_judged
+    assert "episodes 1 (1 of 10), 2 (0 of 10), 3 (0 of 10) with memory (seed 1)" in coverage
+    rooms = walked.targets()[3].not_judged  # without memory, episode 3 only is read
+    assert "; episode 3 (0 of 10) without memory (seed 1)" in rooms
+    assert "the model chose 1 of 30 commands" in render_table(walked)
+    failure = model_failure(walked)
+    assert failure is not None and "episodes 1 (1 of 10)" in failure
+
+
+def test_the_model_must_choose_more_than_half_of_an_episode() -> None:
+    half = report(3, model_turns={(MEMORY, 1): [10, 10, 5]})
+    assert verdicts(half) == [None, None, None, None]
+    assert "episode 3 (5 of 10) with memory (seed 1)" in half.targets()[2].not_judged
+    most = report(3, model_turns={(MEMORY, 1): [10, 10, 6], (NO_MEMORY, 1): [6, 6, 6]})
+    assert verdicts(most) == [True, True, True, True]
+    one_in_many = report(3, model_turns={(MEMORY, 1): [10, 10, 1]})
+    assert verdicts(one_in_many) == [None, None, None, None]
+
+
+def test_each_target_reads_the_episodes_its_figures_come_from() -> None:
+    """Repeats across episodes: every episode of the arms it uses (the rate is over all
+    their turns); by episode 3: episodes 1 to 3 with memory (what they wrote is there in
+    episode 3), episode 3 only without memory (a fresh database each episode)."""
+    without_first = report(3, model_turns={(NO_MEMORY, 1): [0, 10, 10]})
+    assert verdicts(without_first) == [True, None, True, True]
+    with_first = report(3, model_turns={(MEMORY, 1): [0, 10, 10]})
+    assert verdicts(with_first) == [None, None, None, None]
+    fourth = report(4, model_turns={(MEMORY, 1): [10, 10, 10, 0]})
+    assert verdicts(fourth) == [None, None, True, True]  # episode 4: not by episode 3
+
+
+def test_the_error_line_names_the_failures_of_the_arm_the_model_did_not_play() -> None:
+    """The review's finding 5: the other arm's failures were added in and its last
+    failure quoted as "the last"."""
+    found = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 9})
+    found.arms[MEMORY].llm["agent_failures"] = {"timeout": 30}
+    found.arms[MEMORY].llm["agent_last_failure"] = "timeout: Timeout after 30 s"
+    found.arms[NO_MEMORY].llm["agent_failures"] = {"malformed": 3}
+    found.arms[NO_MEMORY].llm["agent_last_failure"] = "malformed: not one short game command"
+    failure = model_failure(found)
+    assert failure is not None
+    assert "timeout 30" in failure and "the last: timeout: Timeout after 30 s" in failure
+    assert "malformed" not in failure and "without memory" not in failure
+    both = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 0})
+    both.arms[MEMORY].llm.update(found.arms[MEMORY].llm)
+    both.arms[NO_MEMORY].llm.update(found.arms[NO_MEMORY].llm)
+    line = model_failure(both)
+    assert line is not None
+    assert "with memory: timeout 30, the last: timeout: Timeout after 30 s" in line
+    assert "without memory: malformed 3, the last: malformed: not one short game command" in line
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -191,6 +286,19 @@ class FailingModel:
     def complete(self, messages: list[dict[str, Any]], **_: Any) -> Any:
         self.calls += 1
         raise ConnectionError("connection refused")
+
+
+class AnsweringModel:
+    """A model that answers every call with a move."""
+
+    def __init__(self, config: Any, **_: Any) -> None:
+        self.calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], **_: Any) -> Any:
+        self.calls += 1
+        move = ("north", "south", "east", "west")[self.calls % 4]
+        message = SimpleNamespace(content=move, tool_calls=None)
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)])
 
 
 class WalkingModel:
@@ -226,10 +334,12 @@ def test_eval_whose_every_model_call_failed_says_so_judges_nothing_and_exits_1(
     target_lines = [line for line in out.splitlines() if "measured:" in line]
     assert len(target_lines) == 4
     assert all(line.startswith("not judged: ") for line in target_lines), out
-    assert "played no turn with memory (seed 1) nor without memory (seed 1)" in out
+    assert "episode 1 (0 of 3) with memory (seed 1); episode 1 (0 of 3) without memory " \
+        "(seed 1)" in out  # fmt: skip
+    assert out.count("the model chose 0 of 3 commands") == 2
     assert f"wrote {tmp_path / 'out' / 'r.json'}" in out  # the report is still written
     error = err.strip().splitlines()[-1]
-    assert error.startswith("memstore: error: the model (openai/fake) played no turn")
+    assert error.startswith("memstore: error: the model (openai/fake) chose at most half")
     assert "provider_error" in error and "ConnectionError: connection refused" in error
     data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
     assert [t["met"] for t in data["targets"]] == [None, None, None, None]
@@ -239,18 +349,41 @@ def test_eval_whose_every_model_call_failed_says_so_judges_nothing_and_exits_1(
 
 
 @pytest.mark.slow
-def test_eval_whose_model_played_some_turns_judges_the_targets_and_exits_0(
+def test_eval_whose_model_played_one_turn_of_episode_1_judges_nothing_and_exits_1(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The review's finding 1 (round 2): this test asserted exit 0 and 4 verdicts for model
+    turns [1, 0, 0], the explorer's play of episodes 2 and 3 judged as the model's."""
     monkeypatch.setattr("memstore.llm.LiteLLMCompletion", WalkingModel)
-    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "2"))
+    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "20"))
+    assert code == 1
+    assert "LLM calls: agent 60 (59 failed: provider_error 59)" in out  # visible, as before
+    assert out.count("the model chose 1 of 60 commands") == 2
+    target_lines = [line for line in out.splitlines() if "measured:" in line]
+    assert len(target_lines) == 4
+    assert all(line.startswith("not judged: ") for line in target_lines), out
+    assert "episodes 1 (1 of 20), 2 (0 of 20), 3 (0 of 20) with memory (seed 1)" in out
+    error = err.strip().splitlines()[-1]
+    assert error.startswith("memstore: error: the model (openai/fake) chose at most half")
+    data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
+    assert [t["met"] for t in data["targets"]] == [None, None, None, None]
+    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [1, 0, 0]
+    assert len(data["model_did_not_play"]) == 6
+
+
+@pytest.mark.slow
+def test_eval_whose_model_played_every_turn_judges_the_targets_and_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memstore.llm.LiteLLMCompletion", AnsweringModel)
+    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "4"))
     assert code == 0, err
-    assert "LLM calls: agent 6 (5 failed: provider_error 5)" in out  # visible, as before
-    assert "not judged" not in out and "played no turn" not in out
+    assert "not judged" not in out and "chose at most half" not in out
+    assert out.count("the model chose 12 of 12 commands") == 2
     assert sum(line.startswith(("met: ", "NOT MET: ")) for line in out.splitlines()) == 4
     data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
-    assert data["model_never_played"] == []
-    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [1, 0, 0]
+    assert data["model_did_not_play"] == []
+    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [4, 4, 4]
 
 
 @pytest.mark.slow
@@ -259,8 +392,8 @@ def test_run_eval_counts_the_turns_the_model_played(tmp_path: Path) -> None:
     found = run_eval(agent="llm", episodes=2, moves=2, seeds=[1], folder=tmp_path / "a",
                      config=config, rom=rom_or_skip(), agent_llm=FailingModel(config))  # fmt: skip
     assert [e.model_turns for e in found.arms[MEMORY].episodes] == [0, 0]
-    assert found.model_never_played() == [(MEMORY, 1), (NO_MEMORY, 1)]
+    assert not_played(found) == [(arm, 1, n) for arm in (MEMORY, NO_MEMORY) for n in (1, 2)]
     explorer = run_eval(agent="explorer", episodes=1, moves=2, seeds=[1], folder=tmp_path / "b",
                         rom=rom_or_skip())  # fmt: skip
     assert [e.model_turns for e in explorer.arms[MEMORY].episodes] == [None]
-    assert explorer.model_never_played() == []
+    assert explorer.model_did_not_play() == []
