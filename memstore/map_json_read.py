@@ -19,9 +19,11 @@ whole number that brings memstore's rule closest to the file's ``connection_conf
 them empty).
 
 **The map's own rules** across fields (memstore.map_json_rules, which gives what memstore
-and ZorkGPT can each write): a room connected to itself is refused; a pruned exit that
-``connections`` holds as taken is un-pruned, reported in one line; a connection first seen
-after it was last seen is kept (memstore's recorder writes it when agents share a database).
+and ZorkGPT can each write): a room connected to itself is refused; a ZorkGPT connection's
+failures are at least its exit's count in ``exit_failure_counts``; a pruned exit that
+``connections`` holds is un-pruned where the file shows it taken, and ZorkGPT's inferred way
+back stays pruned (one line each); a connection first seen after it was last seen is kept
+(memstore's recorder writes it when agents share a database).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from memstore.map_graph import (
     stored_action,
     visible,
 )
-from memstore.map_json_rules import check_move, listed, unprune_taken
+from memstore.map_json_rules import check_move, count_failures, listed, unprune_taken
 from memstore.models import INT64_MAX, unstorable_text
 
 #: metadata.version written (ZorkGPT's)
@@ -216,7 +218,10 @@ class _Reader:
         self.unknown: Counter[str] = Counter()
         self.listed_exits: dict[int, list[str]] = {}
         self.missing_rooms: set[int] = set()
-        self.mismatched: list[str] = []
+        self.rates: dict[tuple[int, str], tuple[str, Any]] = {}  # the file's confidences
+        #: ZorkGPT's connections (failures from confidence); those the file shows taken
+        self.peer: list[tuple[int, str]] = []  # in the file's order
+        self.taken: set[tuple[int, str]] = set()
 
     def table(self, name: str) -> dict[str, Any]:
         return _object(self.data.get(name, {}), name)
@@ -230,9 +235,9 @@ class _Reader:
         self.connections(extras.get("connections", {}))
         self.exit_failures(extras.get("exit_failures", {}))
         self.pruned(extras.get("pruned_exits", {}))
-        unpruned = unprune_taken(self.graph)
-        if unpruned is not None:
-            self.notes.append(unpruned)
+        raised = count_failures(self.graph, self.peer)
+        self.mismatched()
+        self.notes += raised + unprune_taken(self.graph, self.taken, set(self.peer))
         self.metadata()
         return ParsedMapState(self.graph, tuple(self.report()))
 
@@ -307,12 +312,6 @@ class _Reader:
                 self.graph.connections[(room, key)] = self.connection(
                     room, exit_, key, to_id, *tables.values()
                 )
-        if self.mismatched:
-            self.notes.append(
-                f"connection_confidence: {len(self.mismatched)} value(s) that memstore's rule "
-                f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
-                f"and works confidence out from them: {listed(self.mismatched)}"
-            )
         for name, table in tables.items():
             orphans = [
                 spelled for k, (spelled, _) in table.items() if k not in self.graph.connections
@@ -322,6 +321,20 @@ class _Reader:
                     f"{name}: {len(orphans)} key(s) name no connection in connections, "
                     f"left out: {listed(orphans)}"
                 )
+
+    def mismatched(self) -> None:
+        """One line for the file's confidences that the counts kept do not give."""
+        found = []
+        for key, (spelled, rate) in self.rates.items():
+            kept = self.graph.connections[key].confidence
+            if abs(kept - rate) > _CONFIDENCE_TOLERANCE:
+                found.append(f"{spelled} ({_shown(rate)} -> {kept:.2f})")
+        if found:
+            self.notes.append(
+                f"connection_confidence: {len(found)} value(s) that memstore's rule "
+                f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
+                f"and works confidence out from them: {listed(found)}"
+            )
 
     def connection(
         self,
@@ -359,8 +372,11 @@ class _Reader:
             last = _time(fields.get("last_seen", [0, 0]), f'{where}["last_seen"]')
         else:
             f = _failures_for(v, float(rate[1])) if rate is not None else 0
-        if rate is not None and abs(confidence(v, f) - rate[1]) > _CONFIDENCE_TOLERANCE:
-            self.mismatched.append(f"{rate[0]} ({_shown(rate[1])} -> {confidence(v, f):.2f})")
+            self.peer.append((room, key))
+            if v >= 2 or rate is None or rate[1] >= 1:  # not add_connection's way back
+                self.taken.add((room, key))
+        if rate is not None:
+            self.rates[(room, key)] = rate
         direction = key if key in DIRECTION_ORDER else None
         return Connection(room, action, key, direction, to_id, v, f, *first, *last)
 

@@ -50,11 +50,11 @@ def test_a_pruned_exit_that_was_taken_is_unpruned_with_one_warning() -> None:
     assert graph.connections[(15, "north")].verifications == 5
     assert graph.route(15, 180).actions == ("north",)
     lines = [note for note in parsed.notes if note.startswith("pruned_exits:")]
-    assert len(lines) == 1 and "1 pruned exit" in lines[0] and "un-pruned" in lines[0]
+    assert len(lines) == 1 and "1 pruned exit " in lines[0] and "un-pruned" in lines[0]
     assert lines[0].endswith(": 15_north")
 
 
-def test_the_peer_s_own_pruning_of_a_taken_exit_is_counted_in_one_line() -> None:
+def test_the_peer_s_own_pruning_is_counted_one_line_for_taken_one_for_inferred() -> None:
     # ZorkGPT's prune_invalid_exits prunes any exit of room.exits (add_connection put the
     # exits it took there, and the inferred way back) that failed 3 times, and
     # add_connection never un-prunes: connections, failures and pruned_exits all hold it
@@ -63,20 +63,25 @@ def test_the_peer_s_own_pruning_of_a_taken_exit_is_counted_in_one_line() -> None
             "15": {"id": 15, "name": "West of House", "exits": ["north"]},
             "180": {"id": 180, "name": "North of House", "exits": ["south", "east"]},
         },
-        "connections": {"15": {"north": 180}, "180": {"south": 15, "east": 15}},
-        "connection_confidence": {"15_north": 0.9, "180_south": 0.72, "180_east": 0.8},
-        "connection_verifications": {"15_north": 2, "180_south": 1, "180_east": 1},
-        "exit_failure_counts": {"180_south": 3, "180_east": 4, "15_west": 3},
-        "pruned_exits": {"180": ["east", "south"], "15": ["west"]},
+        "connections": {"15": {"north": 180}, "180": {"south": 15, "east": 15, "up": 15}},
+        "connection_confidence": {"15_north": 0.9, "180_south": 0.9, "180_east": 1.0},
+        "connection_verifications": {"15_north": 2, "180_south": 1, "180_east": 3},
+        "exit_failure_counts": {"180_south": 3, "180_east": 4, "15_west": 3, "180_up": 5},
+        "pruned_exits": {"180": ["east", "south", "up"], "15": ["west"]},
     }
     parsed = parse_map_state(json.dumps(data))
     graph = parsed.graph
-    assert set(graph.pruned) == {(15, "west")}  # never taken: still pruned
+    # never taken: still pruned; 180 up has no confidence: taken, as add_connection writes one
+    assert set(graph.pruned) == {(15, "west"), (180, "south")}
     assert graph.failures[(180, "south")].failures == 3  # the failures are kept
     assert graph.failures[(180, "east")].failures == 4
+    assert [graph.connections[(180, d)].failures for d in ("south", "east", "up")] == [3, 4, 5]
     lines = [note for note in parsed.notes if note.startswith("pruned_exits:")]
-    assert len(lines) == 1 and lines[0].startswith("pruned_exits: 2 pruned exits")
-    assert lines[0].endswith(": 180_east, 180_south")
+    assert len(lines) == 2 and lines[0].startswith("pruned_exits: 2 pruned exits that")
+    assert "un-pruned" in lines[0] and lines[0].endswith(": 180_east, 180_up")
+    assert "kept pruned" in lines[1] and lines[1].endswith(": 180_south")
+    raised = [note for note in parsed.notes if note.startswith("exit_failure_counts:")]
+    assert len(raised) == 1 and raised[0].startswith("exit_failure_counts: 3 failed exits")
 
 
 def test_import_json_warns_and_routes_over_the_unpruned_exit(
@@ -183,3 +188,70 @@ def test_maps_the_recorder_writes_never_meet_a_rule(store: MemoryStore) -> None:
     parsed = parse_map_state(exported)
     assert parsed.notes == () and parsed.graph == graph
     assert dump_map_state(parsed.graph) == exported
+
+
+# --- ZorkGPT's inferred way back that failed: counted on the connection, kept pruned -----------
+
+#: the reviewer's file (round 2, finding 3): add_connection(15, "north", 180) also wrote the
+#: way back 180 south -> 15 (confidence 1.0 x 0.9, 1 verification), never taken; it failed
+#: three times (track_exit_failure) and prune_invalid_exits pruned it
+INFERRED: dict[str, Any] = {
+    "rooms": {
+        "15": {"id": 15, "name": "West of House", "exits": ["north"]},
+        "180": {"id": 180, "name": "North of House", "exits": ["south"]},
+    },
+    "connections": {"15": {"north": 180}, "180": {"south": 15}},
+    "connection_confidence": {"15_north": 1.0, "180_south": 0.9},
+    "connection_verifications": {"15_north": 1, "180_south": 1},
+    "exit_failure_counts": {"180_south": 3},
+    "pruned_exits": {"180": ["south"]},
+}
+
+
+def test_an_inferred_way_back_that_failed_is_what_the_recorder_would_hold() -> None:
+    parsed = parse_map_state(json.dumps(INFERRED))
+    graph = parsed.graph
+    south = graph.connections[(180, "south")]
+    assert (south.verifications, south.failures) == (1, 3)  # MapGraph._fail counts them too
+    assert south.confidence < 0.5 and graph.failures[(180, "south")].failures == 3
+    assert (180, "south") in graph.pruned  # never taken: no success to un-prune it
+    assert not graph.route(180, 15).found and graph.route(15, 180).actions == ("north",)
+    assert graph.connections[(15, "north")].failures == 0
+    assert not any("as taken" in note or "un-pruned" in note for note in parsed.notes)
+    raised = [note for note in parsed.notes if note.startswith("exit_failure_counts:")]
+    assert len(raised) == 1 and "180_south (0 -> 3 failures, confidence 0.67 -> 0.33)" in raised[0]
+    kept = [note for note in parsed.notes if note.startswith("pruned_exits:")]
+    assert len(kept) == 1 and "kept pruned" in kept[0] and kept[0].endswith(": 180_south")
+
+
+def test_failures_of_a_taken_exit_are_counted_on_its_connection_pruned_or_not() -> None:
+    data = json.loads(json.dumps(INFERRED))
+    data["connection_verifications"] = {"15_north": 4, "180_south": 2}  # both taken
+    data["connection_confidence"] = {"15_north": 1.0, "180_south": 1.0}
+    data["exit_failure_counts"] = {"180_south": 3, "15_north": 1}
+    graph = parse_map_state(json.dumps(data)).graph
+    assert graph.connections[(15, "north")].failures == 1
+    assert graph.connections[(180, "south")].failures == 3
+    assert (180, "south") not in graph.pruned  # taken: a success un-prunes it
+    assert not graph.route(180, 15).found  # 3 / 7: below the route threshold
+
+
+def test_import_json_of_the_inferred_way_back_routes_around_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    peer, db = tmp_path / "peer.json", tmp_path / "peer.db"
+    peer.write_text(json.dumps(INFERRED), encoding="utf-8")
+    code, _, err = run(capsys, "--db", str(db), "map", "import-json", str(peer))
+    assert code == 0 and "un-pruned" not in err and "kept pruned" in err
+    code, stdout, _ = run(capsys, "--db", str(db), "map", "route", "180", "15")
+    assert "1. south" not in stdout
+    exported = tmp_path / "again.json"
+    code, _, _ = run(capsys, "--db", str(db), "map", "export-json", str(exported))
+    assert code == 0
+    again = tmp_path / "again.db"
+    code, _, err = run(capsys, "--db", str(again), "map", "import-json", str(exported))
+    assert code == 0 and err == ""
+    with MemoryStore.open(db, read_only=True) as one, MemoryStore.open(again) as two:
+        assert MapStore(two).graph() == MapStore(one).graph()
+    assert (again_graph := parse_map_state(exported.read_text(encoding="utf-8")).graph).pruned
+    assert dump_map_state(again_graph) == exported.read_text(encoding="utf-8")
