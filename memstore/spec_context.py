@@ -9,9 +9,11 @@ The orchestrator of spec 002 ("Conditional Prompt Injection") passes::
 three are what ZMachineContext works out from values before and after the action, so here
 they are read as such:
 
-* ``score_delta``: the score after the action, counted from 0 before it (a memory's score
-  change is the difference; the turn record's scores are then relative to the turn);
-  unless the dict also gives ``score_before`` or ``score_after``, which win;
+* ``score_delta``: with ``score_before`` or ``score_after``, the other one is worked out
+  from it (with both, they must agree with it: ValueError); with neither, the scores are
+  counted from 0 before the action (a memory's score change is the difference) and
+  ``reported`` holds SCORE_CHANGED to say that only the change is known (the prompt then
+  states no absolute score);
 * ``location_changed`` and ``inventory_changed``: when true and the dict gives neither
   value of that pair, a change the caller reported (``ZMachineContext.reported``): the
   trigger fires, and nothing is made up (no destination is known, so the map records no
@@ -44,19 +46,36 @@ def _flag(value: Mapping[str, Any], key: str) -> bool:
     return flag
 
 
+def _number(value: object, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"z_machine_context[{key!r}] must be an int, got {value!r}")
+    return value
+
+
 def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tuple[str, ...]]:
     """The context spec 002's dict (or any mapping of ZMachineContext's fields) describes,
     and the keys it did not read, sorted."""
     fields = {key: item for key, item in value.items() if key in _FIELDS}
     ignored = sorted(repr(key) if not isinstance(key, str) else key for key in value)
     ignored = [key for key in ignored if key not in _FIELDS and key not in SPEC_KEYS]
+    reported: set[Trigger] = set()
     delta = value.get("score_delta")
     if delta is not None:
         if not isinstance(delta, int) or isinstance(delta, bool):
             raise TypeError(f"z_machine_context['score_delta'] must be an int, got {delta!r}")
-        if "score_before" not in fields and "score_after" not in fields:
+        before, after = fields.get("score_before"), fields.get("score_after")
+        if before is None and after is None:
             fields["score_after"] = delta
-    reported: set[Trigger] = set()
+            reported.add(Trigger.SCORE_CHANGED)  # the change only: no absolute score known
+        elif after is None:
+            fields["score_after"] = _number(before, "score_before") + delta
+        elif before is None:
+            fields["score_before"] = _number(after, "score_after") - delta
+        elif _number(after, "score_after") - _number(before, "score_before") != delta:
+            raise ValueError(
+                f"z_machine_context: score_delta {delta} disagrees with score_after - "
+                f"score_before ({after} - {before})"
+            )
     pairs = (
         ("location_changed", ("location_before", "location_after"), Trigger.LOCATION_CHANGED),
         ("inventory_changed", ("inventory_before", "inventory_after"), Trigger.INVENTORY_CHANGED),

@@ -47,7 +47,8 @@ class ZMachineContext(BaseModel):
     location_after_name: str | None = None
     item_names: dict[int, str] = Field(default_factory=dict)
     #: changes the caller reported without the values they come from: spec 002's plain
-    #: dict says ``location_changed`` and ``inventory_changed`` as flags
+    #: dict says ``location_changed`` and ``inventory_changed`` as flags, and
+    #: ``score_delta`` alone (SCORE_CHANGED here: the scores count from 0 before the turn)
     #: (``memstore.spec_context``): ``location_changed`` and ``inventory_changed`` are
     #: true then, and fire their triggers, with no destination or item made up
     reported: frozenset[Trigger] = Field(default_factory=frozenset)

@@ -49,10 +49,25 @@ def test_flags_that_say_nothing_changed_fire_nothing() -> None:
     assert significance(ctx) == []
 
 
+def test_a_delta_beside_one_score_gives_the_other() -> None:
+    """Was: {score_delta: 5, score_before: 40} became a score change of -40 (40 -> 0)."""
+    ctx, _ = context_from_mapping({"score_delta": 5, "score_before": 40})
+    assert (ctx.score_before, ctx.score_after, ctx.reported) == (40, 45, frozenset())
+    ctx, _ = context_from_mapping({"score_delta": 5, "score_after": 45})
+    assert (ctx.score_before, ctx.score_after) == (40, 45)
+    ctx, _ = context_from_mapping({"score_delta": 5})
+    assert ctx.score_delta == 5 and Trigger.SCORE_CHANGED in ctx.reported
+
+
+def test_a_delta_that_disagrees_with_both_scores_is_the_caller_s_mistake() -> None:
+    with pytest.raises(ValueError, match="disagrees"):
+        context_from_mapping({"score_delta": 5, "score_before": 40, "score_after": 40})
+
+
 def test_values_given_beside_a_flag_win() -> None:
     ctx, _ = context_from_mapping(
         {
-            "score_delta": 10,
+            "score_delta": 0,
             "score_before": 5,
             "score_after": 5,
             "location_changed": True,
