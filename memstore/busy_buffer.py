@@ -9,17 +9,23 @@ number yet. None of it costs a turn anything while the database takes every writ
   valuable rows are dropped, the oldest first within a class: (0) decision-log rows of
   calls that changed nothing, and syntheses left with nothing but their decision-log row;
   (1) syntheses of a session (ephemeral) memory that retire nothing, and turn records; (2)
-  the rest: persistent memories, retirements, visits, map events. None of these was ever
+  the rest: persistent memories, retirements, visits, map events. A waiting memory a later
+  synthesis at its location was shown, and found nothing new beside (it wrote no memory:
+  the re-sighting of a known fact), is as old as that turn (``seen``): what the agent keeps
+  seeing is not the first dropped. Texts count as Python holds them (``sys.getsizeof``:
+  1, 2 or 4 bytes a character). None of these was ever
   acknowledged as stored; each drop is counted (``syntheses_dropped``,
   ``waiting_rows_dropped``) and the first of a busy stretch logged.
 * **Backoff.** After a refusal the store is not asked to write again until its write lock
-  is seen free (``LockProbe``: a SQLite file's lock tried without waiting from a second
-  connection; PostgreSQL's writers' lock with ``pg_try_advisory_xact_lock``), so a turn
+  is seen free (memstore.lock_probe: a SQLite file's lock tried without waiting from a
+  second connection; on PostgreSQL, memstore's writers' lock and its tables'), so a turn
   in a busy stretch waits for nothing and its rows join the waiting ones (counted:
   ``writes_deferred``); the first turn after the lock is free writes them all (a turn
   that decides nothing to write too, while rows wait). A store the probe cannot read
   waits BACKOFF_FIRST_S after the first refusal, twice as long after each further one, at
-  most BACKOFF_MAX_S. ``flush()`` and ``close()`` still wait for the lock (bounded by the
+  most BACKOFF_MAX_S; so does one whose write was refused right after the probe saw its
+  lock free (a lock the probe does not see): for the rest of the stretch the probe and
+  the clock must both agree. ``flush()`` and ``close()`` still wait for the lock (bounded by the
   busy timeout): the caller asked for the rows to be written.
 * **Unnumbered episodes.** An episode that starts while the database is busy cannot be
   numbered (``allocate_episode`` writes). It is played under a provisional number
@@ -36,13 +42,14 @@ number yet. None of it costs a turn anything while the database takes every writ
 from __future__ import annotations
 
 import logging
-import sqlite3
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
 from memstore.shown_memories import ShownMemories, ShownTitle
 from memstore.store import MemoryStore
@@ -63,10 +70,11 @@ log = logging.getLogger("memstore.manager")
 #: at most this many refused syntheses wait
 MAX_WAITING_SYNTHESES = 256
 #: at most this much waits, syntheses and buffered bookkeeping, as ``waiting_bytes``
-#: estimates it (the Python objects' size, within about 20%: tests/test_busy_gaps.py)
+#: estimates it (the Python objects' size, within about 20%: tests/test_busy_gaps.py,
+#: tests/test_busy_review2.py)
 MAX_WAITING_BYTES = 1 << 20
 #: what ``waiting_bytes`` adds for the objects of a waiting synthesis (its dicts, its
-#: memory), and of a bookkeeping row, to the length of their texts
+#: memory), and of a bookkeeping row, to the size of their texts (``sys.getsizeof``)
 SYNTHESIS_OVERHEAD_BYTES = 1500
 MEMORY_OVERHEAD_BYTES = 700
 ROW_OVERHEAD_BYTES = 300
@@ -77,56 +85,6 @@ BACKOFF_MAX_S = 60.0
 #: 2, ... for each such episode of one manager) until it is: a valid episode that no
 #: database hands out in practice, never written
 PROVISIONAL_EPISODES = MAX_EPISODE - (1 << 32)
-
-
-class LockProbe:
-    """Whether the store's write lock is free right now, without waiting for it."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-        self._file: sqlite3.Connection | None = None
-
-    def free(self) -> bool | None:
-        """True or False; None when this store cannot tell (in memory, or the probe
-        failed: the caller's clock decides then). Never raises, never waits."""
-        target = self.store.target
-        try:
-            if target.is_server:
-                return self._server_free()
-            if target.path is None:
-                return None
-            return self._file_free(target.path.as_uri())
-        except Exception:  # the probe's own failure: the real write will say what it is
-            return None
-
-    def _file_free(self, uri: str) -> bool:
-        if self._file is None:
-            self._file = sqlite3.connect(
-                f"{uri}?mode=rw", uri=True, timeout=0, isolation_level=None,
-                check_same_thread=False,
-            )  # fmt: skip
-        try:
-            self._file.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return False
-            raise
-        self._file.execute("ROLLBACK")
-        return True
-
-    def _server_free(self) -> bool:
-        from memstore.connection import driver_of
-        from memstore.pg_connection import LOCK_KEY
-
-        with self.store.transaction(write=False) as conn:
-            key = conn.connection.info[LOCK_KEY]  # the lock is the transaction's: gone at its end
-            row = driver_of(conn).execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
-            return bool(row.fetchone()[0])
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class BusyBuffer:
@@ -148,7 +106,13 @@ class BusyBuffer:
         self._bound_logged = False
         #: id of each list that waits -> (rows measured, their bytes): ``waiting_bytes``
         self._sizes: dict[int, tuple[int, int]] = {}
+        #: id of a waiting synthesis seen again -> (it, the (episode, turn) it was seen at)
+        self._seen: dict[int, tuple[dict[str, Any], tuple[int, int]]] = {}
         self.probe = LockProbe(store)
+        #: the probe said "free" and the write it let through was refused: a lock it does
+        #: not see; until the stretch ends, the clock must agree too
+        self._probed_free = False
+        self._distrust = False
 
     # --- backoff -------------------------------------------------------------------------
 
@@ -159,7 +123,8 @@ class BusyBuffer:
         if not self.busy:
             return True
         free = self.probe.free()
-        if free is None:
+        self._probed_free = bool(free)
+        if free is None or (free and self._distrust):
             free = time.monotonic() >= self._retry_at
         if not free:
             self.counters["writes_deferred"] += 1
@@ -167,6 +132,9 @@ class BusyBuffer:
 
     def refused(self) -> None:
         """A write was refused (StoreBusy): back off."""
+        if self.busy and self._probed_free:  # the probe said free: it does not see this lock
+            self._distrust = True
+        self._probed_free = False
         self._delay = min(self._delay * 2, BACKOFF_MAX_S) if self.busy else BACKOFF_FIRST_S
         self._retry_at = time.monotonic() + self._delay
         self.busy = True
@@ -176,8 +144,35 @@ class BusyBuffer:
         if self.busy:
             self.busy = False
             self._bound_logged = False
+            self._distrust = self._probed_free = False
             self._sizes.clear()
+            self._seen.clear()
             self.probe.close()
+
+    def first_written(self) -> None:
+        """The oldest waiting synthesis was written (or failed for good): it waits no more."""
+        self._seen.pop(id(self.syntheses.pop(0)), None)
+
+    def seen(
+        self,
+        location_id: int,
+        shown: ShownMemories,
+        retired: Iterable[str],
+        when: tuple[int, int],
+    ) -> None:
+        """A synthesis at ``location_id`` at ``when`` (episode, turn) was ``shown`` these
+        memories and wrote no new one, retiring only ``retired``: the waiting memories it
+        kept count as of ``when`` in the drop order."""
+        ids = {id(memory) for memory in shown}
+        names = list(retired)
+        for synthesis in self.syntheses:
+            memory = synthesis["new_memory"]
+            if (
+                synthesis["location_id"] == location_id
+                and id(memory) in ids
+                and not _names(names, memory, shown)
+            ):
+                self._seen[id(synthesis)] = (synthesis, when)
 
     def status(self, pending: PendingWrites) -> dict[str, int]:
         """The manager's status entries of what waits (``get_status``)."""
@@ -230,7 +225,7 @@ class BusyBuffer:
         """Each list that waits: (its rows' value class, or what tells it, the list, size,
         age)."""
         return [
-            (_synthesis_value, self.syntheses, synthesis_bytes, _synthesis_age),
+            (_synthesis_value, self.syntheses, synthesis_bytes, self._synthesis_age),
             (0, pending.decisions, _decision_bytes, _clock),
             (1, pending.turns, _turn_bytes, _clock),
             (2, pending.visits, _visit_bytes, lambda visit: (visit[2], 0)),
@@ -245,14 +240,18 @@ class BusyBuffer:
             for number, (value_of, rows, size, age) in enumerate(lanes):
                 if isinstance(value_of, int):  # one class for the whole list
                     index = 0 if rows and value_of == value else None
-                else:
-                    index = next((i for i, row in enumerate(rows) if value_of(row) == value), None)
+                else:  # the oldest of the class (a synthesis seen again is as old as then)
+                    ages = [(age(row), i) for i, row in enumerate(rows) if value_of(row) == value]
+                    index = min(ages)[1] if ages else None
                 if index is not None and (found is None or age(rows[index]) < found[0]):
                     found = (age(rows[index]), index, rows, (number, size))
             if found is None:
                 continue
             _age, index, rows, (number, size) = found
-            dropped = max(1, int(size(rows.pop(index))))
+            row = rows.pop(index)
+            if number == 0:
+                self._seen.pop(id(row), None)
+            dropped = max(1, int(size(row)))
             counted, measured = self._sizes.get(id(rows), (0, 0))
             if index < counted:
                 self._sizes[id(rows)] = (counted - 1, measured - dropped)
@@ -268,6 +267,13 @@ class BusyBuffer:
                 )
             return dropped
         return 0
+
+    def _synthesis_age(self, synthesis: dict[str, Any]) -> tuple[int, int]:
+        """When it was produced, or last seen again (``seen``)."""
+        entry = self._seen.get(id(synthesis))
+        if entry is not None and entry[0] is synthesis:
+            return entry[1]
+        return synthesis["episode"], synthesis["turn"]
 
     # --- episodes the database could not number ------------------------------------------
 
@@ -298,6 +304,9 @@ class BusyBuffer:
     def _renumber(
         self, provisional: int, episode: int, pending: PendingWrites, more: list[dict[str, Any]]
     ) -> None:
+        for key, (seen, (played, turn)) in list(self._seen.items()):
+            if played == provisional:
+                self._seen[key] = (seen, (episode, turn))
         for synthesis in [*self.syntheses, *more]:
             if synthesis["episode"] == provisional:
                 synthesis["episode"] = episode
@@ -374,33 +383,34 @@ def _synthesis_value(synthesis: dict[str, Any]) -> int:
     return 1 if memory.persistence is Persistence.EPHEMERAL else 2
 
 
-def _synthesis_age(synthesis: dict[str, Any]) -> tuple[int, int]:
-    return synthesis["episode"], synthesis["turn"]
-
-
 def _clock(row: Any) -> tuple[int, int]:
     return row.episode, row.turn
 
 
 def _texts(values: Iterable[object]) -> int:
-    """The texts' length, each object once (the offline recorder's answer is its decision)."""
+    """The texts' size as Python holds them, each object once (the offline recorder's
+    answer is its decision)."""
     seen: set[int] = set()
     size = 0
     for value in values:
         if isinstance(value, str) and id(value) not in seen:
             seen.add(id(value))
-            size += len(value)
+            size += sys.getsizeof(value)
     return size
+
+
+def _text(value: str | None) -> int:
+    return 0 if value is None else sys.getsizeof(value)
 
 
 def synthesis_bytes(synthesis: dict[str, Any]) -> int:
     """A waiting synthesis's size, estimated."""
     size = SYNTHESIS_OVERHEAD_BYTES + _texts(synthesis["log"].values())
-    size += len(synthesis["invalidation_reason"] or "")
+    size += _text(synthesis["invalidation_reason"])
     size += _texts(synthesis["supersede_titles"]) + _texts(synthesis["invalidate_titles"])
     memory = synthesis["new_memory"]
     if memory is not None:
-        size += MEMORY_OVERHEAD_BYTES + len(memory.title) + len(memory.text)
+        size += MEMORY_OVERHEAD_BYTES + _text(memory.title) + _text(memory.text)
     return size
 
 
@@ -408,13 +418,13 @@ def _decision_bytes(row: Any) -> int:
     log_entry = row.log
     return (
         ROW_OVERHEAD_BYTES * 2
-        + len(row.location_name)
+        + _text(row.location_name)
         + _texts((log_entry.raw_answer, log_entry.decision, log_entry.error, log_entry.model))
     )
 
 
 def _turn_bytes(row: Any) -> int:
-    return ROW_OVERHEAD_BYTES + len(row.action) + len(row.triggers)
+    return ROW_OVERHEAD_BYTES + _text(row.action) + _text(row.triggers)
 
 
 def _visit_bytes(visit: tuple[int, str, int]) -> int:

@@ -26,14 +26,14 @@ from memstore.config import MemstoreConfig, load_config
 from memstore.errors import DatabaseUnavailable
 from memstore.flagged import FlaggedMemories
 from memstore.manager_api import SpecMemoryApi
+from memstore.manager_args import as_context, check_texts, written_out
 from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
 from memstore.map_store import MapStore, MapView
 from memstore.models import check_int, check_location_id, unstorable_text
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.rebuild import rebuild_from_log
-from memstore.spec_context import context_from_mapping
 from memstore.store import AppliedSynthesis, MemoryStore
-from memstore.synthesis import LLMCallable, loggable_text
+from memstore.synthesis import LLMCallable
 from memstore.synthesis_runner import SynthesisRunner
 from memstore.tokens import count_tokens
 from memstore.triggers import ZMachineContext, significance
@@ -136,12 +136,16 @@ class SimpleMemoryManager(SpecMemoryApi):
     def episode(self) -> int:
         """The episode being played. Numbered when first needed (``store.allocate_episode``:
         one after every episode the database has handed out or seen), so episodes continue
-        across runs and agents sharing a database never play the same number. Asked here
-        while another process keeps the database locked, that is StoreBusy (a turn plays
-        under a provisional number instead: ``record_action_outcome``)."""
-        self._synthesis.number_episodes()  # those played unnumbered before, if any
-        if self._episode is None:
-            self._episode = self.store.allocate_episode()
+        across runs and agents sharing a database never play the same number. While another
+        process keeps the database locked (StoreBusy, or in a busy stretch its lock not
+        free) it is never raised nor waited for: the episode is played under a provisional
+        number (PROVISIONAL_EPISODES and up, memstore.busy_buffer; ``get_status()["episode"]``
+        says None), numbered by the first write after the lock is free; read it again then
+        (after ``flush``) for the number its rows are stored under."""
+        if self._episode is None:  # those played unnumbered before are numbered first
+            self._episode = self._synthesis.new_episode()
+        else:
+            self._synthesis.number_episodes()  # played unnumbered, if it was: now, if it can
         return self._episode
 
     def _numbered(self, provisional: int, episode: int) -> None:
@@ -196,8 +200,12 @@ class SimpleMemoryManager(SpecMemoryApi):
         return written
 
     def close(self) -> bool:
-        """``flush``: False when the database refused it, and the rows still wait here."""
-        return self.flush()
+        """``flush``: False when the database refused it, and the rows still wait here. The
+        lock probe's connection (memstore.lock_probe) is closed either way."""
+        try:
+            return self.flush()
+        finally:
+            self._synthesis.buffer.probe.close()
 
     # --- the agent loop's calls ------------------------------------------------------------
 
@@ -296,8 +304,8 @@ class SimpleMemoryManager(SpecMemoryApi):
         """
         started = time.perf_counter()
         check_location_id(location_id)
-        _check_texts(location_name=location_name, action=action, response=response)
-        ctx, ignored = _as_context(z_machine_context, response)
+        check_texts(location_name=location_name, action=action, response=response)
+        ctx, ignored = as_context(z_machine_context, response)
         if ignored:  # keys of the caller's dict that say nothing memstore reads
             self.counters["context_keys_ignored"] += len(ignored)
             if self.counters["context_keys_ignored"] == len(ignored):
@@ -311,10 +319,10 @@ class SimpleMemoryManager(SpecMemoryApi):
                 raise ValueError(f"{name} {problem}: {value[:60]!r}")
         typed_as_is = unstorable_text(action) is None
         if not typed_as_is:
-            action = _written_out(action)
-        response = _written_out(response)
+            action = written_out(action)
+        response = written_out(response)
         if any(unstorable_text(name) is not None for name in ctx.item_names.values()):
-            written = {item: _written_out(name) for item, name in ctx.item_names.items()}
+            written = {item: written_out(name) for item, name in ctx.item_names.items()}
             ctx = ctx.model_copy(update={"item_names": written})
         if self._episode is None:  # the first turn of an episode: numbered now (or later)
             self._episode = self._synthesis.new_episode()
@@ -438,54 +446,3 @@ class SimpleMemoryManager(SpecMemoryApi):
             "flagged_memories": FlaggedMemories(self.store).stats(),
             "database": store_status["database"],
         }
-
-
-def _check_texts(**texts: object) -> None:
-    """TypeError for an argument that is not a str."""
-    for name, value in texts.items():
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-
-
-def _written_out(text: str) -> str:
-    """``text`` as either database can store it: NUL characters and lone surrogates
-    written out as escapes (memstore.synthesis.loggable_text), nothing cut."""
-    return text if unstorable_text(text) is None else loggable_text(text, len(text))
-
-
-def _as_context(
-    value: ZMachineContext | Mapping[str, Any], response: str
-) -> tuple[ZMachineContext, tuple[str, ...]]:
-    """The typed context, or the spec's plain dict read as one (memstore.spec_context),
-    with response_length filled if absent; and the dict's keys it did not read."""
-    ignored: tuple[str, ...] = ()
-    if isinstance(value, ZMachineContext):
-        ctx = value
-    elif isinstance(value, Mapping):
-        ctx, ignored = context_from_mapping(value)
-    else:
-        raise TypeError(
-            f"z_machine_context must be a ZMachineContext or a dict, got {type(value).__name__}"
-        )
-    if ctx.response_length == 0 and response:
-        ctx = ctx.model_copy(update={"response_length": len(response)})
-    _check_numbers(ctx)
-    return ctx, ignored
-
-
-def _check_numbers(ctx: ZMachineContext) -> None:
-    """Refuse (ValueError, one line) a context with a number the database cannot hold: the
-    scores and locations go into the turn record and the map, their difference into a
-    memory's score_change."""
-    numbers = (
-        ("score_before", ctx.score_before, False),
-        ("score_after", ctx.score_after, False),
-        ("location_before", ctx.location_before, True),
-        ("location_after", ctx.location_after, True),
-        ("score_after - score_before", ctx.score_delta, False),
-    )
-    for name, value, optional in numbers:
-        try:
-            check_int(name, value, optional=optional)
-        except ValueError as exc:
-            raise ValueError(f"z_machine_context: {exc}") from None

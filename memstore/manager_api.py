@@ -10,7 +10,12 @@ needs:
   the manager never sets);
 * another process keeping the database locked past the busy timeout (StoreBusy) does not
   reach the agent loop: it is counted (``get_status()["store_busy"]``), logged, and
-  answered as "not done" (False, ``{title: False}``, ``SupersedeOutcome.STORE_BUSY``).
+  answered as "not done" (False, ``{title: False}``, ``SupersedeOutcome.STORE_BUSY``);
+* they keep to the busy stretch the turns are in (memstore.busy_buffer): while rows wait
+  for the database, what waits is written first (in order, without waiting for the lock),
+  and while its lock is not free (the probe's answer) they are not even tried: "not
+  done" at once, counted (``writes_deferred``). An episode the database has not numbered
+  yet writes nothing under its provisional number: "not done" until it is numbered.
 
 A caller's mistake (a blank reason, a wrong type) is still a ValueError or TypeError, and a
 lost connection (DatabaseUnavailable) passes through, as from ``record_action_outcome``.
@@ -24,11 +29,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memstore.errors import StoreBusy
-from memstore.models import Memory
-from memstore.rows import SupersedeOutcome
+from memstore.models import Memory, check_location_id
+from memstore.rows import SupersedeOutcome, check_memory, check_reason
 
 if TYPE_CHECKING:
     from memstore.store import MemoryStore
+    from memstore.synthesis_runner import SynthesisRunner
 
 __all__ = ["SpecMemoryApi"]
 
@@ -41,18 +47,41 @@ class SpecMemoryApi:
     store: MemoryStore
     counters: Counter[str]
     turn: int
+    _synthesis: SynthesisRunner
 
     @property
     def episode(self) -> int:  # pragma: no cover - the manager's own property
         raise NotImplementedError
 
+    def _flush(self, *, wait: bool) -> bool:  # pragma: no cover - the manager's own
+        raise NotImplementedError
+
     def _refused(self, exc: StoreBusy, what: str) -> None:
+        self._synthesis.buffer.refused()  # a busy stretch: the turns wait for nothing now
         self.counters["store_busy"] += 1
         log.warning("%s: not done (the database is busy): %s", what, exc)
+
+    def _ready(self) -> bool:
+        """Whether to write now: outside a busy stretch, yes; in one, once what waits is
+        written (without waiting for the lock: not tried while it is held, counted) and
+        every episode played unnumbered is numbered."""
+        runner = self._synthesis
+        buffer = runner.buffer
+        if buffer.busy and not buffer.may_write():  # the lock is held: counted
+            return False
+        if (buffer.busy or runner.waiting) and not self._flush(wait=True):  # seen free
+            return False
+        if buffer.unnumbered:
+            runner.number_episodes()
+        return not buffer.unnumbered
 
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """``MemoryStore.add_memory``; False, storing nothing, also when the database is
         busy (counted)."""
+        check_location_id(location_id)  # a caller's mistake raises, busy or not
+        check_memory(memory)
+        if not self._ready():
+            return False
         try:
             return self.store.add_memory(location_id, location_name, memory)
         except StoreBusy as exc:
@@ -64,6 +93,10 @@ class SpecMemoryApi:
     ) -> SupersedeOutcome:
         """``MemoryStore.supersede_memory``; ``SupersedeOutcome.STORE_BUSY`` (false) when the
         database is busy (counted)."""
+        check_location_id(location_id)
+        check_memory(new_memory)
+        if not self._ready():
+            return SupersedeOutcome.STORE_BUSY
         try:
             return self.store.supersede_memory(
                 location_id, location_name, old_memory_title, new_memory
@@ -89,14 +122,19 @@ class SpecMemoryApi:
         """``MemoryStore.invalidate_memories`` at ``turn`` (default: the manager's turn) of
         the manager's episode: each title with whether it was invalidated (all False when
         the database is busy, counted)."""
+        check_location_id(location_id)
+        check_reason(reason)
+        if isinstance(memory_titles, str):
+            raise TypeError("memory_titles must be a collection of titles, not one string")
         titles = list(memory_titles)
+        if not self._ready():
+            return dict.fromkeys(titles, False)
+        episode = self.episode
+        if self._synthesis.buffer.unnumbered:  # it could not be numbered (StoreBusy, counted)
+            return dict.fromkeys(titles, False)
         try:
             return self.store.invalidate_memories(
-                location_id,
-                titles,
-                reason,
-                self.turn if turn is None else turn,
-                episode=self.episode,
+                location_id, titles, reason, self.turn if turn is None else turn, episode=episode
             )
         except StoreBusy as exc:
             self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memstore.busy_buffer import PROVISIONAL_EPISODES
 from memstore.models import Category, Memory, Persistence, Status
 from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
 from memstore.triggers import LONG_RESPONSE_CHARS, ZMachineContext
@@ -50,7 +51,15 @@ def _tier(persistence: Persistence) -> str:
     return "persistent tier" if persistence.on_disk else "session tier"
 
 
-def _existing_section(existing: Sequence[tuple[int, Memory]]) -> str:
+def _played(memory: Memory, episode: int | None) -> str:
+    """The episode a memory was learnt in, as the prompt says it: a provisional number (an
+    episode the busy database has not numbered yet: memstore.busy_buffer) is no number."""
+    if memory.episode < PROVISIONAL_EPISODES:
+        return f"episode {memory.episode}"
+    return "this episode" if memory.episode == episode else "an earlier episode"
+
+
+def _existing_section(existing: Sequence[tuple[int, Memory]], episode: int | None) -> str:
     lines = ["EXISTING MEMORIES AT THIS LOCATION:"]
     if not existing:
         lines.append("(none yet)")
@@ -63,7 +72,7 @@ def _existing_section(existing: Sequence[tuple[int, Memory]]) -> str:
         lines.append(
             f"[{handle}] [{memory.category.value}] {memory.title} "
             f"({memory.status.value}, {memory.persistence.value}, {_tier(memory.persistence)}, "
-            f"episode {memory.episode}, turn {memory.turns})"
+            f"{_played(memory, episode)}, turn {memory.turns})"
         )
         if memory.text:
             lines.append(f"    {memory.text}")
@@ -288,6 +297,7 @@ def build_synthesis_messages(
     recent_reasoning: Sequence[tuple[int, str, str]] = (),
     first_visit: bool | None = None,
     turn: int | None = None,
+    episode: int | None = None,
 ) -> list[dict[str, str]]:
     """The chat messages (system, user) for one synthesis call.
 
@@ -295,11 +305,13 @@ def build_synthesis_messages(
     ``existing`` comes from ``synthesis.number_memories``; ``recent_actions`` holds
     (turn, action, response) and ``recent_reasoning`` (turn, reasoning, action), oldest first,
     already cut to the history window. ``first_visit`` defaults to ``ctx.first_visit``.
+    ``episode`` is the one being played (a memory of it under a provisional number shows
+    as "this episode").
     """
     visit = bool(ctx.first_visit if first_visit is None else first_visit)
     sections = [
         f"Location: {location_name} (ID: {location_id})",
-        _existing_section(existing),
+        _existing_section(existing, episode),
         DEDUPLICATION_SECTION,
         CONTRADICTION_SECTION,
         _persistence_section(context_hints(action, response, ctx, visit), visit),

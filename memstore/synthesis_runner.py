@@ -109,8 +109,16 @@ class SynthesisRunner:
         return written
 
     def number_episodes(self) -> None:
-        """Number the episodes played unnumbered; StoreBusy passes through."""
-        self.buffer.number_episodes(self.pending, self.numbered)
+        """Number the episodes played unnumbered, if the lock is free (in a busy stretch,
+        only if the probe sees it free: memstore.busy_buffer). StoreBusy is counted and
+        logged, never raised: they stay unnumbered."""
+        buffer = self.buffer
+        if buffer.unnumbered and buffer.may_write():
+            try:
+                buffer.number_episodes(self.pending, self.numbered)
+            except StoreBusy as exc:
+                buffer.refused()
+                self.refused(exc, "the episodes played unnumbered stay so")
 
     def run(
         self,
@@ -132,6 +140,7 @@ class SynthesisRunner:
         stored = self.store.memories(location_id)
         if self.buffer.syntheses:  # what waits counts as written: a later turn corrects it
             stored = self.buffer.live_view(location_id, stored)
+        shown = stored
         existing = number_memories(stored)
         started = time.perf_counter()
         entry = DecisionLog(triggers=joined_triggers(triggers), mode=self.mode, model=self.model)
@@ -165,6 +174,7 @@ class SynthesisRunner:
                 recent_reasoning=list(recent_reasoning),
                 first_visit=first_visit,
                 turn=turn,
+                episode=episode,
             )
             try:
                 raw, answer = synthesize(self.llm, messages)
@@ -178,6 +188,9 @@ class SynthesisRunner:
         self._count_guards(decision)
         entry.raw_answer = loggable_text(raw)
         entry.decision = raw if self.llm is None else answer.model_dump_json()
+        if decision.new_memory is None and self.buffer.syntheses:  # seen again, kept
+            retired = [*decision.supersede_titles, *decision.invalidate_titles]
+            self.buffer.seen(location_id, shown, retired, (episode, turn))
         if not decision.has_effect:
             self._log_later(entry, where)
             return None
@@ -238,9 +251,9 @@ class SynthesisRunner:
                 except (StoreBusy, DatabaseUnavailable):
                     raise  # the database's state, not the row's: it keeps waiting
                 except Exception:
-                    del waiting[0]
+                    buffer.first_written()
                     raise
-                del waiting[0]  # (a Ctrl-C, say while waiting for the lock, keeps it)
+                buffer.first_written()  # (a Ctrl-C, say while waiting for the lock, keeps it)
             if synthesis is None:
                 self.store.write_bookkeeping(self.pending.bookkeeping())
                 applied = None

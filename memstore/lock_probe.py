@@ -1,0 +1,100 @@
+"""Whether a store's write lock is free right now, without waiting for it (for
+memstore.busy_buffer's backoff in a busy stretch).
+
+* A SQLite file: its write lock tried (``BEGIN IMMEDIATE``, no busy timeout) from a
+  second connection, rolled back at once. The connection is kept for the busy stretch and
+  closed at its end or when the manager closes (``close``).
+* PostgreSQL: memstore's writers' lock (``pg_try_advisory_xact_lock``) and, in the same
+  transaction, the lock a write takes on each of memstore's tables (``LOCK TABLE ... IN
+  ROW EXCLUSIVE MODE NOWAIT``): a table lock another session holds (``CREATE INDEX``'s
+  SHARE, ``VACUUM FULL``'s or ``ALTER TABLE``'s ACCESS EXCLUSIVE) refuses a write just as
+  the advisory lock does. Both are the probe's transaction's: gone when it ends.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memstore.store import MemoryStore
+
+__all__ = ["LockProbe"]
+
+
+class _Held(Exception):
+    """A table lock was not granted at once (inside the probe's transaction)."""
+
+
+class LockProbe:
+    """Whether the store's write lock is free right now, without waiting for it."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._file: sqlite3.Connection | None = None
+        self._tables: str | None = None
+
+    def free(self) -> bool | None:
+        """True or False; None when this store cannot tell (in memory, closed, or the probe
+        failed: the caller's clock decides then). Never raises, never waits."""
+        target = self.store.target
+        try:
+            if self.store.closed:
+                return None
+            if target.is_server:
+                return self._server_free()
+            if target.path is None:
+                return None
+            return self._file_free(target.path.as_uri())
+        except Exception:  # the probe's own failure: the real write will say what it is
+            return None
+
+    def _file_free(self, uri: str) -> bool:
+        if self._file is None:
+            self._file = sqlite3.connect(
+                f"{uri}?mode=rw", uri=True, timeout=0, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
+        try:
+            self._file.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        self._file.execute("ROLLBACK")
+        return True
+
+    def _server_free(self) -> bool:
+        import psycopg
+
+        from memstore.connection import driver_of
+        from memstore.pg_connection import LOCK_KEY
+
+        try:
+            with self.store.transaction(write=False) as conn:
+                key = conn.connection.info[LOCK_KEY]
+                driver = driver_of(conn)
+                row = driver.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
+                if not row[0]:
+                    return False
+                try:
+                    driver.execute(f"LOCK TABLE {self._table_list()} IN ROW EXCLUSIVE MODE NOWAIT")
+                except psycopg.errors.LockNotAvailable:
+                    raise _Held from None  # rolls the probe's transaction back
+        except _Held:
+            return False
+        return True
+
+    def _table_list(self) -> str:
+        """memstore's tables (the ephemeral tier's are each connection's own)."""
+        if self._tables is None:
+            from memstore.schema import metadata
+
+            names = [t.name for t in metadata.sorted_tables if t.name != "alembic_version"]
+            self._tables = ", ".join(f'"{name}"' for name in names)
+        return self._tables
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

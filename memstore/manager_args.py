@@ -1,0 +1,66 @@
+"""The manager's checks of ``record_action_outcome``'s arguments (memstore.manager): a
+caller's mistake raises at once (TypeError, ValueError), data a database cannot store is
+written out, and spec 002's plain context dict is read (memstore.spec_context)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memstore.models import check_int, unstorable_text
+from memstore.spec_context import context_from_mapping
+from memstore.synthesis import loggable_text
+from memstore.triggers import ZMachineContext
+
+__all__ = ["as_context", "check_texts", "written_out"]
+
+
+def check_texts(**texts: object) -> None:
+    """TypeError for an argument that is not a str."""
+    for name, value in texts.items():
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def written_out(text: str) -> str:
+    """``text`` as either database can store it: NUL characters and lone surrogates
+    written out as escapes (memstore.synthesis.loggable_text), nothing cut."""
+    return text if unstorable_text(text) is None else loggable_text(text, len(text))
+
+
+def as_context(
+    value: ZMachineContext | Mapping[str, Any], response: str
+) -> tuple[ZMachineContext, tuple[str, ...]]:
+    """The typed context, or the spec's plain dict read as one (memstore.spec_context),
+    with response_length filled if absent; and the dict's keys it did not read."""
+    ignored: tuple[str, ...] = ()
+    if isinstance(value, ZMachineContext):
+        ctx = value
+    elif isinstance(value, Mapping):
+        ctx, ignored = context_from_mapping(value)
+    else:
+        raise TypeError(
+            f"z_machine_context must be a ZMachineContext or a dict, got {type(value).__name__}"
+        )
+    if ctx.response_length == 0 and response:
+        ctx = ctx.model_copy(update={"response_length": len(response)})
+    _check_numbers(ctx)
+    return ctx, ignored
+
+
+def _check_numbers(ctx: ZMachineContext) -> None:
+    """Refuse (ValueError, one line) a context with a number the database cannot hold: the
+    scores and locations go into the turn record and the map, their difference into a
+    memory's score_change."""
+    numbers = (
+        ("score_before", ctx.score_before, False),
+        ("score_after", ctx.score_after, False),
+        ("location_before", ctx.location_before, True),
+        ("location_after", ctx.location_after, True),
+        ("score_after - score_before", ctx.score_delta, False),
+    )
+    for name, value, optional in numbers:
+        try:
+            check_int(name, value, optional=optional)
+        except ValueError as exc:
+            raise ValueError(f"z_machine_context: {exc}") from None
