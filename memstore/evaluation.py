@@ -328,7 +328,6 @@ def _play_arm(
             assert manager is not None and store is not None
             agent.start_episode(manager)
             fallbacks = _fallbacks(agent)
-            stored_episode = manager.episode
             text, snapshot = game.reset()
             observation = observe(game, snapshot, text)
             rooms = {snapshot.location_id}
@@ -353,7 +352,13 @@ def _play_arm(
                     over = True
                     break
             counter.step(f"seed {seed} {ARM_LABELS[arm]} ep{number}", moves - played)
-            manager.flush()
+            if not manager.flush():  # the episode's rows, and its number, are stored
+                raise StoreBusy(
+                    f"{store.target.display} stayed locked by another writer past the busy "
+                    f"timeout: the turns of this episode could not be written, so the "
+                    f"evaluation stopped (its figures would leave them out)"
+                )
+            stored_episode = manager.episode  # (numbered now, if it began while busy)
             mine = [
                 {**r, "episode": number}
                 for r in store.turn_records(manager.run_id)

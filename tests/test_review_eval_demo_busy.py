@@ -95,3 +95,15 @@ def test_eval_whose_last_rows_the_database_refused_says_so(
     _refuse_at_close(monkeypatch)
     with pytest.raises(StoreBusy, match="written"):
         run_eval(episodes=1, moves=2, seeds=[1], folder=tmp_path / "e", rom=rom)
+
+
+def test_eval_whose_episode_rows_the_database_refused_stops_before_counting_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An episode's figures are read from its stored rows, under the number the episode
+    has once its rows are written (an episode begun while the database was busy is
+    numbered then): rows that could not be written stop the evaluation."""
+    rom = rom_or_skip()
+    monkeypatch.setattr(SimpleMemoryManager, "flush", lambda self: False)
+    with pytest.raises(StoreBusy, match="turns of this episode could not be written"):
+        run_eval(episodes=1, moves=2, seeds=[1], folder=tmp_path / "e", rom=rom)
