@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from memstore.busy_buffer import PROVISIONAL_EPISODES
 from memstore.models import Category, Memory, Persistence, Status
 from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
-from memstore.triggers import LONG_RESPONSE_CHARS, ZMachineContext
+from memstore.triggers import LONG_RESPONSE_CHARS, Trigger, ZMachineContext
 
 RULE = "═" * 63
 
@@ -227,11 +227,12 @@ def _action_section(
         lines.append(f"Turn: {turn}")
     lines += [f"Action: {action}", "Response:", response.strip(), "", "Z-MACHINE GROUND TRUTH:"]
     delta = ctx.score_delta
-    lines.append(
-        f"- Score delta: {delta:+d} ({ctx.score_before} → {ctx.score_after})"
-        if delta
-        else f"- Score delta: 0 (score {ctx.score_after})"
-    )
+    if Trigger.SCORE_CHANGED in ctx.reported:  # the caller gave the change only
+        lines.append(f"- Score delta: {delta:+d} (the score itself was not given)")
+    elif delta:
+        lines.append(f"- Score delta: {delta:+d} ({ctx.score_before} → {ctx.score_after})")
+    else:
+        lines.append(f"- Score delta: 0 (score {ctx.score_after})")
     if ctx.location_changed and ctx.location_after is None:  # reported, with no values
         lines.append("- Moved (the caller reported a move; the destination was not given)")
     elif ctx.location_changed:
@@ -251,14 +252,15 @@ def _action_section(
     gained, lost = ctx.items_gained, ctx.items_lost
     if ctx.inventory_changed and not (gained or lost):  # reported, with no values
         lines.append("- Inventory changed (the caller reported it; the items were not given)")
-    lines.append(
-        f"- Items gained: {_item_list(gained, ctx.item_names)}"
-        if gained
-        else "- Items gained: none"
-    )
-    lines.append(
-        f"- Items lost: {_item_list(lost, ctx.item_names)}" if lost else "- Items lost: none"
-    )
+    else:
+        lines.append(
+            f"- Items gained: {_item_list(gained, ctx.item_names)}"
+            if gained
+            else "- Items gained: none"
+        )
+        lines.append(
+            f"- Items lost: {_item_list(lost, ctx.item_names)}" if lost else "- Items lost: none"
+        )
     lines.append(f"- Death: {'YES, the player died' if ctx.died else 'no'}")
     lines.append(
         f"- First visit to {location_name} ({location_id}): {'yes' if first_visit else 'no'}"

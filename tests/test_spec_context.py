@@ -8,10 +8,12 @@ and any other key is reported back, counted and logged.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memstore import MemoryStore, SimpleMemoryManager
 from memstore.spec_context import context_from_mapping
 from memstore.triggers import Trigger, significance
 
@@ -95,3 +97,22 @@ def test_keys_it_does_not_read_are_named() -> None:
 def test_a_value_of_the_wrong_type_is_the_caller_s_mistake(key: str, value: Any) -> None:
     with pytest.raises(TypeError, match=key):
         context_from_mapping({**SPEC, key: value})
+
+
+def test_the_prompt_states_no_score_or_items_the_dict_did_not_give(tmp_path: Path) -> None:
+    """Was: the ground truth said "Score delta: +5 (0 → 5)" (a made-up score) and, after
+    "Inventory changed", "Items gained: none" and "Items lost: none"."""
+    seen: list[str] = []
+
+    def model(messages: list[dict[str, str]]) -> str:
+        seen.append("\n".join(m["content"] for m in messages))
+        return '{"should_remember": false, "reasoning": "nothing new"}'
+
+    with MemoryStore.open(tmp_path / "p.db") as store:
+        manager = SimpleMemoryManager(store, llm=model)
+        context = {"score_delta": 5, "inventory_changed": True, "first_visit": False}
+        manager.record_action_outcome(64, "West of House", "take egg", "Taken.", context)
+    (prompt,) = seen
+    assert "- Score delta: +5 (the score itself was not given)" in prompt
+    assert "- Inventory changed (the caller reported it; the items were not given)" in prompt
+    assert "Items gained" not in prompt and "Items lost" not in prompt and "0 → 5" not in prompt
