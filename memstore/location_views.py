@@ -14,7 +14,7 @@ from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memstore.retrieval import VIEW_LIMIT, ViewRow, format_view
+from memstore.retrieval import EXITS_RESERVE, VIEW_LIMIT, ViewRow, format_view
 
 __all__ = ["LocationView", "LocationViews"]
 
@@ -28,9 +28,11 @@ class LocationView:
 
 @dataclass
 class LocationViews:
-    """Views by location id, for one token budget."""
+    """Views by location id, for one token budget (``cut_reserve``: the tokens a cut memory
+    leaves for the map's exits line, 0 when the store's config shows none)."""
 
     token_budget: int
+    cut_reserve: int = EXITS_RESERVE
     views: dict[int, LocationView] = field(default_factory=dict)
 
     def text(self, location_id: int) -> str | None:
@@ -39,7 +41,7 @@ class LocationViews:
         if view is None:
             return None
         if view.text is None:
-            view.text = format_view(view.rows, view.total, self.token_budget)
+            view.text = format_view(view.rows, view.total, self.token_budget, self.cut_reserve)
         return view.text
 
     def load(self, location_id: int, rows: list[ViewRow], total: int) -> str:

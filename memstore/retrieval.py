@@ -8,14 +8,24 @@ group, and a closing line says how many were left out.
 
 The rule when they do not all fit: memories are taken whole, in priority order, while they
 fit (room for the closing line kept). The first one that does not fit whole is cut to the
-tokens that are left: its category, title and tier marker kept, its text shortened and
-ended with ``CUT_MARK`` ("…"), provided at least ``MIN_CUT_TOKENS`` tokens of its text
-still show; otherwise it is left out. Either way no memory after it is shown, so what the
-agent sees is always the most important memories, the last possibly cut, and never a
-lesser memory in place of a greater one that was too long (a memory of any length, even
-longer than the whole budget, shows at least in part when the budget leaves room for its
-title and MIN_CUT_TOKENS of its text). A cut memory counts as shown; "(N more memories
-not shown)" counts the others. The block, closing line included, never exceeds the budget.
+tokens that are left: its category, title and tier marker kept, its text shortened at a
+grapheme-cluster boundary (``memstore.tokens.grapheme_end``) and ended with ``CUT_MARK``
+("…"), provided at least ``MIN_CUT_TOKENS`` tokens of its text still show; otherwise it is
+left out. Either way no memory after it is shown, so what the agent sees is always the most
+important memories, the last possibly cut, and never a lesser memory in place of a greater
+one that was too long (a memory of any length, even longer than the whole budget, shows at
+least in part when the budget leaves room for its title and MIN_CUT_TOKENS of its text).
+A cut leaves ``EXITS_RESERVE`` tokens of the budget unused, room for the map's exits line
+that the manager appends within the same budget (``memstore.map_exits.with_exits_line``,
+which never cuts memories and shows a shorter line, fewer exits, when the full one is
+longer); only the first memory shown, which comes before the exits line, is cut into that
+room when it could not show otherwise. The one exception to "nothing after it": a memory
+that no view could show, its head (category and title, up to 500 characters) and
+MIN_CUT_TOKENS of its text longer than the whole budget, is passed over, counted as not
+shown, and the memories after it are taken by the same rule; so one oversized title never
+hides a location's other memories, and when every memory is oversized only the closing
+line shows. A cut memory counts as shown; "(N more memories not shown)" counts the others.
+The block, closing line included, never exceeds the budget.
 
 The cost of a view does not grow with what it hides: only the first ``VIEW_LIMIT`` rows in
 priority order are ever formatted and weighed (a budget of a few hundred tokens shows a few
@@ -39,6 +49,9 @@ TENTATIVE_HEADER = "⚠️  TENTATIVE MEMORIES (unconfirmed, may be invalidated)
 CUT_MARK = "…"
 #: the fewest tokens of a memory's text that a cut shows; with less room it is left out
 MIN_CUT_TOKENS = 8
+#: tokens a cut leaves unused for the map's exits line (a line with two or three exits and
+#: the untried directions; a longer one shows fewer exits)
+EXITS_RESERVE = 40
 MARKERS = {"core": " [spawn]", "ephemeral": " [session]", "permanent": ""}
 #: the most rows of one location that a view formats and weighs; the rest are counted
 VIEW_LIMIT = 64
@@ -111,12 +124,15 @@ def left_out_line(count: int) -> str:
     return f"({count} more {'memory' if count == 1 else 'memories'} not shown)"
 
 
-def format_view(rows: list[ViewRow], total: int, token_budget: int) -> str:
+def format_view(
+    rows: list[ViewRow], total: int, token_budget: int, cut_reserve: int = EXITS_RESERVE
+) -> str:
     """The agent's text from the first rows in priority order (at most VIEW_LIMIT of them)
     and how many live memories there are in all (``total``).
 
     Returns "" when there is nothing to show. The result's token count (cl100k_base) stays
-    within ``token_budget``, the closing "not shown" line included.
+    within ``token_budget``, the closing "not shown" line included; a cut memory leaves
+    ``cut_reserve`` of it unused, for the map's exits line (``_choose``).
     """
     if not total:
         return ""
@@ -125,31 +141,49 @@ def format_view(rows: list[ViewRow], total: int, token_budget: int) -> str:
     if total == len(rows) and sum(row.cost for row in rows) + header_cost <= token_budget:
         chosen = rows
     else:
-        chosen = _choose(rows, total, token_budget, header_cost)
+        chosen = _choose(rows, total, token_budget, header_cost, cut_reserve)
     return _assemble(chosen, total)
 
 
-def _choose(rows: list[ViewRow], total: int, budget: int, header_cost: int) -> list[ViewRow]:
+def _choose(
+    rows: list[ViewRow], total: int, budget: int, header_cost: int, cut_reserve: int
+) -> list[ViewRow]:
     """Whole rows in priority order while they fit, then the first that does not, cut
-    (``_cut``) or left out, and none after it. Room for the "not shown" line is kept while
-    any memory is still to come: the line for ``total`` is the longest it can be."""
+    (``_cut``) or left out, and none after it. The cut leaves ``cut_reserve`` tokens
+    unused, unless it is the first memory shown and could show only with them. A row that
+    no view could show (``_fits_alone``) is passed over and does not stop the selection.
+    Room for the "not shown" line is kept while any memory is still to come or passed
+    over: the line for ``total`` is the longest it can be."""
     reserve = count_tokens(left_out_line(total)) + 1
     remaining = budget
     chosen: list[ViewRow] = []
-    header_paid = False
+    header_paid = passed = False
     for index, row in enumerate(rows):  # already in priority order
         header = header_cost if row.tentative and not header_paid else 0
-        keep = reserve if index + 1 < total else 0  # memories after this one?
+        keep = reserve if passed or index + 1 < total else 0  # a "not shown" line?
         if row.cost + header + keep <= remaining:
             remaining -= row.cost + header
             chosen.append(row)
             header_paid = header_paid or row.tentative
             continue
-        cut = _cut(row, remaining - header - keep)
+        room = remaining - header - keep
+        cut = _cut(row, room - cut_reserve) if cut_reserve else None
+        if cut is None and (not chosen or not cut_reserve):
+            cut = _cut(row, room)  # the first memory shown comes before the exits line
         if cut is not None:
             chosen.append(cut)
-        break
+            break
+        if _fits_alone(row, budget, header_cost if row.tentative else 0, reserve):
+            break  # too little room left: a lesser memory never shows in its place
+        passed = True  # its title alone is too long for the budget: nothing could show it
     return chosen
+
+
+def _fits_alone(row: ViewRow, budget: int, header: int, reserve: int) -> bool:
+    """Could ``row`` show, whole or cut, in an otherwise empty view (room kept for the
+    tentative header and the "not shown" line)?"""
+    room = budget - header - reserve
+    return row.cost <= room or _cut(row, room) is not None
 
 
 @lru_cache(maxsize=64)  # the same row cut to the same room, format after format
@@ -193,11 +227,14 @@ def _assemble(chosen: list[ViewRow], total: int) -> str:
 
 
 def format_location_memory(
-    rows: list[ContextRow], token_budget: int, show_markers: bool = True
+    rows: list[ContextRow],
+    token_budget: int,
+    show_markers: bool = True,
+    cut_reserve: int = EXITS_RESERVE,
 ) -> str:
     """Format ``rows`` (display order: persistent then ephemeral, oldest first) for the agent."""
     ranked = sorted(
         (view_row(0, index, row, show_markers) for index, row in enumerate(rows)),
         key=lambda row: row.priority,
     )
-    return format_view(ranked[:VIEW_LIMIT], len(rows), token_budget)
+    return format_view(ranked[:VIEW_LIMIT], len(rows), token_budget, cut_reserve)

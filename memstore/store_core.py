@@ -51,6 +51,7 @@ from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
 from memstore.pg_connection import answer_watch
 from memstore.refusals import failure_kind, one_line, store_busy
+from memstore.retrieval import EXITS_RESERVE
 from memstore.schema import (
     HEAD_REVISION,
     alembic_version,
@@ -98,7 +99,9 @@ class StoreCore:
         # every write through this store, and when PRAGMA data_version says another
         # connection committed.
         self._data_version: object = None
-        self._views = LocationViews(self.config.token_budget)
+        self._views = LocationViews(
+            self.config.token_budget, EXITS_RESERVE if self.config.map_exits_line else 0
+        )
         self._live_cache: dict[int, ShownMemories] = {}
         limit = answer_limit(busy_timeout_s, answer_timeout_s)
         is_new = check_existing(target, answer_timeout_s=limit, busy_timeout_s=busy_timeout_s)

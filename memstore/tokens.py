@@ -4,13 +4,15 @@ litellm ships OpenAI's cl100k_base tokenizer file; tiktoken reads it from there 
 network and without importing litellm itself (which takes seconds). Counts of the same line
 are cached, since an agent sees the same memories turn after turn. If tiktoken or the file
 is missing, a length/4 estimate is used instead (``TOKENIZER`` says which).
-``text_prefix`` gives the start of a text of about so many tokens, for cutting a line.
+``text_prefix`` gives the start of a text of about so many tokens, for cutting a line, cut
+at a grapheme-cluster boundary (``grapheme_end``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -61,7 +63,7 @@ def text_prefix(text: str, limit: int) -> str:
     if TOKENIZER == "uninitialised":
         _load()
     if _encode is None or _decode is None:
-        return text[: limit * 4]
+        return text[: grapheme_end(text, limit * 4)]
     window = limit * 6 + 16  # about 4 characters a token in English
     while True:
         piece = text[:window]
@@ -74,4 +76,56 @@ def text_prefix(text: str, limit: int) -> str:
     prefix = _decode(tokens[:limit]).decode("utf-8", errors="ignore")
     while not text.startswith(prefix):  # defensive: a prefix of the text, always
         prefix = prefix[:-1]
-    return prefix
+    return text[: grapheme_end(text, len(prefix))]
+
+
+#: how far back ``grapheme_end`` looks for a boundary (a family emoji is 5-11 characters)
+GRAPHEME_BACKOFF = 32
+_ZWJ = "\u200d"
+
+
+def grapheme_end(text: str, end: int) -> int:
+    """The largest ``i <= end`` where ``text[:i]`` ends between two grapheme clusters, so
+    that a cut there keeps each character whole with its marks: never before a combining
+    mark, a zero-width joiner, a variation selector, an emoji modifier or a tag character;
+    never after a joiner or a virama (an Indic conjunct); never inside a flag's pair of
+    regional indicators, a Hangul jamo syllable or CR LF. An approximation of Unicode's
+    extended grapheme clusters (UAX #29) without a dependency. It looks back at most
+    GRAPHEME_BACKOFF characters; with no boundary there (a pathological run of marks) the
+    cut stays at ``end``."""
+    if end <= 0 or end >= len(text):
+        return max(0, min(end, len(text)))
+    cut = end
+    while cut > 0 and _joined(text, cut):
+        cut -= 1
+        if end - cut > GRAPHEME_BACKOFF:
+            return end
+    return cut
+
+
+def _joined(text: str, at: int) -> bool:
+    """Do ``text[at - 1]`` and ``text[at]`` belong to one grapheme cluster?"""
+    before, after = text[at - 1], text[at]
+    code = ord(after)
+    if unicodedata.category(after) in ("Mn", "Mc", "Me") or after == _ZWJ:
+        return True  # combining marks (variation selectors, keycap, virama), joiner
+    if 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F:
+        return True  # emoji skin-tone modifiers, tag characters (subdivision flags)
+    if before == _ZWJ or (before == "\r" and after == "\n"):
+        return True
+    if unicodedata.combining(before) == 9 and after.isalpha():
+        return True  # a virama joins the next consonant (Devanagari क्ष)
+    if _regional(after) and _regional(before):
+        run = 0  # the indicators pair off from the start of their run
+        while at - run > 0 and _regional(text[at - run - 1]):
+            run += 1
+        return run % 2 == 1
+    if 0x1160 <= code <= 0x11FF or 0xD7B0 <= code <= 0xD7FF:
+        return True  # Hangul vowel and final jamo
+    before_code = ord(before)
+    leading = 0x1100 <= before_code <= 0x115F or 0xA960 <= before_code <= 0xA97F
+    return leading and (0x1100 <= code <= 0x115F or 0xAC00 <= code <= 0xD7A3)
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
