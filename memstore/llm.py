@@ -163,6 +163,19 @@ RETRY_PAUSE = 0.5
 RETRY_PAUSE_MAX = 4.0
 #: no attempt starts with less time than this left before the deadline
 MIN_ATTEMPT_SECONDS = 0.25
+#: an attempt's timeout is the time left rounded up to a step of config.timeout / this
+TIMEOUT_STEPS = 32
+
+
+def attempt_timeout(left: float, timeout: float) -> float:
+    """The timeout litellm is given for an attempt with ``left`` of ``timeout`` seconds
+    left: ``left`` rounded up to a step of ``timeout / TIMEOUT_STEPS`` (all of ``timeout``
+    for a first attempt). litellm keeps an OpenAI client, and its keep-alive connections,
+    for each timeout it is given: the exact time left made one a call (about 200 left open
+    sockets). The call's deadline is memstore's; this bounds each read of an attempt."""
+    step = timeout / TIMEOUT_STEPS
+    steps = math.ceil(left / step - 1e-9)
+    return timeout if steps >= TIMEOUT_STEPS else max(steps, 1) * step
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -420,7 +433,9 @@ class LiteLLMCompletion:
             try:
                 return call_with_deadline(
                     litellm.completion,
-                    self.request_kwargs(messages, left, extra),
+                    self.request_kwargs(
+                        messages, attempt_timeout(left, self.config.timeout), extra
+                    ),
                     left,
                     connections=True,
                 )

@@ -11,14 +11,17 @@ So the first call registers an exit handler (``atexit``: it runs before the hand
 registered earlier, litellm's among them when litellm was imported first, as a
 LiteLLMCompletion does). At exit it ends the calls still running: it waits for their
 threads, up to EXIT_WAIT seconds in all, and a litellm attempt (started with
-``connections=True``) is made to end at once: the connections it opened are shut down (it
-fails as if the server hung up) and it opens no more (a ConnectionAbortedError; an audit
-hook, ``sys.addaudithook``, sees each connection its thread opens). A call still running at
-exit starts no new attempt and makes no retry (``ending``). Its answer was abandoned (or
+``connections=True``) is made to end at once: the sockets its thread is using are shut down
+(it fails as if the server hung up), found in its frames' variables, so a keep-alive
+connection taken from a pool is found as well as one it opened; and it opens no more (a
+ConnectionAbortedError from an audit hook, ``sys.addaudithook``, added only then: a hook
+cannot be removed, and one slows every audited event of the process). A call still running
+at exit starts no new attempt and makes no retry (``ending``). Its answer was abandoned (or
 its caller is a daemon thread, frozen at exit too): nothing is lost. Calls started after
 the handler ran (by an exit handler registered before memstore's first call) are left
 alone. A thread still running after EXIT_WAIT (one of the caller's own callables, say) is
-left to the interpreter, logged.
+left to the interpreter, logged. Ctrl-C during the wait ends the process at once, as an
+interrupt does, without a traceback.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import socket
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType, ModuleType
 
 log = logging.getLogger("memstore.llm")
 
@@ -42,13 +46,12 @@ _SWEEP = 0.05
 
 
 class _Call:
-    """One call's thread: whether the exit handler is ending it, and (when it is a litellm
-    attempt) the connections it opened, each as (fd, device, inode): a socket's fd number
-    may be handed to another object (TLS) or reused, its inode names it."""
+    """One call's thread: whether the exit handler is ending it, and whether it is a
+    litellm attempt (``connections``: its connections are shut down at exit)."""
 
     def __init__(self, parent: _Call | None, connections: bool) -> None:
         self.parent = parent
-        self.connections: list[tuple[int, int, int]] | None = [] if connections else None
+        self.connections = connections
         self.ended = False
         self.thread: threading.Thread | None = None
 
@@ -61,74 +64,83 @@ class _Call:
         return False
 
     def shut_down_connections(self) -> None:
-        for fd, device, inode in list(self.connections or ()):
-            _shut_down(fd, device, inode)
+        """Shut down the sockets its thread is using now (``_sockets_in_use``)."""
+        thread = self.thread
+        if not self.connections:
+            return  # a caller's own callable: only waited for
+        frame = sys._current_frames().get(thread.ident) if thread and thread.ident else None
+        for sock in _sockets_in_use(frame):
+            try:  # the plain socket's shutdown, under a TLS one too: wakes a blocked read
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except (OSError, ValueError):
+                pass  # closed, not connected yet, or already shut down
 
 
 _lock = threading.Lock()
 #: the calls whose thread has not finished
 _live: set[_Call] = set()
-#: the same calls, by the id of their thread (once it runs): what the audit hook looks up
+#: the same calls, by the id of their thread (once it runs): what ``ending`` looks up
 _by_thread: dict[int, _Call] = {}
 _installed = False
+#: whether the audit hook that refuses an ending attempt's connections is installed
+_hooked = False
+#: the audit events of a connection being opened (the hook ignores every other event)
+_OPENING = frozenset({"socket.connect", "socket.getaddrinfo"})
 
 
-def _shut_down(fd: int, device: int, inode: int) -> None:
-    """Shut down the socket on ``fd`` if it is still the one recorded (same inode)."""
-    try:
-        duplicate = os.dup(fd)
-    except OSError:
-        return  # closed since
-    try:
-        status = os.fstat(duplicate)
-        if not stat.S_ISSOCK(status.st_mode) or (status.st_dev, status.st_ino) != (
-            device,
-            inode,
-        ):
-            return  # closed, and the number reused by another file
-        with socket.socket(fileno=duplicate) as sock:
-            duplicate = -1  # the socket object closes it
+def _sockets_in_use(frame: FrameType | None) -> list[socket.socket]:
+    """The connected sockets a thread stopped at ``frame`` is using: those its frames' own
+    variables hold (not a closure's, which are another frame's), directly or as an
+    attribute (``self._sock`` in httpcore's stream, ``self`` in ssl's). Such a socket is
+    found however the thread got it: opened, or taken from a pool of keep-alive
+    connections. Read only at exit, from the exit handler's thread."""
+    found: dict[int, socket.socket] = {}
+
+    def look(value: object) -> bool:
+        if not isinstance(value, socket.socket):
+            return False
+        try:
+            if not value.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                found[id(value)] = value  # a listening socket is not a connection
+        except (OSError, ValueError, AttributeError):
+            pass  # closed, or no such option here
+        return True
+
+    while frame is not None:
+        code = frame.f_code
+        try:
+            variables = frame.f_locals
+            values = [variables.get(name) for name in code.co_varnames + code.co_cellvars]
+        except Exception:  # noqa: BLE001 - a frame that cannot be read holds nothing found
+            values = []
+        for value in values:
+            if look(value) or isinstance(value, type | ModuleType):
+                continue
             try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a read or a write blocked on it
-            except OSError:
-                pass  # not connected yet, or already shut down
-    except OSError:
-        pass
-    finally:
-        if duplicate >= 0:
-            os.close(duplicate)
+                attributes = list(vars(value).values())
+            except TypeError:  # no __dict__
+                continue
+            for attribute in attributes:
+                look(attribute)
+        frame = frame.f_back
+    return list(found.values())
 
 
 def _audit(event: str, args: tuple[object, ...]) -> None:
-    """Records each connection a litellm attempt's thread opens; at exit, refuses them."""
-    if event != "socket.connect" and event != "socket.getaddrinfo":
+    """At exit, refuses the connections an ending litellm attempt's thread opens (installed
+    only then: a process-wide audit hook slows every audited event down, ``id()`` and
+    ``copy.deepcopy`` among them)."""
+    if event not in _OPENING:
         return
     try:
-        refused = _opening(event, args)
+        call = _by_thread.get(threading.get_ident())
+        refused = call is not None and call.connections and call.ending()
     except Exception:  # noqa: BLE001 - a hook never fails an operation (late in finalization)
         return
     if refused:
         raise ConnectionAbortedError(
             "the process is exiting: a model call abandoned at its deadline opens no connection"
         )
-
-
-def _opening(event: str, args: tuple[object, ...]) -> bool:
-    """Whether the calling thread's connection is refused; records it otherwise."""
-    call = _by_thread.get(threading.get_ident())
-    if call is None or call.connections is None:
-        return False
-    if call.ending():
-        return True
-    sock = args[0] if event == "socket.connect" else None
-    if isinstance(sock, socket.socket):
-        try:
-            status = os.fstat(sock.fileno())
-        except (OSError, ValueError):
-            return False  # a platform whose sockets are no files: not recorded
-        if status.st_ino:
-            call.connections.append((sock.fileno(), status.st_dev, status.st_ino))
-    return False
 
 
 def _forget_in_child() -> None:
@@ -154,8 +166,46 @@ def _install() -> None:
         if _installed:
             return
         _installed = True
+    atexit.register(_exit_handler)
+
+
+def _exit_handler() -> None:
+    """``end_calls_at_exit``; Ctrl-C during its wait ends the process at once, quietly."""
+    try:
+        end_calls_at_exit()
+    except KeyboardInterrupt:
+        _die_of_interrupt()
+
+
+def _die_of_interrupt() -> None:
+    """End the process as an unhandled Ctrl-C does (killed by SIGINT: 130 in a shell)
+    without a traceback: the remaining exit handlers and the interpreter's finalization
+    are skipped, since a thread frozen inside an import may hang them. stdout and stderr
+    are flushed first. Where a process cannot signal itself, the exit goes on."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stream: nothing to flush
+            pass
+    if sys.platform == "win32" or not hasattr(signal, "SIGINT"):
+        return
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except (OSError, ValueError):
+        return
+
+
+def _hook() -> None:
+    """Install the audit hook that refuses an ending attempt's connections (``_audit``),
+    once a process: only at exit, since it cannot be removed."""
+    global _hooked
+    with _lock:
+        if _hooked:
+            return
+        _hooked = True
     sys.addaudithook(_audit)
-    atexit.register(end_calls_at_exit)
 
 
 def ending() -> bool:
@@ -201,6 +251,9 @@ def end_calls_at_exit(wait: float | None = None) -> int:
     with _lock:
         for call in _live:
             call.ended = True
+        attempts = any(call.connections for call in _live)
+    if attempts:
+        _hook()
     deadline = time.monotonic() + (EXIT_WAIT if wait is None else wait)
     running: set[_Call] = set()
     while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -249,3 +250,137 @@ def test_a_call_of_someone_elses_is_waited_for_never_cut(silent_server: socket.s
     assert 0.25 <= time.monotonic() - started < 2.0
     assert still_running >= 1 and read == []  # its connection is untouched
     release.set()
+
+
+def test_at_exit_an_attempt_on_a_pooled_connection_is_shut_down() -> None:
+    """An attempt that reuses a keep-alive connection opened earlier (litellm's cached
+    client, ``litellm.client_session``) opens none: its connection is still shut down."""
+    httpx = pytest.importorskip("httpx")
+    from tests.fake_openai_server import FakeOpenAIServer, FakeReply
+
+    outcome: list[object] = []
+    with FakeOpenAIServer([FakeReply(content="first"), FakeReply(content="late", delay=30)]) as s:
+        with httpx.Client(timeout=30) as client:  # one keep-alive connection, reused
+            url = f"{s.api_base}/chat/completions"
+            assert client.post(url, json={"model": "m"}).status_code == 200
+
+            def attempt() -> None:
+                try:
+                    outcome.append(client.post(url, json={"model": "m"}))
+                except Exception as exc:  # noqa: BLE001 - what the shutdown makes of it
+                    outcome.append(exc)
+
+            abandoned(attempt, connections=True)
+            assert len(s.requests) == 2  # the second request is waiting for its answer
+            started = time.monotonic()
+            assert llm_threads.end_calls_at_exit(wait=2.0) == 0
+            assert time.monotonic() - started < 1.0
+    assert len(outcome) == 1 and isinstance(outcome[0], httpx.TransportError)
+
+
+def test_an_attempts_timeout_is_one_of_a_few(monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm keeps a client (and its keep-alive connection) for each timeout it is
+    given: the time left, to the microsecond, made one a call."""
+    from memstore.llm import TIMEOUT_STEPS, attempt_timeout
+
+    assert attempt_timeout(59.99999, 60.0) == 60.0  # a first attempt: all of it
+    assert attempt_timeout(0.98, 2.0) == 1.0 and attempt_timeout(0.93, 2.0) == 0.9375
+    assert attempt_timeout(1e-6, 2.0) == 2.0 / TIMEOUT_STEPS
+    given = {attempt_timeout(i / 1000, 60.0) for i in range(1, 60001)}
+    assert len(given) == TIMEOUT_STEPS
+
+
+def _sockets() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+@pytest.mark.slow  # litellm's import, the first in a process
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts sockets in /proc")
+def test_calls_leave_no_socket_open_each() -> None:
+    from memstore.config import MemstoreConfig
+    from memstore.llm import LiteLLMCompletion
+    from tests.fake_openai_server import FakeOpenAIServer, FakeReply
+
+    with FakeOpenAIServer([FakeReply(content="ok")] * 40) as server:
+        config = MemstoreConfig(
+            model="openai/fake-model",
+            api_base=server.api_base,
+            api_key="test",
+            timeout=5.0,
+            num_retries=0,
+        )
+        llm = LiteLLMCompletion(config, use_response_format=False)
+        llm([{"role": "user", "content": "hi"}])
+        before = _sockets()
+        for _ in range(30):
+            assert llm([{"role": "user", "content": "hi"}]) == "ok"
+        grown = _sockets() - before
+    assert grown <= 4, f"{grown} sockets more after 30 calls"
+
+
+#: a process that makes one litellm attempt (answered), then says how many audit hooks
+#: were added
+HOOKS = textwrap.dedent(
+    """
+    import sys
+    added = []
+    sys.addaudithook(lambda event, args: event == "sys.addaudithook" and added.append(1))
+    from memstore.llm import call_with_deadline
+    assert call_with_deadline(lambda: "answer", {}, 5.0, connections=True) == "answer"
+    print(len(added), flush=True)
+    """
+)
+
+
+def test_a_call_adds_no_audit_hook() -> None:
+    """A process-wide audit hook cannot be removed and slows every audited event (``id()``
+    4.4 times): it is added only at exit, when an attempt is still running."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOOKS], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+
+
+#: a process whose call (a caller's callable that sleeps) was abandoned, then exits
+SLEEPER = textwrap.dedent(
+    """
+    import time
+    from memstore.llm import LLMDeadlineExceeded, with_deadline
+    llm = with_deadline(lambda messages: time.sleep(60) or "late", 0.1)
+    try:
+        llm([{"role": "user", "content": "x"}])
+    except LLMDeadlineExceeded:
+        print("timed out", flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_during_the_exit_wait_ends_the_process_quietly_as_an_interrupt() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "timed out\n"
+        time.sleep(0.3)  # in the exit handler's wait
+        interrupted = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        process.wait(10)
+        seconds = time.monotonic() - interrupted
+    finally:
+        process.kill()
+        _, stderr = process.communicate()
+    assert seconds < 1.0  # not the rest of EXIT_WAIT
+    assert process.returncode == -signal.SIGINT, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
