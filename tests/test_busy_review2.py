@@ -181,6 +181,7 @@ def test_the_spec_writes_answer_not_done_without_waiting_in_a_busy_stretch(
         assert_sound(store)
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_the_demo_loses_no_turn_of_an_episode_started_while_busy(tmp_path: Path) -> None:
     from memstore.demo import run_demo
     from tests.fixtures.walkthrough import rom_or_skip

@@ -78,6 +78,7 @@ def test_db_upgrade_under_another_process_s_write_lock_says_nothing_was_written(
     assert revision(db) == before
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_db_current_and_stats_on_an_exclusively_locked_file_say_it_is_locked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

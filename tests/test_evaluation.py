@@ -123,6 +123,7 @@ def test_without_matplotlib_the_plot_says_how_to_get_it(
     assert "pip install 'memstore[plot]'" in PLOT_HINT
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_with_matplotlib_the_plot_is_a_small_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = plot_report(report(rooms=15), tmp_path / "plot.png")

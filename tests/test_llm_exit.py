@@ -228,6 +228,7 @@ def test_an_abandoned_call_starts_no_other_once_the_process_exits() -> None:
     assert "exiting" in str(outcome[0])
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_a_call_of_someone_elses_is_waited_for_never_cut(silent_server: socket.socket) -> None:
     """Only a litellm attempt's connections are shut down; a caller's own callable is only
     waited for, up to the bound."""
@@ -362,6 +363,7 @@ SLEEPER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_during_the_exit_wait_ends_the_process_quietly_as_an_interrupt() -> None:
     process = subprocess.Popen(

@@ -99,6 +99,7 @@ def test_an_upgraded_database_finds_old_duplicates_through_the_index(tmp_path: P
     assert keys(db)[-1] == ("The cellar door slams shut", "the cellar door slams shut")
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_downgrade_to_0004_drops_only_the_column_and_its_index(tmp_path: Path) -> None:
     db = populated_0004(tmp_path)
     config = alembic_config(db, allow_data_loss=True)  # it deletes stored data: confirmed

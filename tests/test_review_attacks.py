@@ -178,6 +178,7 @@ def test_problem_lines_follow_a_base_line_under_a_blank_line(filled: MemoryStore
 # --- export targets -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_out_dev_stdout_on_a_pipe_is_refused_and_check_does_not_hang(
     db_path: Path, mem: MakeMemory
 ) -> None:

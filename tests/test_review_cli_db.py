@@ -238,6 +238,7 @@ def _columns(db: Path) -> set[tuple[str, str | None]]:
     return found
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_every_revision_s_listed_drops_are_exactly_what_its_downgrade_drops(
     tmp_path: Path,
 ) -> None:
@@ -261,6 +262,7 @@ def test_every_revision_s_listed_drops_are_exactly_what_its_downgrade_drops(
         assert set(DOWNGRADE_DROPS[revision_id]) == expected, revision_id
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_db_downgrade_needs_allow_data_loss_for_a_step_that_drops_data(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -94,6 +94,7 @@ def test_metadata_has_no_drift_from_migrations(tmp_path: Path) -> None:
     assert diff == []
 
 
+@pytest.mark.slow  # a subprocess or a migration round trip: CI runs it
 def test_downgrade_to_base_and_upgrade_again(tmp_path: Path) -> None:
     db = tmp_path / "cycle.db"
     config = alembic_config(db)
