@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from memstore.errors import StoreBusy
 from memstore.models import Memory, check_location_id
-from memstore.rows import SupersedeOutcome, check_memory, check_reason
+from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
 if TYPE_CHECKING:
     from memstore.store import MemoryStore
@@ -124,9 +124,7 @@ class SpecMemoryApi:
         the database is busy, counted)."""
         check_location_id(location_id)
         check_reason(reason)
-        if isinstance(memory_titles, str):
-            raise TypeError("memory_titles must be a collection of titles, not one string")
-        titles = list(memory_titles)
+        titles = titles_of(memory_titles)
         if not self._ready():
             return dict.fromkeys(titles, False)
         episode = self.episode

@@ -7,6 +7,7 @@ a row and back, decision-log rows, buffered bookkeeping, and what ``apply_synthe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -79,6 +80,14 @@ def check_reason(reason: object) -> str:
     if not isinstance(reason, str) or blank_for_sqlite(reason):
         raise ValueError("an invalidation needs a non-empty reason")
     return reason
+
+
+def titles_of(memory_titles: Iterable[str]) -> list[str]:
+    """The titles of an invalidation, as a list; one string is the caller's mistake (a
+    list of its characters would invalidate the memories titled by them)."""
+    if isinstance(memory_titles, str):
+        raise TypeError("memory_titles must be a collection of titles, not one string")
+    return list(memory_titles)
 
 
 def memory_row(location_id: int, memory: Memory, created_at: str | None = None) -> dict[str, Any]:

@@ -65,6 +65,7 @@ from memstore.rows import (
     decision_row,
     link_turn,
     memory_row,
+    titles_of,
 )
 from memstore.schema import (
     ephemeral_memories,
@@ -286,9 +287,7 @@ class MemoryStore(StoreReads):
         """Invalidate several memories with one shared reason, in one transaction."""
         check_location_id(location_id)
         check_reason(reason)
-        titles = list(memory_titles)
-        if isinstance(memory_titles, str):
-            raise TypeError("memory_titles must be a collection of titles, not one string")
+        titles = titles_of(memory_titles)
         at_turn = self.current_turn if turn is None else turn
         check_int("turn", at_turn, 0)
         at_episode = self.current_episode if episode is None else episode

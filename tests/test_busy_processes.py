@@ -5,11 +5,7 @@ loop's are in tests/test_busy_gaps.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +17,9 @@ from memstore.busy_buffer import MAX_WAITING_BYTES, MAX_WAITING_SYNTHESES
 from memstore.manager import SimpleMemoryManager
 from memstore.store import MemoryStore
 from memstore.triggers import ZMachineContext
+from tests.test_review_busy_turns import locked_by_another_process
 
 pytestmark = pytest.mark.slow
-
-HOLDER = """
-import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-conn.execute("UPDATE locations SET name = name WHERE id = -1")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
-
-
-@contextmanager
-def locked_by_another_process(db: Path) -> Iterator[None]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        assert holder.stdin is not None and holder.stdout is not None
-        holder.stdin.write("\n")
-        holder.stdin.close()
-        holder.wait(30)
-        holder.stdout.close()
 
 
 def test_per_turn_wait_with_the_lock_held_by_another_process(db_path: Path) -> None:
