@@ -110,3 +110,16 @@ def test_spec_002_s_dict_through_the_manager_fires_triggers_and_remembers(
         assert outcome.new_memory.score_change == 10
         manager.flush()
         assert store.get_location_memory(64)
+
+
+def test_one_title_given_as_a_string_is_the_caller_s_mistake(db_path: Path) -> None:
+    """Was (manager): "Troll" read as the titles "T", "r", "o", "l": the memories titled
+    "o" and "l" were invalidated."""
+    with MemoryStore.open(db_path) as store:
+        manager = played(store, 1)
+        for title in ("o", "l"):
+            manager.add_memory(152, "Troll Room", note(title))
+        for owner in (manager, store):
+            with pytest.raises(TypeError, match="not one string"):
+                owner.invalidate_memories(152, "Troll", "wrong")  # type: ignore[arg-type]
+        assert sorted(m.title for m in store.memories(152)) == ["l", "o"]
