@@ -47,6 +47,7 @@ DOWNGRADE_DROPS: dict[str, tuple[Drop, ...]] = {
     "0007": (("turn_records", "outcome"),),
     "0008": (),
     "0009": (("location_names", None),),
+    "0010": (("location_names", "imported"),),
 }
 
 

@@ -34,7 +34,7 @@ from memstore.outcome import Outcome
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -314,6 +314,7 @@ location_names = Table(
     Column("replaced_version", BigInt, nullable=False),
     # 1 when an import made the rename (the name it set is then the file's, already in
     # the database: an import of that file again changes nothing), 0 for an agent's visit
+    # (revision 0010)
     Column("imported", Integer, nullable=False, server_default=text("0")),
 )
 Index(

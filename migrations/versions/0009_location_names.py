@@ -6,12 +6,10 @@ Create Date: 2026-11-24
 
 ``location_names`` keeps the name a location had before a change renamed it (an agent's
 visit under another name, or an import), with the change counter's value of that change
-(``replaced_version``), as ``memory_history`` does for memories, and whether an import made
-that rename (``imported``). An import of a file exported at change V reads the names each
-location had from V on (memstore.name_merge): a name only the database changed since is
-kept (the file still has the old one), a name an import already set is kept too (the same
-file imported again), a name only the file changed is taken, and a name both changed
-differently is a conflict. Locations renamed before this
+(``replaced_version``), as ``memory_history`` does for memories. An import of a file
+exported at change V reads the name each location had at V: a name only the database
+changed since is kept (the file still has the old one), a name only the file changed is
+taken, and a name both changed differently is a conflict. Locations renamed before this
 revision have no earlier name: their name at any change is the one they have now, as before.
 The downgrade drops the table (the earlier names), and nothing else.
 """
@@ -37,7 +35,6 @@ def upgrade() -> None:
         sa.Column("location_id", INTEGER, nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
         sa.Column("replaced_version", INTEGER, nullable=False),
-        sa.Column("imported", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_location_names")),
     )
     op.create_index(
