@@ -62,6 +62,10 @@ def _internal(filename: str) -> bool:
     return resolved.startswith(_INTERNAL_FOLDERS)
 
 
+#: the longest ``timeout`` a configuration may give (seconds)
+MAX_TIMEOUT_S = 86_400.0
+
+
 class MemstoreConfig(BaseModel):
     """Every setting memstore reads, validated."""
 
@@ -74,7 +78,9 @@ class MemstoreConfig(BaseModel):
     api_key: str | None = None
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     max_tokens: int = Field(default=1000, ge=1)
-    timeout: float = Field(default=30.0, gt=0)
+    #: seconds one LLM call may take, retries included: at most a day (a larger or infinite
+    #: value would reach the call's timers as one they cannot hold)
+    timeout: float = Field(default=30.0, gt=0, le=MAX_TIMEOUT_S)
     num_retries: int = Field(default=2, ge=0, le=10)
     #: recent turns shown to the synthesis LLM (spec 003: 1 to 10, default 3)
     history_window: int = Field(default=3, ge=1, le=50)
