@@ -100,6 +100,8 @@ class BusyBuffer:
         self.busy = False
         #: provisional numbers of the episodes the database has not numbered, oldest first
         self.unnumbered: list[int] = []
+        #: the number each provisional episode got once the database numbered it
+        self.numbered_as: dict[int, int] = {}
         self._provisional = 0
         self._delay = 0.0
         self._retry_at = 0.0
@@ -284,6 +286,11 @@ class BusyBuffer:
         self.unnumbered.append(episode)
         return episode
 
+    def stored_episode(self, episode: int) -> int:
+        """The number ``episode`` is stored under: a provisional one's real number once
+        the database numbered it, any other as it is."""
+        return self.numbered_as.get(episode, episode)
+
     def number_episodes(
         self,
         pending: PendingWrites,
@@ -298,6 +305,7 @@ class BusyBuffer:
             provisional = self.unnumbered[0]
             episode = self.store.allocate_episode()
             del self.unnumbered[0]
+            self.numbered_as[provisional] = episode
             self._renumber(provisional, episode, pending, more)
             numbered(provisional, episode)
 

@@ -208,6 +208,7 @@ def _finish_report(
     before_export: Callable[[MemoryStore], FileState] | None,
 ) -> None:
     """Fill in what the database says about the run, and export Memories.md."""
+    _stored_episodes(report, manager)
     records = store.turn_records(manager.run_id)
     report.turn_records = len(records)
     covered = {episode: store.locations_with_memory(episode) for episode in report.episodes}
@@ -257,6 +258,24 @@ def _export_map(
         report.map_exported_to = write_atomically(out, text, unchanged=unchanged)
     except OSError as exc:
         report.map_export_error = f"{out}: {exc.strerror or exc}"
+
+
+def _stored_episodes(report: DemoReport, manager: SimpleMemoryManager) -> None:
+    """The report's episodes under the numbers they are stored under: an episode begun
+    while another process held the database played under a provisional number, which the
+    database replaced when its rows were written (every row is written by now)."""
+    number = manager.stored_episode
+    report.episodes[:] = [number(e) for e in report.episodes]
+    report.completed_episodes[:] = [number(e) for e in report.completed_episodes]
+    for by_episode in (
+        report.episode_turns,
+        report.episode_deaths,
+        report.episode_memories,
+        report.scores,
+    ):
+        renumbered = {number(e): value for e, value in by_episode.items()}
+        by_episode.clear()
+        by_episode.update(renumbered)
 
 
 def _play_episode(

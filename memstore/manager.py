@@ -132,6 +132,12 @@ class SimpleMemoryManager(SpecMemoryApi):
             return OFFLINE_MODEL
         return self.config.model or str(getattr(self._llm, "__name__", type(self._llm).__name__))
 
+    def stored_episode(self, episode: int) -> int:
+        """The number ``episode`` (as ``episode`` gave it) is stored under: a provisional
+        one's real number once the database numbered it (after a ``flush`` that returned
+        True), any other as it is."""
+        return self._synthesis.buffer.stored_episode(episode)
+
     @property
     def episode(self) -> int:
         """The episode being played. Numbered when first needed (``store.allocate_episode``:

@@ -75,6 +75,14 @@ class SpecMemoryApi:
             runner.number_episodes()
         return not buffer.unnumbered
 
+    def _stored_episode_of(self, memory: Memory) -> Memory:
+        """``memory`` with the number its episode is stored under: a caller that read
+        ``episode`` during a busy stretch holds a provisional number, never stored."""
+        episode = self._synthesis.buffer.stored_episode(memory.episode)
+        return (
+            memory if episode == memory.episode else memory.model_copy(update={"episode": episode})
+        )
+
     def add_memory(self, location_id: int, location_name: str, memory: Memory) -> bool:
         """``MemoryStore.add_memory``; False, storing nothing, also when the database is
         busy (counted)."""
@@ -83,7 +91,9 @@ class SpecMemoryApi:
         if not self._ready():
             return False
         try:
-            return self.store.add_memory(location_id, location_name, memory)
+            return self.store.add_memory(
+                location_id, location_name, self._stored_episode_of(memory)
+            )
         except StoreBusy as exc:
             self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
             return False
@@ -99,7 +109,7 @@ class SpecMemoryApi:
             return SupersedeOutcome.STORE_BUSY
         try:
             return self.store.supersede_memory(
-                location_id, location_name, old_memory_title, new_memory
+                location_id, location_name, old_memory_title, self._stored_episode_of(new_memory)
             )
         except StoreBusy as exc:
             self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
