@@ -86,11 +86,15 @@ class LockProbe:
         return True
 
     def _table_list(self) -> str:
-        """memstore's tables (the ephemeral tier's are each connection's own)."""
+        """The tables a turn's waiting rows are written to: memstore's tables (the
+        ephemeral tier's are each connection's own) but alembic's and the flagged
+        memories (an agent's tool writes those itself, never through the turn's buffer):
+        a lock on a table no waiting row needs keeps no stretch going."""
         if self._tables is None:
             from memstore.schema import metadata
 
-            names = [t.name for t in metadata.sorted_tables if t.name != "alembic_version"]
+            outside = ("alembic_version", "flagged_memories")
+            names = [t.name for t in metadata.sorted_tables if t.name not in outside]
             self._tables = ", ".join(f'"{name}"' for name in names)
         return self._tables
 

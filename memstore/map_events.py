@@ -125,17 +125,31 @@ def canonical_direction(action: str) -> str | None:
 ACTION_KEY_MAX = 200
 
 
-@lru_cache(maxsize=4096)  # agents type the same few commands turn after turn
 def action_key(action: str) -> str:
     """What makes two actions the same connection: the canonical direction, else the
     normalised action (``Enter  Window`` and ``enter window`` are one), at most
     ACTION_KEY_MAX characters. The key of an action longer than that (runs of whitespace
     one space) ends in no space or stop, so it is its own key, the key of the action as the
     map keeps it (``stored_action``), and reads back as itself from map_state.json."""
+    if len(action) <= _CACHED_ACTION_MAX:
+        return _cached_action_key(action)
+    return _action_key(action)
+
+
+#: actions up to this long are cached (agents type the same few commands turn after
+#: turn); a longer one, a runaway command, is worked out each time, so the cache holds at
+#: most 4096 short strings, never 4096 runaway ones
+_CACHED_ACTION_MAX = 2 * ACTION_KEY_MAX
+
+
+def _action_key(action: str) -> str:
     key = normalise_action(action)
     if len(key) > ACTION_KEY_MAX or len(" ".join(action.split())) > ACTION_KEY_MAX:
         key = key[:ACTION_KEY_MAX].rstrip(_ACTION_END)
     return _direction_of(key) or key
+
+
+_cached_action_key = lru_cache(maxsize=4096)(_action_key)
 
 
 def written_exit(key: str) -> str:

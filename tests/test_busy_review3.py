@@ -91,3 +91,52 @@ def test_the_demo_reports_an_episode_begun_while_busy_under_its_stored_number(
     assert sorted(report.episodes) == sorted(stored) and report.episode_turns == stored
     assert all(visited and with_memory for with_memory, visited in report.coverage.values())
     assert str(PROVISIONAL_EPISODES)[:6] not in report.render()
+
+
+#: another session locks the tables argv[2:] in SHARE mode, each released at a line on stdin
+TABLE_LOCKS = """
+import sys, psycopg
+sessions = []
+for table in sys.argv[2:]:
+    conn = psycopg.connect(sys.argv[1])
+    conn.execute("BEGIN")
+    conn.execute(f"LOCK TABLE {table} IN SHARE MODE")
+    sessions.append(conn)
+print("locked", flush=True)
+for conn in sessions:
+    sys.stdin.readline()
+    conn.rollback()
+    print("released", flush=True)
+"""
+
+
+def test_a_lock_on_a_table_no_waiting_row_needs_ends_no_stretch(pg_database: str) -> None:
+    """Was: a SHARE lock on flagged_memories (a CREATE INDEX there) kept the stretch going
+    after the lock that began it was gone: every turn deferred, 45 memories dropped."""
+    conninfo = pg_database.replace("postgresql+psycopg://", "postgresql://")
+    with MemoryStore.open(pg_database, busy_timeout_s=0.3) as store:
+        manager = SimpleMemoryManager(store)
+        go(manager, 1)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", TABLE_LOCKS, conninfo, "turn_records", "flagged_memories"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            go(manager, 2)  # refused after the busy timeout: the stretch begins
+            assert manager.get_status()["store_busy"] == 1
+            assert holder.stdin is not None
+            holder.stdin.write("\n")  # turn_records is free; flagged_memories still locked
+            holder.stdin.flush()
+            assert holder.stdout.readline().strip() == "released"
+            go(manager, 3)
+            status = manager.get_status()
+            assert status["syntheses_waiting"] == 0, status
+        finally:
+            if holder.stdin is not None and not holder.stdin.closed:
+                holder.stdin.write("\n")
+                holder.stdin.close()
+            holder.wait(30)
+        manager.close()
