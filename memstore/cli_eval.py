@@ -362,6 +362,8 @@ def cmd_eval(args: argparse.Namespace, ctx: Context) -> int:
         except PlotUnavailable:
             ctx.print(PLOT_HINT)
     failure = model_failure(report)
+    if failure is None and (unwritten := report.synthesis_failed()) is not None:
+        failure = f"{unwritten}; no target was judged"
     if failure is not None:  # the report says so too, and is written: exit 1, as demo does
         raise CliError(failure)
     return 0

@@ -275,6 +275,22 @@ class EvalReport:
             key=lambda e: (ARMS.index(e.arm), e.seed, e.episode),
         )
 
+    def synthesis_failed(self) -> str | None:
+        """Why no target is about the model's memories, when ``--synthesis model`` made
+        calls with memory and every one failed (a failed synthesis writes nothing: that
+        arm played with no memory the model wrote); else None."""
+        if self.synthesis == "offline recorder":
+            return None
+        llm = self.arms[MEMORY].llm
+        calls, failures = llm["synthesis_calls"], llm["synthesis_failures"]
+        if not calls or sum(failures.values()) < calls:
+            return None
+        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(failures.items()))
+        return (
+            f"every synthesis call of {self.synthesis} with memory failed ({kinds}): that arm "
+            f"played with no memory the model wrote"
+        )
+
     def targets(self) -> list[Target]:
         """The issue's "done when", judged on the measured figures (means over seeds); a
         target is not judged (``met`` None) on play it is not about: an episode it reads
@@ -308,6 +324,10 @@ class EvalReport:
             else f"needs {BY_EPISODE} episodes (it is judged at episode {BY_EPISODE}); this run "
             f"played {self.episodes}"
         )
+        unwritten = self.synthesis_failed()  # every target reads the memory arm
+        if unwritten is not None:
+            across = "; ".join(filter(None, (unwritten, across)))
+            by = "; ".join(filter(None, (unwritten, by)))
         return [
             _target(
                 f"repeated failed actions with memory, across episodes, < {REPEAT_TARGET:.0%}",

@@ -397,3 +397,47 @@ def test_run_eval_counts_the_turns_the_model_played(tmp_path: Path) -> None:
                         rom=rom_or_skip())  # fmt: skip
     assert [e.model_turns for e in explorer.arms[MEMORY].episodes] == [None]
     assert explorer.model_did_not_play() == []
+
+
+# --- the synthesis model wrote no memory ------------------------------------------------------
+
+
+def synthesised(calls: int, failed: int) -> EvalReport:
+    """The explorer's report, the memories asked of a synthesis model: ``failed`` of its
+    ``calls`` with memory failed."""
+    found = report(3, agent="explorer")
+    found.synthesis = "openai/fake"
+    found.arms[MEMORY].llm.update(
+        {"synthesis_calls": calls, "synthesis_failures": {"timeout": failed} if failed else {}}
+    )
+    return found
+
+
+def test_a_synthesis_model_whose_every_call_failed_judges_nothing() -> None:
+    """Was: ``--synthesis model`` with every call failing wrote no memory, yet the targets
+    were judged (and "met") on a memory arm that had none, exit 0."""
+    found = synthesised(calls=12, failed=12)
+    assert verdicts(found) == [None, None, None, None]
+    reason = "every synthesis call of openai/fake with memory failed (timeout 12)"
+    assert all(reason in (t.not_judged or "") for t in found.targets())
+    assert found.synthesis_failed() is not None and found.targets_not_played() == []
+
+
+def test_a_synthesis_model_that_wrote_some_memories_keeps_the_verdicts() -> None:
+    assert None not in verdicts(synthesised(calls=12, failed=11))
+    assert synthesised(calls=0, failed=0).synthesis_failed() is None  # nothing asked
+    assert report(3, agent="explorer").synthesis_failed() is None  # the offline recorder
+
+
+def test_eval_exits_1_when_the_synthesis_model_wrote_no_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = synthesised(calls=4, failed=4)
+    monkeypatch.setattr("memstore.evaluation.run_eval", lambda **_kwargs: found)
+    code, _out, err = run(
+        capsys, "eval", "--synthesis", "model", "--model", "openai/fake", "--no-progress",
+        "--rom", str(rom_or_skip()), "--db", str(tmp_path / "dbs"),
+    )  # fmt: skip
+    assert code == 1
+    assert "every synthesis call of openai/fake with memory failed" in err
+    assert "no target was judged" in err
