@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from conftest import assert_sound, write_lock_held
+from test_review_busy_turns import go_north, look
 
 import memstore.busy_buffer as busy_buffer
 from memstore.manager import SimpleMemoryManager
@@ -52,16 +53,6 @@ def file_locked(db: Path) -> Iterator[None]:
         holder.close()
 
 
-def look(manager: SimpleMemoryManager, here: int = FIELD, name: str = "Field") -> Any:
-    return manager.record_action_outcome(
-        here,
-        name,
-        "look",
-        "Nothing new.",
-        ZMachineContext(location_before=here, location_after=here),
-    )
-
-
 def go(manager: SimpleMemoryManager, start: int, end: int, action: str = "north") -> Any:
     """A move from room ``start`` to room ``end``: a permanent memory of the exit."""
     return manager.record_action_outcome(
@@ -72,16 +63,6 @@ def go(manager: SimpleMemoryManager, start: int, end: int, action: str = "north"
         ZMachineContext(
             location_before=start, location_after=end, location_after_name=f"Room {end}"
         ),
-    )
-
-
-def go_north(manager: SimpleMemoryManager) -> Any:
-    return manager.record_action_outcome(
-        FIELD,
-        "Field",
-        "north",
-        "Hall.",
-        ZMachineContext(location_before=FIELD, location_after=HALL, location_after_name="Hall"),
     )
 
 
@@ -260,6 +241,24 @@ def test_what_waits_stays_within_its_bound_and_drops_are_counted_and_logged_once
 
 
 @pytest.mark.slow  # tracemalloc
+def held_while_busy(manager: SimpleMemoryManager, db_path: Path, starts: range) -> tuple[int, int]:
+    """Turns from each of ``starts`` while another connection holds the lock: what the
+    buffer estimates it holds, and what Python frees when what waits is let go."""
+    buffer = manager._synthesis.buffer
+    with file_locked(db_path):
+        tracemalloc.start()
+        try:
+            for start in starts:
+                go(manager, start, start + 1)
+            estimated = buffer.waiting_bytes(manager._pending)
+            before = tracemalloc.get_traced_memory()[0]
+            buffer.syntheses.clear()
+            manager._pending.clear()
+            return estimated, before - tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+
+
 def test_the_bound_estimates_what_python_holds(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,19 +266,7 @@ def test_the_bound_estimates_what_python_holds(
     with MemoryStore.open(db_path, busy_timeout_s=0.05) as store:
         manager = SimpleMemoryManager(store)
         look(manager)
-        buffer = manager._synthesis.buffer
-        with file_locked(db_path):
-            tracemalloc.start()
-            try:  # what Python holds for what waits: freed when it is let go
-                for start in range(100, 200):
-                    go(manager, start, start + 1)
-                estimated = buffer.waiting_bytes(manager._pending)
-                before = tracemalloc.get_traced_memory()[0]
-                buffer.syntheses.clear()
-                manager._pending.clear()
-                held = before - tracemalloc.get_traced_memory()[0]
-            finally:
-                tracemalloc.stop()
+        estimated, held = held_while_busy(manager, db_path, range(100, 200))
         assert 60 * 1024 < estimated <= 64 * 1024
         assert estimated * 0.7 < held < estimated * 1.2, (held, estimated)
 

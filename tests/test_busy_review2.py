@@ -21,14 +21,13 @@ import re
 import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from conftest import assert_sound
-from test_busy_gaps import FIELD, NORTH, file_locked, go, go_north, look
+from test_busy_gaps import FIELD, NORTH, file_locked, go, go_north, held_while_busy, look
 
 import memstore.busy_buffer as busy_buffer
 from memstore.manager import SimpleMemoryManager
@@ -71,19 +70,7 @@ def test_the_bound_holds_for_text_python_stores_wide(
     with MemoryStore.open(db_path, busy_timeout_s=0.05) as store:
         manager = SimpleMemoryManager(store, llm=_writer(text))
         look(manager)
-        buffer = manager._synthesis.buffer
-        with file_locked(db_path):
-            tracemalloc.start()
-            try:  # what Python holds for what waits: freed when it is let go
-                for start in range(100, 140):
-                    go(manager, start, start + 1)
-                estimated = buffer.waiting_bytes(manager._pending)
-                before = tracemalloc.get_traced_memory()[0]
-                buffer.syntheses.clear()
-                manager._pending.clear()
-                held = before - tracemalloc.get_traced_memory()[0]
-            finally:
-                tracemalloc.stop()
+        estimated, held = held_while_busy(manager, db_path, range(100, 140))
         assert manager.get_status()["syntheses_dropped"] > 0
         assert held <= bound * 1.2, (held, estimated)
         assert estimated * 0.7 < held < estimated * 1.2, (held, estimated)
