@@ -424,11 +424,16 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         return None  # empty: nothing to lose
     outcome = import_memories(store, text, apply=False, parsed=parsed)
     plan = outcome.plan
+    # compared 2-way (no base, or one this database cannot use), a memory only the
+    # database has may be one the agents learned after the file was written: no deletion
+    three_way = outcome.base is not None
+    new_locations = sum(1 for change in plan.locations if change.is_new)
     counts = (
         (len(plan.changed) + len(plan.status_changed), "changed"),
         (len(plan.added), "added"),
-        (len(plan.missing) if with_base else 0, "deleted"),
-        (sum(1 for change in plan.locations if not change.is_new), "location(s) changed"),
+        (len(plan.missing) if three_way else 0, "deleted"),
+        (new_locations, "new location" if new_locations == 1 else "new locations"),
+        (len(plan.locations) - new_locations, "location(s) changed"),
         (len(plan.conflicts), "in conflict with the database"),
         (len(plan.problems), "with problems"),
     )
@@ -436,7 +441,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     if not total:
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
-    import_it = _import_advice(path, plan, prune=with_base and bool(plan.missing))
+    import_it = _import_advice(path, plan, prune=three_way and bool(plan.missing))
     if not with_base:
         return EditsAtRisk(
             f"{path} has no export base line (hand-written, or an older memstore's export) "

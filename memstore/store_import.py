@@ -10,12 +10,14 @@ writes (``memstore.import_apply``), with no pydantic object built per memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from exporters.base_line import ExportBase
 from exporters.parse import ParsedRows, ParseResult, parse_memories_md_rows
 from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa: F401 - importable from here too
 from memstore.import_apply import apply_plan
+from memstore.import_plan import MemoryChange
 from memstore.importing import ImportPlan, LineFinder, plan_import
 from memstore.invariants import check_invariants
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_rows_of
@@ -129,7 +131,9 @@ def import_memories(
             conflicts=merged.conflicts,
             warnings=merged.warnings,
         )
-        refused = _refusal(plan, parsed, current, prune, resolution, skip_invalid, force)
+        refused = _refusal(
+            plan, parsed, current, prune, resolution, skip_invalid, force, two_way=base is None
+        )
         pending = plan.has_changes or (prune and plan.ok and bool(plan.missing))
         if not apply or refused is not None or not pending:
             return ImportOutcome(plan, False, refused, base)
@@ -191,6 +195,8 @@ def _refusal(
     resolution: Resolution | None,
     skip_invalid: bool,
     force: bool,
+    *,
+    two_way: bool,
 ) -> str | None:
     if plan.problems and not skip_invalid:
         return (
@@ -211,9 +217,26 @@ def _refusal(
             f"the file has no location sections: --prune would delete every memory "
             f"({len(plan.missing)} of {persistent}); refused without --force"
         )
+    if two_way:  # no base to tell a reviewer's removal from what agents learned since
+        return (
+            f"the file is compared 2-way (no export base this database can use): --prune "
+            f"would delete {len(plan.missing)} memor{'y' if len(plan.missing) == 1 else 'ies'} "
+            f"only the database has ({_named(plan.missing)}), which agents may have learned "
+            f"after the file was written; refused without --force"
+        )
     if len(plan.missing) > PRUNE_LIMIT * persistent:
         return (
             f"--prune would delete {len(plan.missing)} of {persistent} persistent memories "
             f"(more than {PRUNE_LIMIT:.0%}); refused without --force"
         )
     return None
+
+
+def _named(missing: Sequence[MemoryChange], shown: int = 3) -> str:
+    """The first few memories of ``missing`` by location and title, and how many more."""
+    named = ", ".join(
+        f"location {change.location_id} {change.old.title[:60]!r}"
+        for change in missing[:shown]
+        if change.old is not None
+    )
+    return named + (f" and {len(missing) - shown} more" if len(missing) > shown else "")
