@@ -9,8 +9,8 @@ writes (``memstore.import_apply``), with no pydantic object built per memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from exporters.base_line import ExportBase
