@@ -27,6 +27,11 @@ number yet. None of it costs a turn anything while the database takes every writ
   lock free (a lock the probe does not see): for the rest of the stretch the probe and
   the clock must both agree. ``flush()`` and ``close()`` still wait for the lock (bounded by the
   busy timeout): the caller asked for the rows to be written.
+* **No room.** A write the database refused for want of room or for an I/O error
+  (StorageFull: SQLITE_FULL or SQLITE_IOERR, PostgreSQL's disk_full or io_error) is a
+  StoreBusy, and waits the same way, within the same bound; counted apart too
+  (``store_full``). The probe sees the lock free, so the write refused after it makes
+  the clock decide: the doubling backoff, until the database has room again.
 * **Unnumbered episodes.** An episode that starts while the database is busy cannot be
   numbered (``allocate_episode`` writes). It is played under a provisional number
   (PROVISIONAL_EPISODES and up), never stored: before any write its rows are renumbered
@@ -49,6 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from memstore.errors import StorageFull
 from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
 from memstore.shown_memories import ShownMemories, ShownTitle
@@ -98,6 +104,9 @@ class BusyBuffer:
         self.syntheses: list[dict[str, Any]] = []
         #: a write was refused and not everything was written since
         self.busy = False
+        #: the last refusal, when it was for want of room (StorageFull), until a write
+        #: succeeds
+        self.no_room: StorageFull | None = None
         #: provisional numbers of the episodes the database has not numbered, oldest first
         self.unnumbered: list[int] = []
         #: the number each provisional episode got once the database numbered it
@@ -132,8 +141,15 @@ class BusyBuffer:
             self.counters["writes_deferred"] += 1
         return free
 
-    def refused(self) -> None:
-        """A write was refused (StoreBusy): back off."""
+    def refused(self, exc: BaseException | None = None) -> None:
+        """A write was refused (StoreBusy): back off. ``exc`` is the refusal (by default the
+        exception being handled: this is called from its ``except`` block); one that says
+        the database had no room (StorageFull, a StoreBusy) is counted too
+        (``store_full``)."""
+        refusal = exc if exc is not None else sys.exception()
+        self.no_room = refusal if isinstance(refusal, StorageFull) else None
+        if self.no_room is not None:
+            self.counters["store_full"] += 1
         if self.busy and self._probed_free:  # the probe said free: it does not see this lock
             self._distrust = True
         self._probed_free = False
@@ -143,6 +159,7 @@ class BusyBuffer:
 
     def written(self) -> None:
         """Everything that waited was written: the busy stretch is over."""
+        self.no_room = None
         if self.busy:
             self.busy = False
             self._bound_logged = False
@@ -190,6 +207,9 @@ class BusyBuffer:
             "waiting_rows_dropped": self.counters["waiting_rows_dropped"],
             # episodes played while the database could not number them, still unnumbered
             "episodes_unnumbered": len(self.unnumbered),
+            # writes the database refused for want of room (StorageFull: a full disk, an
+            # I/O error), counted in store_busy too: what they wrote waits the same way
+            "store_full": self.counters["store_full"],
         }
 
     # --- the bound ------------------------------------------------------------------------

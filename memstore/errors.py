@@ -34,6 +34,12 @@ class StoreBusy(MemstoreError):
     """Another process held the database lock for longer than the busy timeout."""
 
 
+class StorageFull(StoreBusy):
+    """The database had no room for a write (a full disk or quota: SQLITE_FULL, SQLSTATE
+    53100; or an I/O error of the driver): nothing was written. A StoreBusy, so the
+    manager treats it as one: counted (``store_full``), what waits waits, never raised."""
+
+
 class UnsupportedDatabase(MemstoreError):
     """Not a database memstore runs on: a SQLite path or URL, or a PostgreSQL URL."""
 

@@ -43,22 +43,25 @@ from sqlalchemy import bindparam, func, insert, select, union_all, update
 
 from memstore.executor import run
 from memstore.models import (
+    LOCATION_NAME_MAX,
     TEXT_MAX,
-    TITLE_MAX,
     blank_for_sqlite,
     check_int,
     check_location_id,
+    check_location_name,
+    plain_str,
     unstorable_text,
 )
 from memstore.rows import now
 from memstore.schema import flagged_memories as table
+from memstore.synthesis_answer import shows_nothing
 
 MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 1000
 #: the longest flagged text: a location memory's text limit, which synthesis answers keep too
 MAX_CONTENT_CHARS = TEXT_MAX
-#: the longest location name (Zork's are under 30 characters): a memory title's limit
-MAX_LOCATION_NAME_CHARS = TITLE_MAX
+#: the longest location name (every write's: memstore.models.check_location_name)
+MAX_LOCATION_NAME_CHARS = LOCATION_NAME_MAX
 #: the shorter text must be at least this fraction of the longer one to count as contained
 SIMILARITY_THRESHOLD = 0.8
 #: at most this many rows are read for each kind of near-duplicate candidate (module doc)
@@ -138,9 +141,9 @@ def check_importance(importance: object) -> int:
 
 
 def check_text(what: str, value: object, limit: int) -> str:
-    """A str of at most ``limit`` characters (TypeError or ValueError, on one line)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    """A str of at most ``limit`` characters (TypeError or ValueError, on one line), as a
+    plain str (memstore.models.plain_str)."""
+    value = plain_str(what, value)
     if len(value) > limit:
         raise ValueError(f"{what} is {len(value):,} characters, more than the {limit:,} allowed")
     return value
@@ -245,7 +248,9 @@ class FlaggedMemories:
 
         ``content`` must be a str (TypeError) of at most MAX_CONTENT_CHARS characters
         (ValueError). Blank ``content`` is then ignored (False, nothing else is checked: a
-        turn with nothing to remember is normal). Otherwise it must be storable (no NUL,
+        turn with nothing to remember is normal); so is content a reader sees nothing of,
+        only format characters such as zero-width spaces (the rule synthesis titles keep:
+        memstore.synthesis_answer.shows_nothing). Otherwise it must be storable (no NUL,
         no lone surrogate: ValueError), ``importance`` an int 1..1000 (ValueError),
         ``location_id`` an int or None (TypeError), ``location_name`` a storable str of at
         most MAX_LOCATION_NAME_CHARS characters (TypeError, ValueError), ``turn``
@@ -259,14 +264,13 @@ class FlaggedMemories:
         the rows added meanwhile, so concurrent writers never store the same text twice.
         """
         text = check_text("content", content, MAX_CONTENT_CHARS).strip()
-        if blank_for_sqlite(text):
+        if blank_for_sqlite(text) or shows_nothing(text):
             return False
         check_storable("content", text)
         check_importance(importance)
         if location_id is not None:
             check_location_id(location_id)
-        check_text("location_name", location_name, MAX_LOCATION_NAME_CHARS)
-        check_storable("location_name", location_name)
+        location_name = check_location_name(location_name)
         check_int("turn", turn, 0)
         check_int("episode", episode, 1)
         check_int("score", score, optional=True)
@@ -355,9 +359,7 @@ class FlaggedMemories:
         Several keys mean the name is shared by several rooms (Zork has several
         "Forest Path" and "Maze" rooms); an empty dict means no memory was flagged there.
         """
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        wanted = normalise(name)
+        wanted = normalise(plain_str("name", name))
         if not wanted:
             return {}
         with self.store.transaction(write=False) as conn:

@@ -6,7 +6,9 @@ by memstore.synthesis_runner), the store applies the decision and its decision-l
 one transaction (memstore.store). No exception from an LLM failure reaches the agent loop:
 it is logged, counted, recorded in the decision log, and the turn goes on with nothing
 written. Nor does StoreBusy (another process kept the database locked past the busy
-timeout): it is logged and counted, and what the turn produced waits for the next write.
+timeout), nor StorageFull (a StoreBusy: no room for the write, a full disk or an I/O
+error): it is logged and counted, and what the turn produced waits for the next write.
+Every text from outside is used as a plain str (memstore.models.plain_str).
 Turn records and decision rows are typed (memstore.turn_log) and wait for the next
 write. The episode and turn are passed to every write; the manager never sets the store's
 defaults (``current_episode``, ``current_turn``).
@@ -23,13 +25,25 @@ from functools import cached_property
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
-from memstore.errors import DatabaseUnavailable
+from memstore.errors import DatabaseUnavailable, StorageFull, StoreBusy
 from memstore.flagged import FlaggedMemories
 from memstore.manager_api import SpecMemoryApi
-from memstore.manager_args import as_context, check_texts, written_out
-from memstore.map_graph import MapEvent, action_key, event_for_turn, with_exits_line
+from memstore.manager_args import as_context, check_turn, written_out
+from memstore.map_graph import (
+    MapEvent,
+    action_key,
+    event_for_turn,
+    stored_action,
+    with_exits_line,
+)
 from memstore.map_store import MapStore, MapView
-from memstore.models import check_int, check_location_id, unstorable_text
+from memstore.models import (
+    check_int,
+    check_location_id,
+    check_location_name,
+    plain_str,
+    unstorable_text,
+)
 from memstore.outcome import Outcome, failed_by_state, judge_outcome, response_key
 from memstore.rebuild import rebuild_from_log
 from memstore.store import AppliedSynthesis, MemoryStore
@@ -195,8 +209,16 @@ class SimpleMemoryManager(SpecMemoryApi):
         buffered only after the database refused them. Returns False when it refused again
         (StoreBusy: counted and logged, never raised): everything still waits, for the next
         write or ``flush``. It waits for the lock, even when turns do not (a busy stretch).
+
+        A database with no room for what waits (StorageFull: a full disk, an I/O error) is
+        raised here, and only here and in ``close``, the calls that ask for the write: its
+        one line says so (the command line prints it); everything still waits all the same.
         """
-        return self._flush(wait=True)
+        written = self._flush(wait=True)
+        no_room = self._synthesis.buffer.no_room
+        if not written and no_room is not None:
+            raise StorageFull(f"{no_room}; what waits is kept (flush again once there is room)")
+        return written
 
     def _flush(self, *, wait: bool) -> bool:
         if self._pending.empty and not self._synthesis.waiting:
@@ -206,8 +228,9 @@ class SimpleMemoryManager(SpecMemoryApi):
         return written
 
     def close(self) -> bool:
-        """``flush``: False when the database refused it, and the rows still wait here. The
-        lock probe's connection (memstore.lock_probe) is closed either way."""
+        """``flush``: False when the database refused it (StorageFull raised when it had no
+        room), and the rows still wait here. The lock probe's connection
+        (memstore.lock_probe) is closed either way."""
         try:
             return self.flush()
         finally:
@@ -216,7 +239,15 @@ class SimpleMemoryManager(SpecMemoryApi):
     # --- the agent loop's calls ------------------------------------------------------------
 
     def add_reasoning(self, turn: int, reasoning: str, action: str) -> None:
-        """Remember the agent's reasoning for an action, for the synthesis history window."""
+        """Remember the agent's reasoning for an action, for the synthesis history window.
+
+        Checked at once, as ``record_action_outcome``'s arguments are: ``turn`` an int of
+        at least 0, ``reasoning`` and ``action`` strs (TypeError, ValueError); each text
+        is kept as a plain str with a NUL or a lone surrogate written out (``\\x00``), so
+        nothing kept here can fail a later turn's synthesis."""
+        check_turn(turn)
+        reasoning = written_out(plain_str("reasoning", reasoning))
+        action = written_out(plain_str("action", action))
         self._reasoning.append((turn, reasoning, action))
 
     @cached_property
@@ -256,12 +287,17 @@ class SimpleMemoryManager(SpecMemoryApi):
 
         Its size in tokens is kept as ``last_context_tokens`` and goes into the next turn
         record, for the tokens-per-turn metric; the time it took goes into that record's
-        overhead.
+        overhead. A read the database refused (StoreBusy: a lock past the busy timeout;
+        StorageFull: an I/O error) is counted and logged, never raised: "" this turn.
         """
         started = time.perf_counter()
-        text = self.store.get_location_memory(location_id)
-        if self.config.map_exits_line:
-            text = self._with_exits_line(text, location_id)
+        try:
+            text = self.store.get_location_memory(location_id)
+            if self.config.map_exits_line:
+                text = self._with_exits_line(text, location_id)
+        except StoreBusy as exc:  # a read refused (a lock, an I/O error): nothing to show
+            self._refused(exc, f"get_location_memory({location_id})")
+            text = ""
         self.last_context_tokens = count_tokens(text) if text else 0
         self._context_seconds += time.perf_counter() - started
         return text
@@ -291,8 +327,13 @@ class SimpleMemoryManager(SpecMemoryApi):
         A bad argument is the caller's mistake and raises at once, before the turn is
         counted or anything recorded: TypeError for a wrong type, ValueError (pydantic's
         ValidationError for a context dict) for a value, among them a score, a location or
-        a score change the database's 64-bit integers cannot hold, and a location name the
-        database cannot store (a NUL, a lone surrogate).
+        a score change the database's 64-bit integers cannot hold, a context value of the
+        wrong type (ZMachineContext is strict: ``True``, ``"6"`` or ``6.0`` is no location,
+        an object number is an int from 1 to MAX_OBJECT_ID), and a location name the
+        database cannot store (a NUL, a lone surrogate) or longer than LOCATION_NAME_MAX
+        (memstore.models.check_location_name, the spec-004 writes' rule too). A str
+        subclass (a ``(str, Enum)`` member) is read as its text, never through its own
+        methods.
 
         A database another process kept locked past the busy timeout (StoreBusy) is never
         raised: it is counted (``get_status()["store_busy"]``) and logged in one line, and
@@ -301,8 +342,14 @@ class SimpleMemoryManager(SpecMemoryApi):
         succeeds (the next memory write, ``flush``, ``reset_episode``); it shows to the
         agent once written, to later syntheses at once. Until the lock is free no turn waits
         for it, what waits is bounded, and an episode the database cannot number is played
-        unnumbered (memstore.busy_buffer). Its other refusals (StoreClosed,
+        unnumbered (memstore.busy_buffer). So does a write the database refused for want
+        of room (StorageFull, a StoreBusy: a full disk, an I/O error; counted in
+        ``store_full`` too), and a read it refused on the turn's way (its synthesis is
+        skipped; ``get_location_memory`` answers ""). Its other refusals (StoreClosed,
         DatabaseUnavailable, ...) are memstore's errors and pass through.
+
+        The turn record keeps the action as the map does (memstore.map_graph's
+        ``stored_action``: a runaway action by its first ACTION_KEY_MAX characters).
 
         An action, a response or an item name holding such characters is data, not a
         mistake: it is used written out (``\\x00``), and such an action records no exit on
@@ -310,19 +357,15 @@ class SimpleMemoryManager(SpecMemoryApi):
         """
         started = time.perf_counter()
         check_location_id(location_id)
-        check_texts(location_name=location_name, action=action, response=response)
+        action = plain_str("action", action)
+        response = plain_str("response", response)
+        location_name = check_location_name(location_name)
         ctx, ignored = as_context(z_machine_context, response)
         if ignored:  # keys of the caller's dict that say nothing memstore reads
             self.counters["context_keys_ignored"] += len(ignored)
             if self.counters["context_keys_ignored"] == len(ignored):
                 log.warning("z_machine_context keys not read (counted): %s", ", ".join(ignored))
         check_int("memory_tokens", memory_tokens, 0, optional=True)
-        for name, value in (
-            ("location_name", location_name),
-            ("location_after_name", ctx.location_after_name),
-        ):
-            if value is not None and (problem := unstorable_text(value)) is not None:
-                raise ValueError(f"{name} {problem}: {value[:60]!r}")
         typed_as_is = unstorable_text(action) is None
         if not typed_as_is:
             action = written_out(action)
@@ -368,19 +411,22 @@ class SimpleMemoryManager(SpecMemoryApi):
         applied = None
         if triggers:
             self.counters["triggers_fired"] += 1
-            applied = self._synthesis.run(
-                location_id,
-                location_name,
-                action,
-                response,
-                ctx,
-                triggers,
-                first_visit=first_visit,
-                episode=episode,
-                turn=self.turn,
-                recent_actions=self._actions,
-                recent_reasoning=self._reasoning,
-            )
+            try:
+                applied = self._synthesis.run(
+                    location_id,
+                    location_name,
+                    action,
+                    response,
+                    ctx,
+                    triggers,
+                    first_visit=first_visit,
+                    episode=episode,
+                    turn=self.turn,
+                    recent_actions=self._actions,
+                    recent_reasoning=self._reasoning,
+                )
+            except StoreBusy as exc:  # its read refused (its write never raises it)
+                self._refused(exc, f"turn {self.turn}'s synthesis")
             self._map_view.settle(self._pending.map_events)
             episode = self._episode or episode  # numbered by that write, if it was not
         self._visited.add(location_id)
@@ -392,7 +438,7 @@ class SimpleMemoryManager(SpecMemoryApi):
                 episode=episode,
                 turn=self.turn,
                 location_id=location_id,
-                action=action,
+                action=stored_action(action),  # cut as the map keeps it
                 score_before=ctx.score_before,
                 score_after=ctx.score_after,
                 location_after=ctx.location_after,

@@ -8,17 +8,21 @@ needs:
   it recorded) and the episode is the manager's, so an invalidation is dated when the
   agent learned it (the store's own default, ``current_turn``, is the store's clock, which
   the manager never sets);
-* another process keeping the database locked past the busy timeout (StoreBusy) does not
-  reach the agent loop: it is counted (``get_status()["store_busy"]``), logged, and
-  answered as "not done" (False, ``{title: False}``, ``SupersedeOutcome.STORE_BUSY``);
+* another process keeping the database locked past the busy timeout (StoreBusy), or a
+  database with no room for the write (StorageFull, a StoreBusy: a full disk, an I/O
+  error), does not reach the agent loop: it is counted (``get_status()["store_busy"]``,
+  and ``["store_full"]``), logged, and answered as "not done" (False, ``{title: False}``,
+  ``SupersedeOutcome.STORE_BUSY``);
 * they keep to the busy stretch the turns are in (memstore.busy_buffer): while rows wait
   for the database, what waits is written first (in order, without waiting for the lock),
   and while its lock is not free (the probe's answer) they are not even tried: "not
   done" at once, counted (``writes_deferred``). An episode the database has not numbered
   yet writes nothing under its provisional number: "not done" until it is numbered.
 
-A caller's mistake (a blank reason, a wrong type) is still a ValueError or TypeError, and a
-lost connection (DatabaseUnavailable) passes through, as from ``record_action_outcome``.
+A caller's mistake (a blank reason, a wrong type, a location name ``record_action_outcome``
+would refuse: memstore.models.check_location_name) is still a ValueError or TypeError, busy
+or not, and a lost connection (DatabaseUnavailable) passes through, as from
+``record_action_outcome``. Every text is used as a plain str (memstore.models.plain_str).
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from memstore.errors import StoreBusy
-from memstore.models import Memory, check_location_id
+from memstore.errors import StorageFull, StoreBusy
+from memstore.models import Memory, check_location_id, check_location_name, plain_str
 from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
 if TYPE_CHECKING:
@@ -57,9 +61,12 @@ class SpecMemoryApi:
         raise NotImplementedError
 
     def _refused(self, exc: StoreBusy, what: str) -> None:
-        self._synthesis.buffer.refused()  # a busy stretch: the turns wait for nothing now
+        """Count and log (one line) a call the database refused for now: busy, or with no
+        room (StorageFull, a StoreBusy: counted in ``store_full`` too)."""
+        self._synthesis.buffer.refused(exc)  # a busy stretch: the turns wait for nothing now
         self.counters["store_busy"] += 1
-        log.warning("%s: not done (the database is busy): %s", what, exc)
+        why = "no room" if isinstance(exc, StorageFull) else "busy"
+        log.warning("%s: not done (the database is %s): %s", what, why, exc)
 
     def _ready(self) -> bool:
         """Whether to write now: outside a busy stretch, yes; in one, once what waits is
@@ -87,6 +94,7 @@ class SpecMemoryApi:
         """``MemoryStore.add_memory``; False, storing nothing, also when the database is
         busy (counted)."""
         check_location_id(location_id)  # a caller's mistake raises, busy or not
+        location_name = check_location_name(location_name)
         check_memory(memory)
         if not self._ready():
             return False
@@ -104,6 +112,8 @@ class SpecMemoryApi:
         """``MemoryStore.supersede_memory``; ``SupersedeOutcome.STORE_BUSY`` (false) when the
         database is busy (counted)."""
         check_location_id(location_id)
+        location_name = check_location_name(location_name)
+        old_memory_title = plain_str("old_memory_title", old_memory_title)
         check_memory(new_memory)
         if not self._ready():
             return SupersedeOutcome.STORE_BUSY
@@ -133,7 +143,7 @@ class SpecMemoryApi:
         the manager's episode: each title with whether it was invalidated (all False when
         the database is busy, counted)."""
         check_location_id(location_id)
-        check_reason(reason)
+        reason = check_reason(reason)
         titles = titles_of(memory_titles)
         if not self._ready():
             return dict.fromkeys(titles, False)

@@ -1,25 +1,28 @@
 """The manager's checks of ``record_action_outcome``'s arguments (memstore.manager): a
 caller's mistake raises at once (TypeError, ValueError), data a database cannot store is
-written out, and spec 002's plain context dict is read (memstore.spec_context)."""
+written out, every text is a plain str (memstore.models.plain_str), and spec 002's plain
+context dict is read (memstore.spec_context)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from memstore.models import check_int, unstorable_text
+from memstore.models import check_int, check_location_name, plain_str, unstorable_text
 from memstore.spec_context import context_from_mapping
 from memstore.synthesis import loggable_text
 from memstore.triggers import ZMachineContext
 
-__all__ = ["as_context", "check_texts", "written_out"]
+__all__ = ["as_context", "check_turn", "written_out"]
 
 
-def check_texts(**texts: object) -> None:
-    """TypeError for an argument that is not a str."""
-    for name, value in texts.items():
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+def check_turn(turn: object) -> int:
+    """A turn number the caller gives: TypeError for anything but an int (a bool too),
+    ValueError for one below 0 or past the database's 64 bits."""
+    if type(turn) is not int:
+        raise TypeError(f"turn must be an int, got {type(turn).__name__}")
+    check_int("turn", turn, 0)
+    return turn
 
 
 def written_out(text: str) -> str:
@@ -44,6 +47,12 @@ def as_context(
         )
     if ctx.response_length == 0 and response:
         ctx = ctx.model_copy(update={"response_length": len(response)})
+    name = ctx.location_after_name
+    if name is not None and (plain := check_location_name(name, "location_after_name")) is not name:
+        ctx = ctx.model_copy(update={"location_after_name": plain})
+    if any(type(item) is not str for item in ctx.item_names.values()):  # not validated
+        names = {key: plain_str("an item name", item) for key, item in ctx.item_names.items()}
+        ctx = ctx.model_copy(update={"item_names": names})
     _check_numbers(ctx)
     return ctx, ignored
 

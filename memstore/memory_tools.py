@@ -25,7 +25,9 @@ deadline; an injected callable is called as it is, in the caller's thread, unles
 caller bounded it (memstore.llm.with_deadline), which then gets the earlier deadline
 too. ``failures`` counts, by kind, the query model's failures (timeout, rate_limit,
 provider_error, malformed: an empty answer), the tool calls refused (refused: unknown
-tool, bad arguments) and the tools that failed (error).
+tool, bad arguments), the tools that failed (error), and the ``add_memory`` calls the
+database refused for now (store_busy, store_full: answered False, never raised). Every
+text argument is read as a plain str (memstore.models.plain_str).
 """
 
 from __future__ import annotations
@@ -33,18 +35,20 @@ from __future__ import annotations
 import functools
 import json
 import keyword
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstore.config import MemstoreConfig
-from memstore.errors import LLMDeadlineExceeded
+from memstore.errors import LLMDeadlineExceeded, StorageFull, StoreBusy
 from memstore.flagged import FlaggedMemories, FlaggedMemory
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
+from memstore.models import plain_str
 from memstore.synthesis import LLMCallable, classify_llm_exception, describe_exception
 
 # what the tools say and read (memstore.tool_text), importable from here too
@@ -95,6 +99,9 @@ __all__ = [
     "format_top_memories",
     "parse_query_answer",
 ]
+
+
+log = logging.getLogger("memstore.tools")
 
 
 def _llm_error(tool: str, exc: BaseException) -> str:
@@ -185,17 +192,27 @@ class MemoryToolkit:
         episode: int = 1,
     ) -> bool:
         """Store what the agent flagged this turn (``FlaggedMemories.add_flagged_memory``):
-        True if stored, False if empty or a near-duplicate. Raises on invalid arguments."""
-        return self.memories.add_flagged_memory(
-            content,
-            importance,
-            turn,
-            location_id,
-            location_name,
-            score=score,
-            moves=moves,
-            episode=episode,
-        )
+        True if stored, False if empty or a near-duplicate. Raises on invalid arguments
+        (TypeError, ValueError). False too, never raised, when the database refused the
+        write for now: locked past the busy timeout (StoreBusy) or with no room
+        (StorageFull, a StoreBusy); counted (``failures["store_busy"]``,
+        ``["store_full"]``) and logged in one line."""
+        try:
+            return self.memories.add_flagged_memory(
+                content,
+                importance,
+                turn,
+                location_id,
+                location_name,
+                score=score,
+                moves=moves,
+                episode=episode,
+            )
+        except StoreBusy as exc:
+            kind = "store_full" if isinstance(exc, StorageFull) else "store_busy"
+            self.failures[kind] += 1
+            log.warning("add_memory: not stored (%s): %s", kind, exc)
+            return False
 
     def get_memory_count(self) -> int:
         return self.memories.count()
@@ -234,7 +251,7 @@ class MemoryToolkit:
         Args:
             question: e.g. "Where is the brass lantern?" or "Which doors are still locked?"
         """
-        if not isinstance(question, str) or not question.strip():
+        if not isinstance(question, str) or not (question := plain_str("", question)).strip():
             return EMPTY_QUESTION
         question = question.strip()
         memories = self.memories.top(self.max_query_memories)
@@ -265,7 +282,7 @@ class MemoryToolkit:
             return EMPTY_LOCATION
         if isinstance(location, int):
             return self._location_by_id(location, str(location))
-        if not isinstance(location, str) or not location.strip():
+        if not isinstance(location, str) or not (location := plain_str("", location)).strip():
             return EMPTY_LOCATION
         asked = location.strip()
         groups = self.memories.by_location_name(asked)
@@ -364,7 +381,8 @@ class MemoryToolkit:
         if not rooms:
             return NO_MAP
         ends: list[Room] = []
-        for side, asked in (("from", from_), ("to", to)):
+        for side, given in (("from", from_), ("to", to)):
+            asked = plain_str("", given) if isinstance(given, str) else given
             if (
                 isinstance(asked, bool)
                 or not isinstance(asked, str | int)
@@ -434,9 +452,12 @@ class MemoryToolkit:
         return cut_tool_result(result)
 
     def _call_tool(self, name: str, arguments: dict[str, Any] | str | None) -> str:
-        if not isinstance(name, str) or name not in TOOL_NAMES:
+        # every text from outside is read as a plain str (memstore.models.plain_str)
+        if not isinstance(name, str) or (name := plain_str("", name)) not in TOOL_NAMES:
             shown = repr(name)[:100]
             return f"Error: unknown tool {shown}. Available tools: {', '.join(TOOL_NAMES)}."
+        if isinstance(arguments, str):
+            arguments = plain_str("", arguments)
         if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
             arguments = {}
         if isinstance(arguments, str):
@@ -455,6 +476,7 @@ class MemoryToolkit:
                 return f"Error: the arguments for {name} hold a bad value ({exc})."
         if not isinstance(arguments, dict):
             return f"Error: the arguments for {name} must be a JSON object."
+        arguments = {plain_str("", k) if isinstance(k, str) else k: v for k, v in arguments.items()}
         schema = TOOL_SCHEMAS[TOOL_NAMES.index(name)]["function"]["parameters"]
         unknown = sorted(
             repr(key)[:100] if not isinstance(key, str) else key[:100]

@@ -28,6 +28,8 @@ class Category(StrEnum):
 #: the longest title and text a memory may have (the model's limits; memstore check too)
 TITLE_MAX = 500
 TEXT_MAX = 20_000
+#: the longest location name a write takes (Zork's are under 30 characters): a title's
+LOCATION_NAME_MAX = TITLE_MAX
 
 #: The range of an integer the database holds (SQLite's INTEGER, PostgreSQL's BIGINT: signed
 #: 64-bit). Every integer a public call sends to SQL is checked against it at the door.
@@ -116,6 +118,33 @@ def unstorable_text(value: str) -> str | None:
         except UnicodeEncodeError:
             return "is not valid Unicode text (it holds a lone surrogate)"
     return None
+
+
+def plain_str(name: str, value: object) -> str:
+    """``value`` as a plain str, for a text that comes from outside: a str subclass (a
+    ``(str, Enum)`` member, one that overrides ``lower`` or ``__str__``) is read as the
+    text it holds (``str.__str__``), never through its own methods. TypeError for
+    anything but a str."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_location_name(value: object, name: str = "location_name") -> str:
+    """A location name a write takes, as a plain str (``plain_str``): TypeError for a
+    non-str, ValueError (one line) for text no database can store (``unstorable_text``)
+    or longer than LOCATION_NAME_MAX characters."""
+    text = plain_str(name, value)
+    if len(text) > LOCATION_NAME_MAX:
+        raise ValueError(
+            f"{name} is {len(text):,} characters, more than the {LOCATION_NAME_MAX:,} allowed"
+        )
+    problem = unstorable_text(text)
+    if problem is not None:
+        raise ValueError(f"{name} {problem}: {text[:60]!r}")
+    return text
 
 
 def title_spelling(title: str) -> str:

@@ -29,8 +29,10 @@ from memstore.models import (
     blank_for_sqlite,
     check_int,
     check_location_id,
+    check_location_name,
     format_turns,
     parse_turns,
+    plain_str,
 )
 from memstore.schema import synthesis_decisions
 
@@ -66,28 +68,32 @@ def check_memory(memory: object) -> Memory:
 MAX_INT = INT64_MAX
 
 
-def check_clock(location_name: object, episode: object, turn: object) -> None:
-    """The episode, turn and location name of a write, checked before any SQL."""
-    if not isinstance(location_name, str):
-        raise TypeError(f"location_name must be a str, got {type(location_name).__name__}")
+def check_clock(location_name: object, episode: object, turn: object) -> str:
+    """The episode, turn and location name of a write, checked before any SQL (the name by
+    ``check_location_name``: a str the database can store, within LOCATION_NAME_MAX); the
+    name as a plain str."""
+    name = check_location_name(location_name)
     if type(episode) is not int or not 1 <= episode <= MAX_EPISODE:
         raise ValueError(f"episode must be an int from 1 to 2**63-2, got {episode!r}")
     if type(turn) is not int or not 0 <= turn <= MAX_INT:
         raise ValueError(f"turn must be an int from 0 to 2**63-1, got {turn!r}")
+    return name
 
 
 def check_reason(reason: object) -> str:
+    """The reason of an invalidation, as a plain str (``plain_str``)."""
     if not isinstance(reason, str) or blank_for_sqlite(reason):
         raise ValueError("an invalidation needs a non-empty reason")
-    return reason
+    return plain_str("reason", reason)
 
 
 def titles_of(memory_titles: Iterable[str]) -> list[str]:
-    """The titles of an invalidation, as a list; one string is the caller's mistake (a
-    list of its characters would invalidate the memories titled by them)."""
+    """The titles of an invalidation, as a list of plain strs (``plain_str``: TypeError
+    for a title that is not a str); one string is the caller's mistake (a list of its
+    characters would invalidate the memories titled by them)."""
     if isinstance(memory_titles, str):
         raise TypeError("memory_titles must be a collection of titles, not one string")
-    return list(memory_titles)
+    return [plain_str("a memory title", title) for title in memory_titles]
 
 
 def memory_row(location_id: int, memory: Memory, created_at: str | None = None) -> dict[str, Any]:
@@ -148,8 +154,7 @@ class Bookkeeping:
         holds (ValueError, TypeError for a wrong type), a location name that is a str."""
         for location_id, name, episode in self.visits:
             check_location_id(location_id)
-            if not isinstance(name, str):
-                raise TypeError(f"location_name must be a str, got {type(name).__name__}")
+            check_location_name(name)
             check_int("episode", episode, 1, maximum=MAX_EPISODE)
 
     def clear(self) -> None:
@@ -169,7 +174,8 @@ class SupersedeOutcome(StrEnum):
         "permanent by ephemeral, permanent by core)"
     )
     DUPLICATE_TITLE = "another live memory here already has the new title"
-    #: (the manager's ``supersede_memory`` only: the store raises StoreBusy)
+    #: (the manager's ``supersede_memory`` only: the store raises StoreBusy; a database
+    #: with no room, StorageFull, a StoreBusy, answers it too)
     STORE_BUSY = "another process kept the database locked past the busy timeout"
 
     def __bool__(self) -> bool:

@@ -40,6 +40,8 @@ from memstore.models import (
     Tier,
     check_int,
     check_location_id,
+    check_location_name,
+    plain_str,
 )
 from memstore.queries import (
     ENSURE_LOCATION,
@@ -152,9 +154,12 @@ class MemoryStore(StoreReads):
 
         Returns False, storing nothing, when a non-superseded memory with exactly the same
         title is already at this location in either tier (the spec's backup de-duplication).
-        A memory cannot be added already SUPERSEDED (ValueError).
+        A memory cannot be added already SUPERSEDED (ValueError). ``location_name`` is
+        checked as every write's (memstore.models.check_location_name: TypeError,
+        ValueError), before any SQL.
         """
         check_location_id(location_id)
+        location_name = check_location_name(location_name)
         memory = check_memory(memory)
         if memory.status is Status.SUPERSEDED:
             raise ValueError("a new memory cannot be SUPERSEDED; use supersede_memory")
@@ -177,9 +182,11 @@ class MemoryStore(StoreReads):
         superseded; false, with nothing changed, when a core/permanent memory would be
         superseded by an ephemeral one (FORBIDDEN_TRANSITION), the old title is not live
         here (NOT_FOUND), or the new title is already another live memory's here
-        (DUPLICATE_TITLE).
+        (DUPLICATE_TITLE). ``location_name`` is checked as ``add_memory``'s.
         """
         check_location_id(location_id)
+        location_name = check_location_name(location_name)
+        old_memory_title = plain_str("old_memory_title", old_memory_title)
         new_memory = check_memory(new_memory)
         if new_memory.status is Status.SUPERSEDED:
             raise ValueError("the new memory cannot itself be SUPERSEDED")
@@ -286,7 +293,7 @@ class MemoryStore(StoreReads):
     ) -> dict[str, bool]:
         """Invalidate several memories with one shared reason, in one transaction."""
         check_location_id(location_id)
-        check_reason(reason)
+        reason = check_reason(reason)
         titles = titles_of(memory_titles)
         at_turn = self.current_turn if turn is None else turn
         check_int("turn", at_turn, 0)
@@ -345,7 +352,7 @@ class MemoryStore(StoreReads):
         actually applied; the log row, if given, records that too (column ``applied``).
         """
         check_location_id(location_id)
-        check_clock(location_name, episode, turn)
+        location_name = check_clock(location_name, episode, turn)
         if new_memory is not None:
             new_memory = check_memory(new_memory)
             if new_memory.status is Status.SUPERSEDED:

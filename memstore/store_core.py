@@ -43,6 +43,7 @@ from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
+    StorageFull,
     StoreClosed,
     UnstorableText,
 )
@@ -308,7 +309,11 @@ class StoreCore:
         raise it as it is). Nothing was written: the transaction was rolled back."""
         kind = failure_kind(exc)
         if kind is None:
-            return None
+            full = storage_full(exc)
+            if full is None:
+                return None
+            self._forget()
+            return StorageFull(f"{full}: {self.target.display} has no room; nothing was written")
         self._forget()
         where = self.target.display
         why = one_line(exc) if self.target.is_server else ""
@@ -423,3 +428,30 @@ class StoreCore:
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
+
+
+#: SQLite's result codes (and their extended forms) for a write with no room or an I/O
+#: failure (memstore.cli_errors names the same codes about the file or the machine)
+_FULL_SQLITE = ("SQLITE_FULL", "SQLITE_IOERR")
+#: PostgreSQL's: disk_full, io_error
+_FULL_SQLSTATES = ("53100", "58030")
+
+
+def storage_full(exc: BaseException) -> str | None:
+    """``message (CODE)`` when ``exc`` (or the driver error a SQLAlchemy error wraps) says
+    the database had no room for a write or could not do its I/O (SQLite's SQLITE_FULL and
+    SQLITE_IOERR, PostgreSQL's disk_full and io_error), as the command line prints them;
+    else None. Only the message's first line is kept (a server's later lines may quote
+    the statement)."""
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlite_errorname", None)
+    if isinstance(code, str) and code.startswith(_FULL_SQLITE):
+        shown = code
+    else:
+        code = getattr(orig, "sqlstate", None)
+        if code not in _FULL_SQLSTATES:
+            return None
+        shown = f"SQLSTATE {code}"
+    lines = str(orig).strip().splitlines()
+    message = " ".join(lines[0].split()) if lines else type(orig).__name__
+    return f"{message} ({shown})"

@@ -7,11 +7,23 @@ an action; ``significance`` says why the turn is worth an LLM call. No reason, n
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 #: A response longer than this may carry information worth remembering (spec 000).
 LONG_RESPONSE_CHARS = 100
+
+#: the largest Z-machine object number (versions 4 to 8: 65535 objects; 1 to 3: 255);
+#: object 0 is "nothing"
+MAX_OBJECT_ID = 65535
+
+#: the context's values as the game gives them, never coerced: an int is an int (not a
+#: bool, a str or a float), a flag a bool (pydantic's strict mode, field by field)
+_Int = Annotated[int, Strict()]
+_Flag = Annotated[bool, Strict()]
+#: a Z-machine object number (an inventory item)
+_ObjectId = Annotated[int, Strict(), Field(ge=1, le=MAX_OBJECT_ID)]
 
 
 class Trigger(StrEnum):
@@ -28,24 +40,28 @@ class Trigger(StrEnum):
 class ZMachineContext(BaseModel):
     """Ground truth around one action: values before and after it.
 
-    Inventories are Z-machine object numbers. ``first_visit`` may be left as None: the
-    manager then works it out from the locations it has seen.
+    Inventories are Z-machine object numbers (1 to MAX_OBJECT_ID), given as any
+    collection of them. ``first_visit`` may be left as None: the manager then works it
+    out from the locations it has seen. Strict: scores, locations, object numbers and
+    ``response_length`` must be ints (a bool, a str such as ``"6"`` or a float such as
+    ``6.0`` is refused, never read as a number), ``died`` and ``first_visit`` bools; a
+    wrong value is a ValidationError (a ValueError) when the context is made.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    score_before: int = 0
-    score_after: int = 0
-    location_before: int | None = None
-    location_after: int | None = None
-    inventory_before: frozenset[int] = Field(default_factory=frozenset)
-    inventory_after: frozenset[int] = Field(default_factory=frozenset)
-    died: bool = False
-    first_visit: bool | None = None
-    response_length: int = Field(default=0, ge=0)
+    score_before: _Int = 0
+    score_after: _Int = 0
+    location_before: _Int | None = None
+    location_after: _Int | None = None
+    inventory_before: frozenset[_ObjectId] = Field(default_factory=frozenset)
+    inventory_after: frozenset[_ObjectId] = Field(default_factory=frozenset)
+    died: _Flag = False
+    first_visit: _Flag | None = None
+    response_length: _Int = Field(default=0, ge=0)
     #: optional display names, filled by the game adapter for readable offline memories
     location_after_name: str | None = None
-    item_names: dict[int, str] = Field(default_factory=dict)
+    item_names: dict[_ObjectId, str] = Field(default_factory=dict)
     #: changes the caller reported without the values they come from: spec 002's plain
     #: dict says ``location_changed`` and ``inventory_changed`` as flags, and
     #: ``score_delta`` alone (SCORE_CHANGED here: the scores count from 0 before the turn)

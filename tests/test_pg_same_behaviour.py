@@ -160,7 +160,8 @@ def test_the_demo_on_a_server_writes_what_it_writes_on_sqlite(tmp_path: Path, pg
 
 def test_a_lone_surrogate_raises_the_same_error_on_both_backends(database: str | Path) -> None:
     with MemoryStore.open(database) as store:
-        with pytest.raises(UnicodeEncodeError):
+        # refused at the door, before any SQL (models.check_location_name), on both
+        with pytest.raises(ValueError, match="location_name .*lone surrogate"):
             store.add_memory(1, "Room \ud800", note("Surrogate in the name"))
         assert store.add_memory(1, "Room", note("Fine"))
         with pytest.raises(UnicodeEncodeError):
