@@ -140,6 +140,13 @@ class Context:
         path = resolve_target(self.db).path
         return path is None or path.exists()
 
+    def in_memory(self) -> bool:
+        """Whether the database is SQLite's in-memory one (``sqlite:///``, ``sqlite:///:memory:``)."""
+        from memstore.connection import resolve_target
+
+        target = resolve_target(self.db)
+        return target.path is None and not target.is_server
+
     def print(self, *parts: object) -> None:
         print(*parts, file=self.out)
 
@@ -182,6 +189,11 @@ class Context:
 
         if not create and not self.db_exists():
             raise CliError(f"no database at {self.db_display} (give --db PATH or set MEMSTORE_DB)")
+        if read_only and not create and self.in_memory():
+            raise CliError(
+                f"{self.db} is an in-memory database: it starts empty and holds nothing to "
+                f"read (give --db PATH or set MEMSTORE_DB to a database file)"
+            )
         store = MemoryStore.open(
             self.db,
             config=load_config(db=self.db),

@@ -64,6 +64,23 @@ def _internal(filename: str) -> bool:
 
 #: the longest ``timeout`` a configuration may give (seconds)
 MAX_TIMEOUT_S = 86_400.0
+#: the largest ``history_window`` (spec 003 recommends at most 10: a warning above)
+MAX_HISTORY_WINDOW = 50
+
+
+#: the settings that are numbers, flags and text (each checked for what it is, below)
+_NUMBERS = (
+    "temperature",
+    "max_tokens",
+    "timeout",
+    "num_retries",
+    "history_window",
+    "token_budget",
+    "map_prune_after",
+    "map_route_confidence",
+)
+_FLAGS = ("show_persistence_markers", "map_exits_line")
+_TEXTS = ("db", "model", "api_base", "api_key", "query_model")
 
 
 class MemstoreConfig(BaseModel):
@@ -83,7 +100,7 @@ class MemstoreConfig(BaseModel):
     timeout: float = Field(default=30.0, gt=0, le=MAX_TIMEOUT_S)
     num_retries: int = Field(default=2, ge=0, le=10)
     #: recent turns shown to the synthesis LLM (spec 003: 1 to 10, default 3)
-    history_window: int = Field(default=3, ge=1, le=50)
+    history_window: int = Field(default=3, ge=1, le=MAX_HISTORY_WINDOW)
     #: tokens of memory text given to the agent per location (spec 000: 200-300)
     token_budget: int = Field(default=300, ge=20)
     #: "[spawn]" / "[session]" markers in the agent's context (spec 002)
@@ -98,6 +115,33 @@ class MemstoreConfig(BaseModel):
     #: the agent's context ends with one line of the room's known exits and untried
     #: directions, within the same token budget
     map_exits_line: bool = True
+
+    @field_validator(*_NUMBERS, mode="before")
+    @classmethod
+    def _no_bool_number(cls, value: object, info: ValidationInfo) -> object:
+        """``timeout = true`` is a mistake, not 1 second: a bool is no number here (nor
+        anywhere else in memstore)."""
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a number, not {str(value).lower()}")
+        return value
+
+    @field_validator(*_FLAGS, mode="before")
+    @classmethod
+    def _bool_flag(cls, value: object, info: ValidationInfo) -> object:
+        """A flag is true or false, not 1 or "yes"."""
+        if not isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be true or false, not {value!r:.40}")
+        return value
+
+    @field_validator(*_TEXTS)
+    @classmethod
+    def _no_nul(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A NUL character fits no path, URL, model name or key (the operating system
+        refuses it in a path): one line naming the setting, not an error from deep
+        inside."""
+        if value is not None and "\x00" in value:
+            raise ValueError(f"{info.field_name} holds a NUL character (\\u0000): remove it")
+        return value
 
     @field_validator("db")
     @classmethod

@@ -111,13 +111,24 @@ class Target:
 
     @property
     def display(self) -> str:
+        """The target as shown to a person: never a password, whether the URL gives it
+        as ``user:password@`` or as a ``password=`` (or ``sslpassword=``) parameter."""
         if self.is_server:
-            return self.url.render_as_string(hide_password=True)
+            shown = self.url.render_as_string(hide_password=True)
+            return _SECRET_IN_QUERY.sub(r"\1***", shown)
         return str(self.path) if self.path is not None else "in-memory database"
+
+
+#: a URL query parameter that holds a secret (libpq's password and sslpassword), never shown
+_SECRET_IN_QUERY = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
 
 
 def resolve_target(path_or_url: str | Path) -> Target:
     """Accept a file path, a SQLite URL or a PostgreSQL URL (driven by psycopg 3)."""
+    if "\x00" in str(path_or_url):  # the operating system's "embedded null byte" otherwise
+        raise UnsupportedDatabase(
+            "a database path or URL cannot hold a NUL character (\\u0000): remove it"
+        )
     if isinstance(path_or_url, Path) or "://" not in str(path_or_url):
         path = _full_path(path_or_url, path_or_url)
         return Target(URL.create("sqlite", database=str(path)), path)
@@ -125,6 +136,7 @@ def resolve_target(path_or_url: str | Path) -> Target:
         url = make_url(str(path_or_url))
     except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError and ValueError alike
         shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(path_or_url))
+        shown = _SECRET_IN_QUERY.sub(r"\1***", shown)
         raise UnsupportedDatabase(f"not a database URL: {shown}") from None
     backend = url.get_backend_name()
     if backend == "postgresql":

@@ -2,6 +2,27 @@
 Logic", spec 003 "Multi-Step Memory Synthesis", spec 004 "LLM-Driven Invalidation").
 
 Deterministic: the same inputs give the same messages, character for character.
+
+Bounded: whatever the caller, the agent or the store hands in, the messages of one call
+hold at most MAX_PROMPT_CHARS characters (``test_review_h`` builds the worst case):
+
+- the existing memories listed (``listed_memories``): at most MAX_LISTED_MEMORIES, their
+  lines at most MAX_LISTED_CHARS in all, each memory's text cut to MAX_SHOWN_MEMORY_CHARS
+  (as the memory tools show it), chosen most useful first by the agent's own priority
+  (``memstore.retrieval.group``: DANGER, CORE, PERMANENT, EPHEMERAL, TENTATIVE, newest
+  first within a group; SUPERSEDED last) and taken while they fit: the first that does not
+  fit ends the list, and a closing line says how many were left out. They keep their
+  handles, and ``resolve_decision`` is given the handles listed (``listed_handles``): the
+  model can refer to what it was shown and to nothing else;
+- the action as the map keeps it (ACTION_KEY_MAX characters), the game's response
+  MAX_RESPONSE_CHARS, a location name LOCATION_NAME_MAX, an item's name
+  MAX_ITEM_NAME_CHARS, at most MAX_LISTED_ITEMS items gained and lost;
+- the history window: at most MAX_HISTORY_TURNS turns, each response and reasoning in it
+  cut to MAX_OBSERVATION_CHARS (what the LLM agent sees of a response), the newest turns
+  kept while their lines fit MAX_HISTORY_CHARS, and a line saying how many were left out.
+
+A cut text ends with CUT_MARK ("…"), cut between grapheme clusters
+(``memstore.tokens.grapheme_end``). Input within the bounds is shown as it always was.
 """
 
 from __future__ import annotations
@@ -9,9 +30,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstore.busy_buffer import PROVISIONAL_EPISODES
-from memstore.models import Category, Memory, Persistence, Status
+from memstore.config import MAX_HISTORY_WINDOW
+from memstore.llm_agent import MAX_OBSERVATION_CHARS
+from memstore.map_events import ACTION_KEY_MAX
+from memstore.models import LOCATION_NAME_MAX, Category, Memory, Persistence, Status
+from memstore.retrieval import CUT_MARK, group, left_out_line
 from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
+from memstore.tokens import grapheme_end
+from memstore.tool_text import MAX_SHOWN_MEMORY_CHARS
 from memstore.triggers import LONG_RESPONSE_CHARS, Trigger, ZMachineContext
+
+#: the most existing memories one prompt lists, and the characters of their lines in all
+MAX_LISTED_MEMORIES = 40
+MAX_LISTED_CHARS = 24_000
+#: the game's response to the action being synthesised (the history's are cut to
+#: MAX_OBSERVATION_CHARS)
+MAX_RESPONSE_CHARS = 2_000
+#: a Z-machine object's short name is a few words; at most this many items gained (lost)
+MAX_ITEM_NAME_CHARS = 100
+MAX_LISTED_ITEMS = 20
+#: the history window's turns shown (the largest ``history_window``), and their lines' size
+MAX_HISTORY_TURNS = MAX_HISTORY_WINDOW
+MAX_HISTORY_CHARS = 16_000
+#: the most characters of one call's messages (system and user), whatever the input
+MAX_PROMPT_CHARS = 64_000
 
 RULE = "═" * 63
 
@@ -59,6 +101,62 @@ def _played(memory: Memory, episode: int | None) -> str:
     return "this episode" if memory.episode == episode else "an earlier episode"
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` as it is when at most ``limit`` characters, else its start ending with
+    CUT_MARK, ``limit`` characters in all, cut between grapheme clusters."""
+    if len(text) <= limit:
+        return text
+    return text[: grapheme_end(text, limit - len(CUT_MARK))].rstrip() + CUT_MARK
+
+
+def _memory_lines(handle: int, memory: Memory, episode: int | None) -> list[str]:
+    lines = [
+        f"[{handle}] [{memory.category.value}] {memory.title} "
+        f"({memory.status.value}, {memory.persistence.value}, {_tier(memory.persistence)}, "
+        f"{_played(memory, episode)}, turn {memory.turns})"
+    ]
+    if memory.text:
+        lines.append(f"    {cut(memory.text, MAX_SHOWN_MEMORY_CHARS)}")
+    if memory.status is Status.SUPERSEDED:
+        lines.append("    (already SUPERSEDED: do not supersede or invalidate it again)")
+    return lines
+
+
+def _usefulness(pair: tuple[int, Memory]) -> tuple[int, int]:
+    """The agent's priority (memstore.retrieval.group), SUPERSEDED last, newest first."""
+    handle, memory = pair
+    if memory.status is Status.SUPERSEDED:
+        return 5, -handle
+    return group(memory.category.value, memory.persistence.value, memory.status.value), -handle
+
+
+def listed_memories(
+    existing: Sequence[tuple[int, Memory]], episode: int | None = None
+) -> tuple[list[tuple[int, Memory]], int]:
+    """The existing memories a prompt lists, in handle order, and how many it leaves out:
+    most useful first (``_usefulness``), at most MAX_LISTED_MEMORIES, taken while their
+    lines fit MAX_LISTED_CHARS (the first that does not fit ends the list). The same
+    ``existing`` and ``episode`` always give the same answer: ``listed_handles`` tells
+    ``resolve_decision`` which handles the model was shown."""
+    chosen: list[tuple[int, Memory]] = []
+    size = 0
+    for handle, memory in sorted(existing, key=_usefulness)[:MAX_LISTED_MEMORIES]:
+        cost = sum(len(line) + 1 for line in _memory_lines(handle, memory, episode))
+        if size + cost > MAX_LISTED_CHARS:
+            break
+        chosen.append((handle, memory))
+        size += cost
+    chosen.sort(key=lambda pair: pair[0])
+    return chosen, len(existing) - len(chosen)
+
+
+def listed_handles(
+    existing: Sequence[tuple[int, Memory]], episode: int | None = None
+) -> frozenset[int]:
+    """The handles of the memories ``build_synthesis_messages`` lists for these arguments."""
+    return frozenset(handle for handle, _ in listed_memories(existing, episode)[0])
+
+
 def _existing_section(existing: Sequence[tuple[int, Memory]], episode: int | None) -> str:
     lines = ["EXISTING MEMORIES AT THIS LOCATION:"]
     if not existing:
@@ -68,16 +166,11 @@ def _existing_section(existing: Sequence[tuple[int, Memory]], episode: int | Non
         "Both tiers are listed: persistent (core/permanent, kept across episodes) and session "
         "(ephemeral, cleared when the episode ends). Refer to a memory by its handle number."
     )
-    for handle, memory in existing:
-        lines.append(
-            f"[{handle}] [{memory.category.value}] {memory.title} "
-            f"({memory.status.value}, {memory.persistence.value}, {_tier(memory.persistence)}, "
-            f"{_played(memory, episode)}, turn {memory.turns})"
-        )
-        if memory.text:
-            lines.append(f"    {memory.text}")
-        if memory.status is Status.SUPERSEDED:
-            lines.append("    (already SUPERSEDED: do not supersede or invalidate it again)")
+    listed, left_out = listed_memories(existing, episode)
+    for handle, memory in listed:
+        lines += _memory_lines(handle, memory, episode)
+    if left_out:
+        lines.append(f"{left_out_line(left_out)} (the least useful: they cannot be referenced)")
     return "\n".join(lines)
 
 
@@ -167,20 +260,57 @@ def _history_section(
 ) -> str:
     if not recent_actions and not recent_reasoning:
         return ""
+    responses = {turn: response for turn, _, response in recent_actions}
+    # each entry's lines, of the newest MAX_HISTORY_TURNS entries of each kind
+    actions = [
+        (
+            turn,
+            [
+                f"Turn {turn}: {cut(action, ACTION_KEY_MAX)}",
+                f"Response: {cut(response.strip(), MAX_OBSERVATION_CHARS)}",
+                "",
+            ],
+        )
+        for turn, action, response in recent_actions[-MAX_HISTORY_TURNS:]
+    ]
+    reasoning = [
+        (
+            turn,
+            [
+                f"Turn {turn}:",
+                f"Reasoning: {cut(why.strip(), MAX_OBSERVATION_CHARS)}",
+                f"Action: {cut(action, ACTION_KEY_MAX)}",
+                *(
+                    [f"Response: {cut(responses[turn].strip(), MAX_OBSERVATION_CHARS)}"]
+                    if turn in responses
+                    else []
+                ),
+                "",
+            ],
+        )
+        for turn, why, action in recent_reasoning[-MAX_HISTORY_TURNS:]
+    ]
+    # whole turns, the newest first, while their lines fit MAX_HISTORY_CHARS
+    sizes: dict[int, int] = {}
+    for turn, entry in [*actions, *reasoning]:
+        sizes[turn] = sizes.get(turn, 0) + sum(len(line) + 1 for line in entry)
+    kept: set[int] = set()
+    size = 0
+    for turn in sorted(sizes, reverse=True):
+        if size + sizes[turn] > MAX_HISTORY_CHARS:
+            break
+        kept.add(turn)
+        size += sizes[turn]
+    given = {turn for turn, _, _ in recent_actions} | {turn for turn, _, _ in recent_reasoning}
+    left_out = len(given - kept)
     lines = ["RECENT ACTION SEQUENCE:", RULE, ""]
-    if recent_actions:
-        for turn, action, response in recent_actions:
-            lines += [f"Turn {turn}: {action}", f"Response: {response.strip()}", ""]
-    else:
-        lines += ["(no recent actions)", ""]
-    if recent_reasoning:
-        responses = {turn: response for turn, _, response in recent_actions}
+    if left_out:
+        lines += [f"({left_out} earlier {'turn' if left_out == 1 else 'turns'} not shown)", ""]
+    shown = [line for turn, entry in actions if turn in kept for line in entry]
+    lines += shown or ["(no recent actions)", ""]
+    if reasoning:
         lines.append("AGENT'S REASONING:")
-        for turn, reasoning, action in recent_reasoning:
-            lines += [f"Turn {turn}:", f"Reasoning: {reasoning.strip()}", f"Action: {action}"]
-            if turn in responses:
-                lines.append(f"Response: {responses[turn].strip()}")
-            lines.append("")
+        lines += [line for turn, entry in reasoning if turn in kept for line in entry]
     lines.append(RULE)
     return "\n".join(lines)
 
@@ -207,10 +337,16 @@ Use status TENTATIVE when the outcome is still unclear, ACTIVE when it is confir
 
 
 def _item_list(items: frozenset[int], names: dict[int, str]) -> str:
-    return ", ".join(
-        f"{names[item]} (object {item})" if item in names else f"object {item}"
-        for item in sorted(items)
-    )
+    ordered = sorted(items)
+    shown = [
+        f"{cut(names[item], MAX_ITEM_NAME_CHARS)} (object {item})"
+        if item in names
+        else f"object {item}"
+        for item in ordered[:MAX_LISTED_ITEMS]
+    ]
+    if len(ordered) > MAX_LISTED_ITEMS:
+        shown.append(f"and {len(ordered) - MAX_LISTED_ITEMS} more")
+    return ", ".join(shown)
 
 
 def _action_section(
@@ -225,7 +361,13 @@ def _action_section(
     lines = ["CURRENT ACTION:"]
     if turn is not None:
         lines.append(f"Turn: {turn}")
-    lines += [f"Action: {action}", "Response:", response.strip(), "", "Z-MACHINE GROUND TRUTH:"]
+    lines += [
+        f"Action: {cut(action, ACTION_KEY_MAX)}",
+        "Response:",
+        cut(response.strip(), MAX_RESPONSE_CHARS),
+        "",
+        "Z-MACHINE GROUND TRUTH:",
+    ]
     delta = ctx.score_delta
     if Trigger.SCORE_CHANGED in ctx.reported:  # the caller gave the change only
         lines.append(f"- Score delta: {delta:+d} (the score itself was not given)")
@@ -242,7 +384,7 @@ def _action_section(
             else f"location {ctx.location_before}"
         )
         after = (
-            f"{ctx.location_after_name} ({ctx.location_after})"
+            f"{cut(ctx.location_after_name, LOCATION_NAME_MAX)} ({ctx.location_after})"
             if ctx.location_after_name
             else f"location {ctx.location_after}"
         )
@@ -308,9 +450,12 @@ def build_synthesis_messages(
     (turn, action, response) and ``recent_reasoning`` (turn, reasoning, action), oldest first,
     already cut to the history window. ``first_visit`` defaults to ``ctx.first_visit``.
     ``episode`` is the one being played (a memory of it under a provisional number shows
-    as "this episode").
+    as "this episode"). Every part is bounded (the module's docstring): the messages hold
+    at most MAX_PROMPT_CHARS characters, and the memories listed are
+    ``listed_memories(existing, episode)``.
     """
     visit = bool(ctx.first_visit if first_visit is None else first_visit)
+    location_name = cut(location_name, LOCATION_NAME_MAX)
     sections = [
         f"Location: {location_name} (ID: {location_id})",
         _existing_section(existing, episode),

@@ -16,9 +16,15 @@ from pathlib import Path
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew
 from memstore.migrations_dir import known_revisions
 from memstore.refusals import failure_kind, store_busy
-from memstore.schema import HEAD_REVISION
+from memstore.schema import HEAD_REVISION, metadata
 
-__all__ = ["folder_writable", "judge_schema", "probe_sqlite_file", "read_only_uri"]
+__all__ = [
+    "folder_writable",
+    "judge_schema",
+    "probe_sqlite_file",
+    "read_only_uri",
+    "single_revision",
+]
 
 #: the files SQLite keeps beside a WAL database while it is open
 SIDE_SUFFIXES = ("-wal", "-shm")
@@ -49,16 +55,19 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     the side files the probe made beside it."""
     had = {suffix for suffix in SIDE_SUFFIXES if Path(f"{path}{suffix}").exists()}
     try:
-        tables, version = _read_schema(path, busy_timeout_s)
-        return judge_schema(str(path), tables, version)
+        tables, version, columns = _read_schema(path, busy_timeout_s)
+        return judge_schema(str(path), tables, version, columns=columns)
     except NotAMemstoreDatabase:
         if not had:
             _remove_side_files(path)
         raise
 
 
-def _read_schema(path: Path, busy_timeout_s: float) -> tuple[set[str], str | None]:
-    """The tables of the SQLite file ``path`` and its alembic revision, read only."""
+def _read_schema(
+    path: Path, busy_timeout_s: float
+) -> tuple[set[str], str | None, dict[str, set[str]]]:
+    """The tables of the SQLite file ``path``, its alembic revision, and the columns of
+    those of its tables that memstore's schema has, read only."""
     # Only SQLite opens the file: closing a descriptor of our own would release every
     # POSIX lock this process holds on it, the SHARED locks of its open WAL connections
     # among them, and another process closing its connection would then delete the WAL
@@ -68,10 +77,16 @@ def _read_schema(path: Path, busy_timeout_s: float) -> tuple[set[str], str | Non
         probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s)
         try:
             tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
-            version = None
+            rows: list[tuple[object, ...]] = []
             if "alembic_version" in tables:
-                row = probe.execute("SELECT version_num FROM alembic_version").fetchone()
-                version = row[0] if row else None
+                rows = probe.execute("SELECT version_num FROM alembic_version LIMIT 3").fetchall()
+            columns = {
+                table: {
+                    row[0]
+                    for row in probe.execute("SELECT name FROM pragma_table_info(?)", (table,))
+                }
+                for table in sorted(tables.intersection(metadata.tables))
+            }
         finally:
             probe.close()
     except sqlite3.DatabaseError as exc:
@@ -91,7 +106,24 @@ def _read_schema(path: Path, busy_timeout_s: float) -> tuple[set[str], str | Non
             f"{path} cannot be read as SQLite (malformed database schema: its text is not "
             f"UTF-8); left untouched"
         ) from exc
-    return tables, version
+    return tables, single_revision(str(path), [row[0] for row in rows]), columns
+
+
+def single_revision(path: str, revisions: list[object]) -> str | None:
+    """The one revision of an ``alembic_version`` table's rows (None for none: an empty
+    table, which ``judge_schema`` judges with the tables), or the NotAMemstoreDatabase line
+    that says the table is damaged: alembic keeps exactly one row there, a revision's name.
+    """
+    if not revisions:
+        return None
+    if len(revisions) > 1 or not isinstance(revisions[0], str):
+        shown = ", ".join(repr(revision)[:40] for revision in revisions[:2])
+        what = "more than one revision" if len(revisions) > 1 else "a revision that is no name"
+        raise NotAMemstoreDatabase(
+            f"{path} is damaged, not a sound memstore database: its alembic_version table "
+            f"holds {what} ({shown}), where memstore keeps exactly one; left untouched"
+        )
+    return revisions[0]
 
 
 def _remove_side_files(path: Path) -> None:
@@ -114,10 +146,22 @@ def _remove_side_files(path: Path) -> None:
         pass
 
 
-def judge_schema(path: str, tables: set[str], version: str | None, kind: str = "SQLite") -> bool:
+def judge_schema(
+    path: str,
+    tables: set[str],
+    version: str | None,
+    kind: str = "SQLite",
+    *,
+    columns: dict[str, set[str]] | None = None,
+) -> bool:
     """What the tables of a database and its alembic revision make it: True when it is new
     (no tables), False at the head revision; otherwise the one-line error that says why
-    memstore will not open it."""
+    memstore will not open it.
+
+    A database altered around memstore is damaged (NotAMemstoreDatabase, never advice to
+    upgrade): memstore's tables with alembic_version emptied (``version`` None), or at the
+    head revision a table of memstore's schema missing, or a column of one (``columns``,
+    each table's column names, where the caller read them: the SQLite probe does)."""
     if not tables:
         return True
     if version is None and {n for n in tables if not n.startswith("sqlite_")} == {
@@ -133,7 +177,28 @@ def judge_schema(path: str, tables: set[str], version: str | None, kind: str = "
             f"{path} is a {kind} database but not a memstore database "
             f"(tables: {', '.join(sorted(tables))}); left untouched"
         )
+    if version is None:  # memstore's tables, and alembic_version emptied
+        raise NotAMemstoreDatabase(
+            f"{path} is damaged, not a sound memstore database: its alembic_version table "
+            f"holds no revision; left untouched"
+        )
     if version == HEAD_REVISION:
+        present = columns or {}
+        missing = sorted(set(metadata.tables) - tables)
+        missing += [
+            f"{table}.{column.name}"
+            for table in sorted(present)
+            for column in metadata.tables[table].columns
+            if column.name not in present[table]
+        ]
+        if missing:  # a table dropped, a column renamed or dropped around memstore
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            shown = ", ".join(missing[:5]) + more
+            raise NotAMemstoreDatabase(
+                f"{path} is damaged, not a sound memstore database: it is at revision "
+                f"{version} but has no {shown} (a table or column of its schema); left "
+                f"untouched"
+            )
         return False
     if version in known_revisions():
         raise SchemaOutOfDate(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -248,11 +248,18 @@ def resolve_decision(
     response: MemorySynthesisResponse,
     existing: Sequence[tuple[int, Memory]],
     first_visit: bool,
+    listed: Collection[int] | None = None,
 ) -> SynthesisDecision:
-    """Apply the guards to a validated answer (spec 002 edge cases, spec 004 transitions)."""
-    by_handle = {handle: memory for handle, memory in existing}
+    """Apply the guards to a validated answer (spec 002 edge cases, spec 004 transitions).
+
+    ``listed``: the handles the prompt listed (``memstore.prompt.listed_handles``; None:
+    all of ``existing``). A reference, by handle or by title, names only a listed memory:
+    one to a memory the prompt left out counts as hallucinated. A new title is checked
+    against every memory of ``existing``."""
+    shown = existing if listed is None else [pair for pair in existing if pair[0] in listed]
+    by_handle = {handle: memory for handle, memory in shown}
     by_title: dict[str, Memory] = {}
-    for _, memory in existing:  # an active memory wins over a superseded one of the same title
+    for _, memory in shown:  # an active memory wins over a superseded one of the same title
         current = by_title.get(memory.title)
         if current is None or current.status is Status.SUPERSEDED:
             by_title[memory.title] = memory

@@ -23,7 +23,7 @@ from memstore.busy_buffer import BusyBuffer
 from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
 from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
-from memstore.prompt import build_synthesis_messages
+from memstore.prompt import build_synthesis_messages, listed_handles
 from memstore.recorder import record_offline
 from memstore.store import AppliedSynthesis, MemoryStore
 from memstore.synthesis import (
@@ -184,7 +184,8 @@ class SynthesisRunner:
                 return None
             self._count_usage(entry)
         entry.latency_ms = (time.perf_counter() - started) * 1000
-        decision = resolve_decision(answer, existing, first_visit)
+        listed = None if self.llm is None else listed_handles(existing, episode)
+        decision = resolve_decision(answer, existing, first_visit, listed)
         self._count_guards(decision)
         entry.raw_answer = loggable_text(raw)
         entry.decision = raw if self.llm is None else answer.model_dump_json()
