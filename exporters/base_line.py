@@ -20,6 +20,7 @@ __all__ = [
     "BASE_LINE_START",
     "ExportBase",
     "find_base_line",
+    "is_base_line",
     "looks_like_base_line",
     "render_base_line",
     "split_base_line",
@@ -87,6 +88,11 @@ def find_base_line(text: str) -> tuple[ExportBase | None, str, int]:
         return None, text, 0
     base = ExportBase(match.group(1), int(match.group(2)), match.group(3))
     return base, text[:start] + text[end + 1 :], line
+
+
+def is_base_line(line: str) -> bool:
+    """A line that is a whole, valid export base line (wherever it is)."""
+    return _BASE_LINE.fullmatch(line.strip(" \t")) is not None
 
 
 def looks_like_base_line(line: str) -> bool:

@@ -83,8 +83,12 @@ class _Parser:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def problem(self, line: int, message: str) -> None:
-        self.problems.append(Problem(line, message))
+    def problem(self, line: int, message: str, title: str | None = None) -> None:
+        """Report ``message`` at ``line``; ``title``: the memory it skips, in the location
+        being read (``Problem.skipped``)."""
+        location = self.location
+        skipped = (location.id, title, None) if title is not None and location else None
+        self.problems.append(Problem(line, message, skipped))
 
     def finish_memory(self) -> None:
         pending = self.memory
@@ -107,7 +111,8 @@ class _Parser:
         )
         if isinstance(memory, Skipped):
             line = pending.reference_line if memory.at_reference else pending.line
-            self.problem(line, memory.message)
+            text = "\n".join(pending.text)
+            self.problems.append(Problem(line, memory.message, (location.id, pending.title, text)))
             return
         location.memories.append(memory)
 
@@ -127,9 +132,13 @@ class _Parser:
             try:
                 LocationInfo(**info._asdict())
             except ValidationError as error:
-                self.problem(
-                    pending.line,
-                    f"location {pending.id} is invalid ({first_error(error)}): location skipped",
+                self.problems.append(
+                    Problem(
+                        pending.line,
+                        f"location {pending.id} is invalid ({first_error(error)}): "
+                        f"location skipped",
+                        (pending.id, None, None),
+                    )
                 )
                 return
         self.locations.append(_new(LocationRows, (info, tuple(pending.memories))))
@@ -219,7 +228,11 @@ class _Parser:
         if numbers is not None:
             self.location = None
             self.skipping_location = True
-            self.problem(number, f"{numbers}: location {location.id} skipped")
+            self.problems.append(
+                Problem(
+                    number, f"{numbers}: location {location.id} skipped", (location.id, None, None)
+                )
+            )
             return
         location.visits_seen = True
         location.visit_count = visit_count
@@ -257,6 +270,7 @@ class _Parser:
                 number,
                 f"unknown category {clip(parts[0])!r} (expected one of "
                 f"{', '.join(CATEGORIES)}): memory {clip(title)!r} skipped",
+                title,
             )
             return
         persistence: Persistence | None = None
@@ -273,6 +287,7 @@ class _Parser:
                     f"unknown or repeated marker {clip(part)!r} in [{clip(marker)}] "
                     f"(expected CORE or PERMANENT, then TENTATIVE or SUPERSEDED): "
                     f"memory {clip(title)!r} skipped",
+                    title,
                 )
                 return
         if persistence is Persistence.EPHEMERAL:
@@ -280,6 +295,7 @@ class _Parser:
                 number,
                 f"EPHEMERAL memory {clip(title)!r} skipped: ephemeral memories are never "
                 f"written to Memories.md",
+                title,
             )
             return
         metadata = _METADATA.fullmatch(raw_metadata)
@@ -288,6 +304,7 @@ class _Parser:
                 number,
                 f"malformed metadata {clip(raw_metadata)!r} "
                 f"(expected 'EpN, Tn' or 'EpN, Tn-m, +s'): memory {clip(title)!r} skipped",
+                title,
             )
             return
         episode, turns, score = metadata.groups()
@@ -315,6 +332,7 @@ class _Parser:
                 f"malformed reference line {clip(line)!r} "
                 f"(expected '[Superseded at Tn by \"title\"]' or "
                 f"'[Invalidated at Tn: \"reason\"]'): memory {clip(memory.title)!r} skipped",
+                memory.title,
             )
             return
         memory.reference = match
@@ -348,6 +366,7 @@ class _Parser:
             number,
             f"unresolved git conflict marker {clip(line)!r} (keep one side of the conflict "
             f"and delete its marker lines){skipped}",
+            memory.title if memory is not None else None,
         )
 
     def run_lines(self, lines: list[str], number: int) -> None:

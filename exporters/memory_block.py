@@ -19,7 +19,7 @@ Problems quote at most about 80 characters of what the file holds (``clip``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -74,6 +74,11 @@ class Problem:
 
     line: int
     message: str
+    #: what the problem skipped of a location the file names: a memory (the location id,
+    #: its title, its text when it was read) or the whole location (its id, None, None),
+    #: so that an import does not count the database's memories it may stand for as ones
+    #: the file dropped (not compared: the message says it)
+    skipped: tuple[int, str | None, str | None] | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"

@@ -22,6 +22,7 @@ from exporters.base_line import (
     BASE_LINE_START,
     ExportBase,
     find_base_line,
+    is_base_line,
     looks_like_base_line,
 )
 from exporters.line_parser import Problem, read_body, read_line_by_line
@@ -131,11 +132,13 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     result = _parse_body(text, fast_blocks)
     problems = result.problems
     if problems and BASE_LINE_START in text:
-        problems = _name_misplaced_base_lines(problems, text)
+        problems = _name_misplaced_base_lines(problems, text, base_line if base else 0)
     if base is None:
         return result if problems is result.problems else ParsedRows(result.locations, problems)
     # every problem after the base line moves down one line
-    problems = tuple(Problem(p.line + (p.line >= base_line), p.message) for p in problems)
+    problems = tuple(
+        Problem(p.line + (p.line >= base_line), p.message, p.skipped) for p in problems
+    )
     return ParsedRows(result.locations, problems, base)
 
 
@@ -151,16 +154,28 @@ _MALFORMED_BASE = (
 )
 
 
-def _name_misplaced_base_lines(problems: tuple[Problem, ...], text: str) -> tuple[Problem, ...]:
-    """Say so when the stray text a problem points at is a base line: out of its place, or
-    in its place (under the title) but malformed."""
+def _name_misplaced_base_lines(
+    problems: tuple[Problem, ...], text: str, first: int
+) -> tuple[Problem, ...]:
+    """Say so when the stray text a problem points at is a base line: a second one (after
+    the one read, at line ``first`` of the file; 0: none was), out of its place, or in
+    its place (under the title) but malformed. ``text`` is the file without the base line
+    read."""
     lines = text.split("\n")
 
     def under_the_title(line: int) -> bool:
         return all(not lines[n].strip() for n in range(1, line - 1))
 
+    def message(line: str, number: int) -> str:
+        if first and is_base_line(line):
+            return (
+                f"a second export base line: only the first one (line {first}) counts; "
+                f"this one is ignored"
+            )
+        return _MALFORMED_BASE if under_the_title(number) else _MISPLACED_BASE
+
     return tuple(
-        Problem(p.line, _MALFORMED_BASE if under_the_title(p.line) else _MISPLACED_BASE)
+        Problem(p.line, message(lines[p.line - 1], p.line))
         if 1 < p.line <= len(lines) and looks_like_base_line(lines[p.line - 1])
         else p
         for p in problems

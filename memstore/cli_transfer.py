@@ -193,6 +193,7 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="list every memory and location that would change",
     )
+    parser.set_defaults(_import_parser=parser)  # cmd_import's usage errors name this parser
 
 
 def import_file(store: Any, text: str, *, prune: bool = False) -> tuple[Any, Any]:
@@ -220,6 +221,10 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.store import MemoryStore
     from memstore.store_import import import_memories
 
+    if args.force and not args.prune:  # a usage error: the usage line and exit code 2
+        args._import_parser.error(
+            "--force only lifts --prune's guards: use it with --prune, or leave it out"
+        )
     text = read_text(args.file)
     options = {
         "prune": args.prune,
@@ -265,6 +270,11 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
             f"nothing to apply: the {len(plan.conflicts)} conflict(s) were resolved by "
             f"keeping the database's side (what the file had there was not taken), and "
             f"the database already has the rest of the file"
+        )
+    elif args.apply and plan.problems:
+        ctx.print(
+            "nothing to apply: the problems listed were skipped, and the database already "
+            "has the rest of the file"
         )
     elif args.apply:
         ctx.print("nothing to apply: the database already matches the file")

@@ -210,8 +210,22 @@ def check_target(path: str | Path) -> None:
     """Raise what ``write_atomically(path, ...)`` would raise for a target that is not a
     regular file (``IsADirectoryError``, ``NotARegularFile``), writing nothing: a caller
     that writes several files checks them all first."""
+    _refuse_folder_name(path)
     given = Path(path)
     _existing_mode(_final_target(given), given)
+
+
+def _refuse_folder_name(path: str | Path) -> None:
+    """Raise ``IsADirectoryError`` when the text of ``path`` names a folder (it ends with
+    a slash, or with ``.`` or ``..``), existing or not: ``Path`` would drop the slash and
+    write a file with the folder's name."""
+    text = os.fspath(path)
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    ending = "a slash" if text.endswith(seps) else repr(os.path.basename(text))
+    if ending == "a slash" or ending in ("'.'", "'..'"):
+        raise IsADirectoryError(
+            errno.EISDIR, f"names a folder (it ends with {ending}), not a file", text
+        )
 
 
 def _nearest_existing(folder: Path, given: Path) -> Path:
@@ -243,6 +257,7 @@ def check_writable(path: str | Path) -> None:
     folder is still missing, a temporary folder in its nearest existing ancestor. A command
     that plays or computes before writing calls this first.
     """
+    _refuse_folder_name(path)
     given = Path(path)
     target = _final_target(given)
     folder = target.parent if str(target.parent) else Path(".")
@@ -297,6 +312,7 @@ def write_bytes_atomically(
     it changed since (someone saved it while the export ran), FileChanged is raised just
     before the rename and nothing is written.
     """
+    _refuse_folder_name(path)
     given = Path(path)
     target = _final_target(given)
     existing = _existing_mode(target, given)

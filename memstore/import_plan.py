@@ -170,6 +170,9 @@ class ImportPlan:
     conflicts: tuple[Any, ...] = ()
     #: things the user should know that do not stop the import (no export base, ...)
     warnings: tuple[str, ...] = ()
+    #: how many of the unchanged memories are the database's that the file does not hold
+    #: (the 3-way merge kept them: learned after the export, or kept for a conflict)
+    unseen: int = 0
 
     def _of(self, kind: ChangeKind) -> tuple[MemoryChange, ...]:
         return tuple(change for change in self.memories if change.kind is kind)
@@ -216,7 +219,7 @@ class ImportPlan:
             f"added {len(self.added)}",
             f"changed {len(self.changed)}",
             f"status changed {len(self.status_changed)}",
-            f"unchanged {len(self.unchanged)}",
+            f"unchanged {len(self.unchanged) - self.unseen}",
             f"would delete {len(self.missing)} ({delete_note})",
             f"locations: {new_locations} new, {len(self.locations) - new_locations} updated",
             f"problems {len(self.problems)}",

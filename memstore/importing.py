@@ -17,7 +17,8 @@ the same identity are matched to the file's in the order they were stored.
 Problems make the import unsafe: the parser's problems, and the plan's own (two
 non-superseded memories with the same title at one location, an EPHEMERAL memory, a new
 non-superseded memory whose title is already live in the database on a memory missing from
-the file - which only ``--prune`` can replace; a SUPERSEDED memory whose successor title
+the file - which only ``--prune`` can replace -, or that the 3-way merge paired as a retitle
+of such a memory (the same text); a SUPERSEDED memory whose successor title
 no memory at its location will have after the import). The memories a problem touches are
 left out of the plan, so ``--skip-invalid`` can apply the rest - except the one with a
 missing successor, which is imported with no successor (its link keeps turn and episode).
@@ -27,7 +28,7 @@ missing successor, which is imported with no successor (its link keeps turn and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from memstore.import_lines import LineFinder
@@ -111,6 +112,8 @@ def plan_import(
     conflicts: Sequence[Any] = (),
     warnings: Sequence[str] = (),
     lines: LineFinder | None = None,
+    retitled: Sequence[tuple[MemoryKey, MemoryLike]] = (),
+    unseen: Mapping[int, Collection[int]] | None = None,
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
 
@@ -119,13 +122,36 @@ def plan_import(
     ``prune`` the memories missing from the file will be deleted, so a new live memory
     may take the title of a missing one (without it that is a problem), and they cannot be
     the successor of a memory in the file. ``lines`` may stand for ``source`` (the caller's
-    LineFinder of it, so the text is indexed once). The memories of the plan are those
-    given: plain rows (``memstore.models.MemoryRow``) or the public models.
+    LineFinder of it, so the text is indexed once). ``retitled``: the 3-way merge's
+    retitles of memories the database did not change since the export (the file's
+    memory's key, the database's memory it was edited from: ``MergeResult.retitled``);
+    without ``prune`` each is a problem while the old title is live and missing from the
+    file. ``unseen``: per location, the places among ``incoming``'s memories there of the
+    database's memories the merge kept that the file does not hold
+    (``MergeResult.unseen``): not counted as the file's unchanged memories. The memories
+    of the plan are those given: plain rows
+    (``memstore.models.MemoryRow``) or the public models.
     """
-    all_problems = [
-        ImportProblem(int(getattr(p, "line", 0) or 0), str(getattr(p, "message", p)))
-        for p in problems
-    ]
+    all_problems: list[ImportProblem] = []
+    # (location id, title spelling) and (location id, text) of the memories the parser
+    # skipped for a problem: the database's memory they may stand for is not "missing"
+    skipped_titles: set[tuple[int, str]] = set()
+    skipped_texts: set[tuple[int, str]] = set()
+    skipped_locations: set[int] = set()  # a whole section skipped
+    for p in problems:
+        all_problems.append(
+            ImportProblem(int(getattr(p, "line", 0) or 0), str(getattr(p, "message", p)))
+        )
+        skipped = getattr(p, "skipped", None)
+        if skipped is None:
+            continue
+        where, title, text = skipped
+        if title is None:
+            skipped_locations.add(where)
+            continue
+        skipped_titles.add((where, title_spelling(title)))
+        if text:
+            skipped_texts.add((where, text))
     if lines is None:
         lines = LineFinder(source)
 
@@ -141,6 +167,7 @@ def plan_import(
             db_order.append((entry.location.id, entry.location.name, key))
 
     changes: list[MemoryChange] = []
+    database_only = 0  # unchanged memories the merge kept that the file does not hold
     location_changes: list[LocationChange] = []
     file_ids: set[int] = set()
     # (key, occurrence): the database memories matched, by their place among their key's
@@ -171,6 +198,7 @@ def plan_import(
             if len(live_titles) < len(entry.memories)  # else every title is there once
             else set()
         )
+        not_the_files = unseen.get(location_id, ()) if unseen else ()
         for title in sorted(duplicates):
             found = lines.memory_lines(location_id, title) or [
                 lines.location_lines.get(location_id, 0)
@@ -178,8 +206,7 @@ def plan_import(
             all_problems.append(
                 ImportProblem(
                     found[min(1, len(found) - 1)],
-                    f"location {location_id} has {live_titles[title]} non-superseded memories "
-                    f"titled {title!r} (one is allowed): all of them skipped",
+                    _duplicate_message(location_id, title, entry.memories, not_the_files),
                 )
             )
 
@@ -201,6 +228,7 @@ def plan_import(
                     )
                 )
                 protected.add(key)
+                skipped_titles.add((location_id, title_spelling(title)))
                 continue
             if memory.persistence is ephemeral:
                 all_problems.append(
@@ -211,9 +239,11 @@ def plan_import(
                     )
                 )
                 protected.add(key)
+                skipped_titles.add((location_id, title_spelling(title)))
                 continue
             if duplicates and memory.status is not superseded and title in duplicates:
                 protected.add(key)
+                skipped_titles.add((location_id, title_spelling(title)))
                 continue
             if memory.superseded_by is not None:
                 references.append((location_id, title, memory.superseded_by, nth))
@@ -233,6 +263,8 @@ def plan_import(
                         _kind(fields), location_id, location_name, old, memory, occurrence, fields
                     )
                 )
+                if not fields and position in not_the_files:
+                    database_only += 1
             else:
                 changes.append(
                     _new(MemoryChange, (added, location_id, location_name, None, memory, 0, ()))
@@ -248,11 +280,32 @@ def plan_import(
         old = db_memories[key][occurrence]
         missing.append(MemoryChange(ChangeKind.MISSING, location_id, name, old, None, occurrence))
 
-    changes = _drop_title_conflicts(changes, missing, prune, lines, all_problems)
+    changes = _drop_title_conflicts(changes, missing, prune, lines, all_problems, retitled)
+    # what the file still holds, skipped for a problem, is counted as that problem (and
+    # never pruned: a plan with problems prunes nothing), not as a deletion; the checks
+    # above and below still see it as the database's memory missing from the file
+    reported = missing
+    if skipped_titles or skipped_locations:
+        reported = [
+            change
+            for change in missing
+            if change.location_id not in skipped_locations
+            and (change.location_id, title_spelling(change.memory.title)) not in skipped_titles
+            and (change.location_id, change.memory.text) not in skipped_texts
+        ]
     titles = _titles_after(changes, missing if prune else [], db_order)
+    pruned_titles = {(change.location_id, change.memory.title) for change in missing}
     for location_id, title, successor, nth in references:
         itself = 1 if successor == title else 0  # a memory cannot succeed itself
         if titles[(location_id, successor)] > itself:
+            continue
+        if (
+            prune
+            and (location_id, successor) in pruned_titles
+            and not _file_says_superseded(lines, location_id, title, nth)
+        ):  # the database's link (the file has the memory live: a conflict kept the
+            # database's status), to a memory only the database has: --prune deleting it
+            # cuts the link as it cuts any (its refusals name what it would delete)
             continue
         where = "the file" if prune else "the file or the database"
         all_problems.append(
@@ -264,14 +317,57 @@ def plan_import(
             )
         )
     all_problems.extend(_reference_cycles(changes, lines, () if prune else missing))
+    if prune and all_problems:  # nothing is pruned: a replacement would stand beside the old
+        changes = _drop_title_conflicts(
+            changes, missing, False, lines, all_problems, retitled, unpruned=True
+        )
     return ImportPlan(
         memories=tuple(changes),
-        missing=tuple(missing),
+        missing=tuple(reported),
         locations=tuple(location_changes),
         problems=tuple(all_problems),
         file_location_ids=frozenset(file_ids),
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
+        unseen=database_only,
+    )
+
+
+def _file_says_superseded(lines: LineFinder, location_id: int, title: str, nth: int) -> bool:
+    """Whether the file's ``nth`` memory titled ``title`` at the location has a SUPERSEDED
+    header (True when it cannot be told: no source text)."""
+    number = lines.memory_line(location_id, title, nth)
+    for found, header in lines.sections.get(location_id, ()):
+        if found == number:
+            return "SUPERSEDED" in header.split("]", 1)[0].upper()
+    return True
+
+
+def _duplicate_message(
+    location_id: int, title: str, memories: Sequence[MemoryLike], not_the_files: Collection[int]
+) -> str:
+    """The problem of a title several live memories of a location have: the file's, or the
+    file's beside the database's that the file does not hold (learned after the export:
+    the database's stays as it is, only the file's are skipped)."""
+    live = [
+        n
+        for n, memory in enumerate(memories)
+        if memory.title == title and memory.status is not Status.SUPERSEDED
+    ]
+    theirs = [memories[n] for n in live if n in not_the_files]
+    in_file = len(live) - len(theirs)
+    if not theirs or not in_file:
+        return (
+            f"location {location_id} has {len(live)} non-superseded memories titled "
+            f"{title!r} (one is allowed): all of them skipped"
+        )
+    old = theirs[0]
+    mine, are = ("memory", "is") if in_file == 1 else (f"{in_file} memories", "are")
+    return (
+        f"the file's {mine} titled {title!r} at location {location_id} would be live beside "
+        f"the database's memory with that title (Ep{old.episode}, T{old.turns}), which is not "
+        f"in the file (learned after the export): one live memory per title is allowed, so "
+        f"the file's {are} skipped and the database's stays"
     )
 
 
@@ -419,10 +515,26 @@ def _drop_title_conflicts(
     prune: bool,
     lines: LineFinder,
     problems: list[ImportProblem],
+    retitled: Sequence[tuple[MemoryKey, MemoryLike]] = (),
+    *,
+    unpruned: bool = False,
 ) -> list[MemoryChange]:
-    """Without prune, a missing live memory keeps its title: a file memory may not take it."""
+    """Without prune, a missing live memory keeps its title: a file memory may not take it,
+    nor take its place under another title (a retitle the merge paired with it: the old
+    title would stay live beside the new one). ``unpruned``: --prune was asked for, but
+    the file has problems, so it deletes nothing (``--skip-invalid`` applies the rest)."""
     if prune:
         return changes
+    advice = (
+        "--prune deletes nothing while the file has other problems"
+        if unpruned
+        else "use --prune to delete it, or keep it in the file"
+    )
+    retitle_advice = (
+        "--prune deletes nothing while the file has other problems"
+        if unpruned
+        else "use --prune to replace it, or keep the old title"
+    )
     held = {
         (change.location_id, title_spelling(change.memory.title)): change
         for change in missing
@@ -430,6 +542,14 @@ def _drop_title_conflicts(
     }
     if not held:
         return changes
+    # the file's retitles (by the new memory's key) of a live memory missing from it
+    live_missing = {
+        change.key for change in missing if change.memory.status is not Status.SUPERSEDED
+    }
+    edits: dict[MemoryKey, list[MemoryLike]] = {}
+    for key, origin in retitled:
+        if memory_key(key.location_id, origin) in live_missing:
+            edits.setdefault(key, []).append(origin)
     # the titles live in the database now, exactly: one the database already has beside a
     # differently spelled one brings no second spelling in
     live_now = {
@@ -464,7 +584,20 @@ def _drop_title_conflicts(
                     f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
                     f"{change.location_id} would replace the database's live memory with that "
                     f"title (Ep{old.episode}, T{old.turns}){respelled}, which is not in the "
-                    f"file: use --prune to delete it, or keep it in the file; memory skipped",
+                    f"file: {advice}; memory skipped",
+                )
+            )
+            continue
+        origins = edits.get(change.key) if change.old is None else None
+        if origins and becomes_live:
+            old = origins.pop(0)
+            problems.append(
+                ImportProblem(
+                    lines.memory_line(change.location_id, memory.title),
+                    f"memory {memory.title!r} at location {change.location_id} is an edit "
+                    f"of the database's live memory {old.title!r} (the same text; "
+                    f"Ep{old.episode}, T{old.turns}), which is not in the file: importing it "
+                    f"would leave both live; {retitle_advice}; memory skipped",
                 )
             )
             continue

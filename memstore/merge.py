@@ -13,7 +13,9 @@ score change, persistence, and the status with its supersession link) is merged:
   as the database has it and apply the rest); without a resolution nothing is applied.
 
 A memory the database created after the export is kept as it is (never pruned); one the
-file dropped is left to ``--prune`` only when the database did not change it since. The
+file dropped is left to ``--prune`` only when the database did not change it since (and
+when the file retitled it, ``MergeResult.retitled`` says so: without ``--prune`` the plan
+makes that a problem, never a second live copy). The
 result is the file as it should be read against the database now; ``plan_import`` then
 plans it 2-way as before. Memories are plain rows (``memstore.models.MemoryRow``) here.
 
@@ -25,7 +27,7 @@ file) is a conflict: only ``theirs`` applies it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -155,6 +157,15 @@ class MergeResult:
     locations: tuple[LocationRows, ...]
     conflicts: tuple[MergeConflict | NameConflict, ...]
     warnings: tuple[str, ...]
+    #: the file's retitles of a memory the database did not change since the export: (the
+    #: file's memory's key, the database's memory it was edited from, at the same location
+    #: and with the same text); without --prune the plan makes each a problem
+    #: (``memstore.importing``), never a second live copy beside the old title
+    retitled: tuple[tuple[MemoryKey, MemoryRow], ...] = ()
+    #: location id -> the places, among that location's ``locations`` memories, of the
+    #: database's memories the merge kept that the file does not hold (learned after the
+    #: export, or kept for a conflict): not the file's, so not counted as its unchanged ones
+    unseen: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
 
 def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:
@@ -256,9 +267,13 @@ def merge_import(
     # agent's, or an earlier import's)
     unbased: dict[int, list[MemoryRow]] = {}
 
-    def keep(location_id: int, row_id: int, memory: MemoryRow) -> None:
+    database_only: set[int] = set()  # row ids kept that the file does not hold
+
+    def keep(location_id: int, row_id: int, memory: MemoryRow, *, unseen: bool = False) -> None:
         kept.setdefault(location_id, []).append((row_id, memory))
         claimed.add(row_id)
+        if unseen:
+            database_only.add(row_id)
 
     for entry in incoming:
         location_id = entry.location.id
@@ -354,6 +369,7 @@ def merge_import(
     # file took them) paired the same way: one edited from a memory the database changed
     # keeps that memory, as the import that took it kept it (a re-run changes nothing)
     renamed: set[int] = set()
+    retitled: list[tuple[MemoryKey, MemoryRow]] = []
     for location_id, gained in unbased.items():
         for memory in gained:
             for level in range(2):
@@ -367,12 +383,18 @@ def merge_import(
         now = by_id.get(origin.id) if origin is not None else None
         if origin is None or (now is not None and now.memory == origin.memory):
             added.setdefault(location_id, []).append(memory)  # (the old one: --prune's)
+            if (
+                origin is not None
+                and origin.location_id == location_id
+                and origin.memory.title != memory.title
+            ):  # a retitle: the old title stays live unless --prune deletes it
+                retitled.append((memory_key(location_id, memory), origin.memory))
             continue
         # the reviewer fixed the title, episode or turns of a memory the database changed
         # since: the file's copy would bring back what an agent superseded or invalidated.
         # The database's memory is kept whatever the resolution (never pruned for it).
         if now is not None and now.id not in claimed:
-            keep(now.location_id, now.id, now.memory)
+            keep(now.location_id, now.id, now.memory, unseen=True)
         claimed.add(origin.id)
         conflicts.append(
             MergeConflict(
@@ -397,7 +419,7 @@ def merge_import(
         if now is None:
             continue  # gone from both
         if row_id in tied or row_id in renamed:
-            keep(now.location_id, now.id, now.memory)  # maybe the file's edit: never pruned
+            keep(now.location_id, now.id, now.memory, unseen=True)  # maybe the file's edit
             continue
         if now.memory == was.memory or not prune:
             continue  # the reviewer removed it: missing, deleted only by --prune
@@ -412,12 +434,13 @@ def merge_import(
             )
         )
         if resolution is not Resolution.THEIRS:
-            keep(now.location_id, now.id, now.memory)
+            keep(now.location_id, now.id, now.memory, unseen=True)
     for stored in current:
         if stored.id not in base and stored.id not in claimed:
-            keep(stored.location_id, stored.id, stored.memory)  # learned after the export
+            keep(stored.location_id, stored.id, stored.memory, unseen=True)  # learned since
 
     locations = []
+    unseen: dict[int, frozenset[int]] = {}
     earlier = base_names or {}
     theirs = resolution is Resolution.THEIRS
     for location_id in sorted(set(kept) | set(added) | set(names)):
@@ -428,10 +451,15 @@ def merge_import(
             info, clash = merge_name(info, where, earlier.get(location_id, ()), theirs, line)
             if clash is not None:
                 conflicts.append(clash)
-        ordered = [memory for _id, memory in sorted(kept.get(location_id, ()))]
+        here = sorted(kept.get(location_id, ()))
+        ordered = [memory for _id, memory in here]
         ordered.extend(added.get(location_id, ()))
+        if database_only:
+            places = frozenset(n for n, (row_id, _m) in enumerate(here) if row_id in database_only)
+            if places:
+                unseen[location_id] = places
         locations.append(LocationRows(info, tuple(ordered)))
-    return MergeResult(tuple(locations), tuple(conflicts), tuple(warnings))
+    return MergeResult(tuple(locations), tuple(conflicts), tuple(warnings), tuple(retitled), unseen)
 
 
 def _two_way(

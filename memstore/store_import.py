@@ -130,6 +130,8 @@ def import_memories(
             prune=prune,
             conflicts=merged.conflicts,
             warnings=merged.warnings,
+            retitled=merged.retitled,
+            unseen=merged.unseen,
         )
         refused = _refusal(
             plan, parsed, current, prune, resolution, skip_invalid, force, two_way=base is None

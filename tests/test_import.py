@@ -354,11 +354,17 @@ def test_prune_deletes_nothing_when_the_file_has_problems(
     store: MemoryStore, mem: MakeMemory
 ) -> None:
     populate(store, mem)
+    exported = export_text(store)
     text = edit(
-        export_text(store),
+        exported,
         "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*",
         "**[DISCOVERY - PERMANENT] Rope** *(garbage)*",
     )
+    plan = plan_for(store, text, prune=True)
+    assert not plan.ok and plan.missing == ()  # still in the file, skipped: not a deletion
+    # Rope removed from the file, and a problem elsewhere
+    text = edit(exported, "**[DISCOVERY - PERMANENT] Rope** *(Ep1, T5, +0)*", "")
+    text = edit(text, "## Location 15", "#### stray heading\n\n## Location 15")
     plan = plan_for(store, text, prune=True)
     assert not plan.ok and len(plan.missing) == 1
     assert "not deleted: the file has problems" in plan.summary(prune=True)

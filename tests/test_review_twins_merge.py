@@ -317,7 +317,12 @@ def test_a_plain_import_first_does_not_keep_what_theirs_prune_deletes(
                                    f"It is dark.\n\n{first}")  # fmt: skip
 
     text = scenario(store)
-    assert run(store, text).applied
+    plain = run(store, text)  # a retitle of the unchanged 'Dark here' needs --prune (F3)
+    assert not plain.applied
+    assert "an edit of the database's live memory 'Dark here'" in plain.plan.summary()
+    # the database gains 'Dark here!' as a plain import took it before that rule (or an
+    # agent learning it): the re-run rule's case
+    store.add_memory(64, "West of House", mem("Dark here!", text="It is dark.", turns="3"))
     assert run(store, text, prune=True, resolution=Resolution.THEIRS).applied
     assert sorted(r[0] for r in rows(store) if not r[0].startswith("F")) == ["Dark here!"]
 
