@@ -13,8 +13,9 @@ x.db``). ``show`` (memstore.cli) ends with the room's exits line through
 The exports replace only what they wrote (memstore.export_file.foreign_file): an existing
 file that is a SQLite database, not a Map.md memstore wrote (``map export``,
 exporters.map_md.is_map_md), or not a map_state.json whose map the database has
-(``map export-json``, memstore.map_json.map_state_at_risk) is refused unless ``--force``;
-an empty file is replaced. What is shown to a person (Map.md, the text output) shows
+(``map export-json``, memstore.map_json.map_state_at_risk; nor one holding what the reader
+leaves out: a peer's listed exits, confidences, inferred ways back ...) is refused unless
+``--force``; an empty file is replaced. What is shown to a person (Map.md, the text output) shows
 names and actions as memstore.map_events.shown_text gives them: one line, control
 characters visible, cut at SHOWN_MAX characters with an ellipsis.
 """

@@ -4,17 +4,32 @@ the fullest one that fits beside the memories within the token budget."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from memstore.map_events import SHOWN_MAX, shown_text
 
 if TYPE_CHECKING:
     from memstore.map_graph import Exit, RoomExits
 
 
+#: ``shown_text`` of the names short enough to keep (a room's exits line is worked out again
+#: whenever its counts change: a name is shown the same way every time)
+_short_name = lru_cache(maxsize=1024)(shown_text)
+
+
+def _shown_name(name: str) -> str:
+    return _short_name(name) if len(name) <= SHOWN_MAX else shown_text(name)
+
+
 def describe_exit(exit_: Exit) -> str:
+    """``east → Behind House (85, 2/3 verified)``: the destination's name as the map shows
+    it everywhere (``shown_text``: one line, cut at SHOWN_MAX characters), so that a long
+    name never pushes the whole exits line out of the token budget."""
     detail = str(exit_.to_id)
     if exit_.failures:
         detail += f", {exit_.verifications}/{exit_.verifications + exit_.failures} verified"
-    return f"{exit_.command} → {exit_.to_name or 'room'} ({detail})"
+    return f"{exit_.command} → {_shown_name(exit_.to_name) or 'room'} ({detail})"
 
 
 def exits_line(room: RoomExits, *, untried: bool = True, limit: int | None = None) -> str:

@@ -6,6 +6,7 @@ import-json FILE`` reads one in. The shape (spec 003 "Cross-Episode Map Persiste
 
     {
       "rooms": {"<id>": {"id": <int>, "name": <str>, "exits": [<str>, ...]}},
+      "room_names": {"<id>": <str>},
       "connections": {"<from id>": {"<exit or action>": <to id>}},
       "connection_confidence": {"<from id>_<exit>": <float 0..1>},
       "connection_verifications": {"<from id>_<exit>": <int >= 0>},
@@ -22,10 +23,14 @@ Window`` is ``enter window``).
 
 **Writing** (:func:`dump_map_state`) is deterministic: rooms by id, a room's exits in the
 map's direction order and then actions; two-space indentation and a final newline. A
-room's ``exits`` are the exits that were taken from it (its connections). Confidence is
-memstore's rule ``(v + 1) / (v + f + 2)``, rounded to 4 places. No timestamp is written
-(the same map gives the same file). What the shape has no place for goes under
-``metadata.memstore``, so that a memstore → JSON → memstore trip loses nothing::
+room's ``exits`` are the exits that were taken from it (its connections). ``room_names``
+(ZorkGPT's display names, which its ``from_dict`` restores only from that key) repeats
+each room's name. Confidence is memstore's rule ``(v + 1) / (v + f + 2)``, rounded to 4
+places: memstore keeps counts, not a file's confidence, so a peer's 1.0 for an exit taken
+once comes back as 0.6667 (lossy for the peer, whose own rule adds 0.1 a take). No
+timestamp is written (the same map gives the same file). What the shape has no place for
+goes under ``metadata.memstore``, so that a memstore → JSON → memstore trip loses
+nothing::
 
     "memstore": {
       "confidence": "(v + 1) / (v + f + 2)",
@@ -49,8 +54,11 @@ file only when that loses no map: the file is empty, or a map_state.json the map
 over it covers (an earlier export of this map, or of a map it grew from): every room and
 connection in it is on the map, each connection leads to the same room with no more
 verifications or failures than the map has, and every failed exit (no more failures) and
-pruned exit is on the map too. Anything else (a peer's map_state.json never imported, a file that is
-no map_state.json) is refused unless ``--force``.
+pruned exit is on the map too; and the reader left nothing of it out (``ParsedMapState.lost``:
+exits listed but never taken, failure counts and pruned exits of actions, the file's own
+confidences, ZorkGPT's inferred ways back, unknown keys ...), which a memstore export never
+has. Anything else (a peer's map_state.json, imported or not, a file that is no
+map_state.json) is refused unless ``--force``, naming what would be lost.
 """
 
 from __future__ import annotations
@@ -122,6 +130,7 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
         }
         for room in sorted(graph.rooms)
     }
+    room_names = {str(room): graph.rooms[room] for room in sorted(graph.rooms)}
     connections: dict[str, dict[str, int]] = {}
     trust: dict[str, float] = {}
     verified: dict[str, int] = {}
@@ -146,6 +155,7 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
         pruned_exits.setdefault(str(p.from_id), []).append(p.direction)
     return {
         "rooms": rooms,
+        "room_names": room_names,
         "connections": connections,
         "connection_confidence": trust,
         "connection_verifications": verified,
@@ -179,17 +189,21 @@ def map_state_at_risk(graph: MapGraph, text: str) -> str | None:
     if not text.strip():
         return None
     try:
-        held = parse_map_state(text).graph
+        parsed = parse_map_state(text)
     except MapStateError as exc:
         problem = str(exc).removesuffix("; nothing was imported")
         return f"is not a map_state.json memstore reads ({problem})"
-    lost = _not_covered(graph, held)
-    if not lost:
+    lost = _not_covered(graph, parsed.graph)
+    if not lost and not parsed.lost:
         return None
-    return (
-        f"holds a map with {' and '.join(lost)} that this database's map does not have (a "
-        "peer's map_state.json, never imported?)"
-    )
+    held = []
+    if lost:
+        held.append(f"a map with {' and '.join(lost)} that this database's map does not have")
+    if parsed.lost:
+        held.append(
+            f"what memstore's map does not keep, which an export loses ({', '.join(parsed.lost)})"
+        )
+    return f"holds {' and '.join(held)} (a peer's map_state.json?)"
 
 
 def _not_covered(graph: MapGraph, held: MapGraph) -> list[str]:

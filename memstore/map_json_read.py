@@ -3,8 +3,10 @@ checked map and what was left out, before anything is written.
 
 **Reading** (:func:`parse_map_state`) validates everything before anything is written.
 A bad value (a count that is not a whole number, a confidence outside 0..1, an id that is
-not a location number, an exit listed twice under two spellings, a duplicate key, NaN, a
-name, exit or action the database cannot store: a NUL, a lone surrogate) is refused with
+not a location number (digits 0-9 only), an exit listed twice under two spellings in
+``connections`` or ``pruned_exits``, a duplicate key, NaN, a name, exit or action the
+database cannot store: a NUL, a lone surrogate, a confidence that memstore's rule cannot
+give beside the verifications within MAX_DERIVED_FAILURES failures) is refused with
 one line naming its key (:class:`~memstore.errors.MapStateError`). An exit or action
 longer than the map keeps is kept by its beginning (memstore.map_events.stored_action). What
 memstore has no place for is reported, one line each, and left out, never fatal: an
@@ -12,6 +14,11 @@ unknown key (grouped: ``unknown key 'visited' in rooms (42 times)``), an exit a 
 that was never taken (memstore keeps exits that moved the player), a failure count or
 pruned exit that is not a direction, counts for a connection that is not in
 ``connections``, and rooms that connections point at but ``rooms`` lacks (added, unnamed).
+ZorkGPT's top-level ``room_names`` is read: it names a room ``rooms`` leaves unnamed;
+where both name a room and differ, ``rooms``' name is kept, with one warning line. What
+is left out (an added room is not) is also counted in ``ParsedMapState.lost``: what an
+export written over the file would lose (a memstore export has none), with the file's
+confidences that the counts kept do not give and ZorkGPT's inferred ways back (below).
 A file without ``metadata.memstore`` (ZorkGPT's own) gets: verifications from
 ``connection_verifications`` (1 when missing: the connection was taken), failures as the
 whole number that brings memstore's rule closest to the file's ``connection_confidence``
@@ -21,9 +28,10 @@ them empty).
 **The map's own rules** across fields (memstore.map_json_rules, which gives what memstore
 and ZorkGPT can each write): a room connected to itself is refused; a ZorkGPT connection's
 failures are at least its exit's count in ``exit_failure_counts``; a pruned exit that
-``connections`` holds is un-pruned where the file shows it taken, and ZorkGPT's inferred way
-back stays pruned (one line each); a connection first seen after it was last seen is kept
-(memstore's recorder writes it when agents share a database).
+``connections`` holds is un-pruned where the file shows it taken (one line); ZorkGPT's
+inferred way back, never taken, is left out of the map (one line counting them); a
+connection first seen after it was last seen is kept (memstore's recorder writes it when
+agents share a database).
 """
 
 from __future__ import annotations
@@ -48,13 +56,21 @@ from memstore.map_graph import (
     stored_action,
     visible,
 )
-from memstore.map_json_rules import check_move, count_failures, listed, unprune_taken
+from memstore.map_json_rules import (
+    WAY_BACK,
+    check_move,
+    count_failures,
+    inferred_way_back,
+    listed,
+    unprune_taken,
+)
 from memstore.models import INT64_MAX, unstorable_text
 
 #: metadata.version written (ZorkGPT's)
 FORMAT_VERSION = "1.0"
 TOP_LEVEL_KEYS = (
     "rooms",
+    "room_names",
     "connections",
     "connection_confidence",
     "connection_verifications",
@@ -82,10 +98,14 @@ _CONFIDENCE_TOLERANCE = 0.001
 
 
 class ParsedMapState(NamedTuple):
-    """A file read and checked: the map it holds and what was left out (one line each)."""
+    """A file read and checked: the map it holds, what was left out or changed (one line
+    each), and ``lost``: what of the file the map does not keep, counted in a few words
+    each (``"2 exit(s) listed but never taken"``): an export written over the file loses
+    it (memstore.map_json.map_state_at_risk)."""
 
     graph: MapGraph
     notes: tuple[str, ...]
+    lost: tuple[str, ...] = ()
 
 
 def _shown(value: Any) -> str:
@@ -222,6 +242,10 @@ class _Reader:
         #: ZorkGPT's connections (failures from confidence); those the file shows taken
         self.peer: list[tuple[int, str]] = []  # in the file's order
         self.taken: set[tuple[int, str]] = set()
+        #: ZorkGPT's inferred ways back, never taken: left out of the map
+        self.inferred: list[tuple[int, str]] = []
+        #: what the map does not keep of the file, counted (ParsedMapState.lost)
+        self.lost: list[str] = []
 
     def table(self, name: str) -> dict[str, Any]:
         return _object(self.data.get(name, {}), name)
@@ -232,14 +256,20 @@ class _Reader:
                 self.unknown[_shown(key)] += 1
         extras = self.extras()
         self.rooms()
+        self.room_names()
         self.connections(extras.get("connections", {}))
         self.exit_failures(extras.get("exit_failures", {}))
         self.pruned(extras.get("pruned_exits", {}))
+        self.leave_out_inferred()
         raised = count_failures(self.graph, self.peer)
         self.mismatched()
+        taken = [k for k in self.graph.pruned if k in self.graph.connections and k in self.taken]
+        if taken:  # un-pruned: the file's pruned_exits lose them
+            self.lost.append(f"{len(taken)} pruned exit(s) it also took")
         self.notes += raised + unprune_taken(self.graph, self.taken, set(self.peer))
         self.metadata()
-        return ParsedMapState(self.graph, tuple(self.report()))
+        notes = tuple(self.report())
+        return ParsedMapState(self.graph, notes, tuple(self.lost))
 
     def extras(self) -> dict[str, Any]:
         metadata = self.table("metadata")
@@ -269,6 +299,29 @@ class _Reader:
                 _exit_key(_text(e, _path("rooms", key, "exits")), _path("rooms", key, "exits"))
                 for e in exits
             ]
+
+    def room_names(self) -> None:
+        """ZorkGPT's top-level ``room_names`` (``{"<id>": name}``, its display names): a
+        name for a room ``rooms`` gives none (a room ``rooms`` lacks is added with it);
+        where both name a room and differ, ``rooms``' name is kept (spec 003's shape, and
+        the one memstore writes both from), with one warning line."""
+        differ = []
+        for key, value in self.table("room_names").items():
+            where = _path("room_names", key)
+            room = _room_id(key, where)
+            name = _text(value, where)
+            known = self.graph.rooms.get(room)
+            if not known:
+                if name or known is None:
+                    self.graph.rooms[room] = name
+            elif name != known:
+                differ.append(f"{room} ({_shown(name)}, rooms: {_shown(known)})")
+        if differ:
+            self.notes.append(
+                f"room_names: {len(differ)} name(s) that differ from the room's name in "
+                f"rooms, left out (rooms' name is kept): {listed(differ)}"
+            )
+            self.lost.append(f"{len(differ)} room_names that differ from rooms")
 
     def room(self, room: int) -> None:
         if room not in self.graph.rooms:
@@ -321,6 +374,7 @@ class _Reader:
                     f"{name}: {len(orphans)} key(s) name no connection in connections, "
                     f"left out: {listed(orphans)}"
                 )
+                self.lost.append(f"{len(orphans)} {name} for no connection")
 
     def mismatched(self) -> None:
         """One line for the file's confidences that the counts kept do not give."""
@@ -330,6 +384,7 @@ class _Reader:
             if abs(kept - rate) > _CONFIDENCE_TOLERANCE:
                 found.append(f"{spelled} ({_shown(rate)} -> {kept:.2f})")
         if found:
+            self.lost.append(f"the file's confidence of {len(found)} connection(s)")
             self.notes.append(
                 f"connection_confidence: {len(found)} value(s) that memstore's rule "
                 f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
@@ -371,14 +426,49 @@ class _Reader:
             first = _time(fields.get("first_seen", [0, 0]), f'{where}["first_seen"]')
             last = _time(fields.get("last_seen", [0, 0]), f'{where}["last_seen"]')
         else:
-            f = _failures_for(v, float(rate[1])) if rate is not None else 0
+            f = 0 if rate is None else _failures_for(v, float(rate[1]), rate[0])
             self.peer.append((room, key))
-            if v >= 2 or rate is None or rate[1] >= 1:  # not add_connection's way back
-                self.taken.add((room, key))
         if rate is not None:
             self.rates[(room, key)] = rate
         direction = key if key in DIRECTION_ORDER else None
         return Connection(room, action, key, direction, to_id, v, f, *first, *last)
+
+    def rate(self, key: tuple[int, str]) -> float | None:
+        found = self.rates.get(key)
+        return None if found is None else float(found[1])
+
+    def leave_out_inferred(self) -> None:
+        """Leave out each way back ZorkGPT inferred and never took (memstore.map_json_rules
+        ``inferred_way_back``): memstore keeps the exits that moved the player, and about
+        half of these guesses are wrong in the game (the boarded window of North of House).
+        So routes and the agent's exits line never use one, and the direction stays untried
+        until a move takes it. Its failures and pruning stay on the exit. Every other
+        ZorkGPT connection with a verification was taken (``taken``)."""
+        connections = self.graph.connections
+        for key in self.peer:
+            found = connections[key]
+            back_key = (found.to_id, WAY_BACK.get(key[1], ""))
+            back = connections.get(back_key)
+            if inferred_way_back(found, self.rate(key), back, self.rate(back_key)):
+                self.inferred.append(key)
+            elif found.verifications >= 1:
+                self.taken.add(key)
+        if not self.inferred:
+            return
+        for key in self.inferred:
+            del self.graph.connections[key]
+            self.rates.pop(key, None)
+        dropped = set(self.inferred)
+        self.peer = [key for key in self.peer if key not in dropped]
+        count = len(self.inferred)
+        self.notes.append(
+            f"connections: {count} inferred way(s) back ZorkGPT never took (add_connection's "
+            "guess at the opposite of an exit taken: 1 verification, 0.9 x that exit's first "
+            "confidence), left out: kept out of routes and the exits line, the direction "
+            "untried until a move takes it: "
+            f"{listed(f'{room}_{direction}' for room, direction in self.inferred)}"
+        )
+        self.lost.append(f"{count} inferred way(s) back")
 
     def exit_failures(self, extra: dict[str, Any]) -> None:
         times = self.index(extra, "metadata.memstore.exit_failures")
@@ -404,6 +494,7 @@ class _Reader:
                 f"directions, left out (memstore counts failed directions only): "
                 f"{listed(kept_out)}"
             )
+            self.lost.append(f"{len(kept_out)} failure count(s) of actions")
 
     def pruned(self, extra: dict[str, Any]) -> None:
         times = self.index(extra, "metadata.memstore.pruned_exits")
@@ -413,8 +504,16 @@ class _Reader:
             room = _room_id(room_key, where)
             if not isinstance(exits, list):
                 raise _refuse(where, "must be a list of exits")
+            spelled: dict[str, str] = {}
             for exit_ in exits:
                 direction = _exit_key(_text(exit_, where), where)
+                if direction in spelled:
+                    raise _refuse(
+                        where,
+                        f"lists {_shown(exit_)}, the same exit as {_shown(spelled[direction])} "
+                        f"({direction})",
+                    )
+                spelled[direction] = exit_
                 if direction not in DIRECTION_ORDER:
                     kept_out.append(f"{room}_{exit_}")
                     continue
@@ -429,12 +528,13 @@ class _Reader:
                 f"pruned_exits: {len(kept_out)} pruned action(s) that are not directions, "
                 f"left out (memstore prunes directions only): {listed(kept_out)}"
             )
+            self.lost.append(f"{len(kept_out)} pruned action(s)")
 
     def metadata(self) -> None:
         metadata = self.table("metadata")
         for name, actual in (
             ("total_rooms", len(self.graph.rooms)),
-            ("total_connections", len(self.graph.connections)),
+            ("total_connections", len(self.graph.connections) + len(self.inferred)),
         ):
             if name in metadata and metadata[name] != actual:
                 self.notes.append(
@@ -442,16 +542,21 @@ class _Reader:
                 )
 
     def report(self) -> Iterator[str]:
+        """The notes, in order; counts what they leave out in ``lost`` as it goes."""
         for what, times in self.unknown.items():
             count = f" ({times} times)" if times > 1 else ""
             yield f"unknown key {what}{count}, left out"
+        if self.unknown:
+            self.lost.append(f"{sum(self.unknown.values())} unknown key(s)")
+        inferred = set(self.inferred)  # reported on their own line
         untaken = [
             f"{room}_{exit_}"
             for room, exits in sorted(self.listed_exits.items())
             for exit_ in exits
-            if (room, exit_) not in self.graph.connections
+            if (room, exit_) not in self.graph.connections and (room, exit_) not in inferred
         ]
         if untaken:
+            self.lost.append(f"{len(untaken)} exit(s) listed but never taken")
             yield (
                 f"rooms: {len(untaken)} listed exit(s) with no connection, left out (memstore "
                 f"keeps the exits that moved the player): {listed(untaken)}"
@@ -465,14 +570,30 @@ class _Reader:
         yield from self.notes
 
 
-def _failures_for(verifications: int, rate: float) -> int:
+def _failures_for(verifications: int, rate: float, spelled: str) -> int:
     """The failures f (0 to MAX_DERIVED_FAILURES) whose (v + 1) / (v + f + 2) is closest
-    to ``rate``."""
+    to ``rate``. A pair that needs more (a low confidence beside a huge verification
+    count: ZorkGPT's confidence rises with verifications, so only a hand edit writes one)
+    is refused when the cap leaves the confidence further than _CONFIDENCE_TOLERANCE
+    from the file's: it would turn a connection the file does not trust into a routed
+    one (``spelled``: its key, for the message)."""
     if rate <= 0:
-        return MAX_DERIVED_FAILURES
-    best = min(MAX_DERIVED_FAILURES, max(0.0, (verifications + 1) / rate - verifications - 2))
+        best = float(MAX_DERIVED_FAILURES)
+    else:
+        best = min(MAX_DERIVED_FAILURES, max(0.0, (verifications + 1) / rate - verifications - 2))
     candidates = {max(0, math.floor(best)), max(0, math.ceil(best))}
-    return min(sorted(candidates), key=lambda f: abs(confidence(verifications, f) - rate))
+    found = min(sorted(candidates), key=lambda f: abs(confidence(verifications, f) - rate))
+    if abs(confidence(verifications, found) - rate) > _CONFIDENCE_TOLERANCE and (
+        found == MAX_DERIVED_FAILURES
+    ):
+        raise _refuse(
+            _path("connection_confidence", spelled),
+            f"is {_shown(rate)} beside {verifications} verifications: memstore's rule "
+            f"{CONFIDENCE_RULE} would need more than {MAX_DERIVED_FAILURES} failures to "
+            f"give it (it would give {confidence(verifications, found):.2f}), a pair "
+            "ZorkGPT never writes (its confidence rises with verifications)",
+        )
+    return found
 
 
 def parse_map_state(text: str) -> ParsedMapState:

@@ -23,14 +23,28 @@ Each combination a file can hold is sorted by who can write it: memstore's recor
   ``prune_invalid_exits`` prunes every exit in the room's ``exits`` that failed three times,
   ``add_connection`` puts there each exit it took and the way back it infers, and nothing
   un-prunes. memstore's rule (a success un-prunes) applies where the file shows a success:
-  a ZorkGPT connection with 2 verifications or more, or confidence 1 or none
-  (``add_connection`` gives an exit it took the caller's confidence, 1.0 at every call
-  site, and each later take adds a verification and 0.1): un-pruned, with one warning
-  line. The way back ``add_connection`` infers (confidence x 0.9, 1 verification) was never
-  taken: kept pruned, with one warning line; routes skip it, and a later move un-prunes it.
-  A connection of memstore's own file is kept pruned without a warning (the recorder never
-  writes one, so it is such a kept way back, exported, or a hand edit; export-json,
-  import-json, export-json gives the same bytes).
+  a ZorkGPT connection with a verification that is not an inferred way back (below):
+  un-pruned, with one warning line. Any other one (0 verifications: a hand edit) is kept
+  pruned, with one warning line; routes skip it, and a later move un-prunes it. A
+  connection of memstore's own file is kept pruned without a warning (the recorder never
+  writes one, so it is a hand edit, or an export of one; export-json, import-json,
+  export-json gives the same bytes).
+* **ZorkGPT's inferred way back** (:func:`inferred_way_back`). For every direction it
+  takes, ``add_connection`` writes the opposite direction leading back, unless that exit
+  is known already, though the player never took it: 1 verification, confidence 0.9 x the
+  confidence the taken exit was given (the caller's: 1.0 in ZorkGPT's orchestrator, 0.8 in
+  its MapManager). Each later take of an exit adds a verification and 0.1 to its
+  confidence (at most 1); a take that leads elsewhere replaces it at the caller's
+  confidence with 1 verification. So a way back never taken is a direction with 1
+  verification, whose opposite leads back from where it goes, and whose confidence is 0.9
+  x that opposite's first confidence (its confidence less 0.1 a later take; any from that
+  to 1 once it reached 1). memstore writes no such pair (a connection taken once has
+  confidence 2/3 on both sides). About half of them are wrong in Zork (North of House's
+  ``south``: the windows are boarded), and memstore keeps the exits that moved the player:
+  each is left out (memstore.map_json_read), with one warning line counting them, so routes
+  and the agent's exits line never use one and the direction stays untried; its failures
+  and pruning stay on the exit. A way back ZorkGPT did take has 2 verifications or more,
+  or a confidence of its own: kept.
 * **A room connected to itself** (``connections["180"]["up"]`` is 180). memstore never
   writes it: a move is ``location_before != location_after``. ZorkGPT's ``add_connection``
   does not check, but its only caller (``MapManager.update_from_movement``) adds a
@@ -50,10 +64,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 
 from memstore.errors import MapStateError
-from memstore.map_graph import MapGraph
+from memstore.map_graph import Connection, MapGraph
 
 #: at most this many keys are named in one reported line
 LISTED = 5
+#: the direction ZorkGPT's ``add_connection`` infers back for each direction it takes
+WAY_BACK = {
+    "north": "south",
+    "south": "north",
+    "east": "west",
+    "west": "east",
+    "northeast": "southwest",
+    "southwest": "northeast",
+    "northwest": "southeast",
+    "southeast": "northwest",
+    "up": "down",
+    "down": "up",
+    "in": "out",
+    "out": "in",
+}
+#: ZorkGPT's ``add_connection``: an inferred way back's confidence is the taken exit's times
+#: INFERRED, and each later take of an exit adds a verification and TAKE to its confidence
+INFERRED, TAKE = 0.9, 0.1
+#: how far a file's confidence may be from what ZorkGPT's arithmetic gives (floats)
+_CLOSE = 0.001
 
 
 def listed(keys: Iterable[str]) -> str:
@@ -71,6 +105,24 @@ def check_move(room: int, to_id: int, where: str) -> None:
             "(location_before != location_after), and neither memstore nor ZorkGPT writes "
             "one; nothing was imported"
         )
+
+
+def inferred_way_back(
+    found: Connection, rate: float | None, back: Connection | None, back_rate: float | None
+) -> bool:
+    """Whether ``found`` (a ZorkGPT connection, with its file confidence ``rate``) is the
+    way back ``add_connection`` inferred and ZorkGPT never took (the module docstring):
+    ``back`` is the connection the other way (its opposite direction from where ``found``
+    leads), with its file confidence ``back_rate``."""
+    if found.direction is None or found.verifications != 1 or rate is None or rate >= 1:
+        return False
+    if back is None or back_rate is None or back.to_id != found.from_id:
+        return False
+    first = back_rate - TAKE * (back.verifications - 1)  # back's confidence when first taken
+    guess = rate / INFERRED  # the confidence add_connection was given
+    if back_rate >= 1 - _CLOSE:  # at the cap: first taken at any confidence from ``first``
+        return first - _CLOSE <= guess <= 1 + _CLOSE
+    return abs(guess - first) <= _CLOSE
 
 
 def count_failures(graph: MapGraph, peer: Iterable[tuple[int, str]]) -> list[str]:
@@ -113,14 +165,14 @@ def unprune_taken(
     if unpruned:
         notes.append(
             f"pruned_exits: {_many(len(unpruned), 'pruned exit')} that connections hold and the "
-            "file shows taken (2 verifications or more, or confidence 1 or none), un-pruned "
+            "file shows taken (a verification, not ZorkGPT's inferred way back), un-pruned "
             f"(memstore: a success un-prunes an exit): {_keys(unpruned)}"
         )
     if kept:
         notes.append(
             f"pruned_exits: {_many(len(kept), 'pruned exit')} that connections hold but the file "
-            "never shows taken (ZorkGPT's inferred way back: 1 verification, confidence "
-            f"below 1), kept pruned: routes skip them until a move takes them: {_keys(kept)}"
+            "never shows taken (0 verifications), kept pruned: routes skip them until a move "
+            f"takes them: {_keys(kept)}"
         )
     return notes
 

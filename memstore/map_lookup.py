@@ -1,7 +1,8 @@
 """Finding a room on the map by number or name, for `memstore map route` and get_route.
 
 Pure (no I/O): the caller passes the map's rooms (``MapStore.rooms()`` or
-``MapGraph.room_list()``). A number (``64``, ``"64"``, ``"#64"``) is a location id; anything
+``MapGraph.room_list()``). A number (``64``, ``"64"``, ``"#64"``, in the digits 0-9 only, as
+map_state.json and the command line's location numbers are read) is a location id; anything
 else is a name, matched whole, ignoring case and runs of whitespace, never by substring.
 Several rooms share names in Zork ("Forest", "Maze"): a name that matches more than one
 room is not a match, and the answer lists their numbers so the caller can pick one.
@@ -21,7 +22,7 @@ __all__ = ["RoomLookup", "find_room", "room_label"]
 
 #: SQLite's largest integer: no location number is larger
 MAX_LOCATION_ID = INT64_MAX
-_NUMBER = re.compile(r"#?\s*(\d+)")
+_NUMBER = re.compile(r"#?\s*([0-9]+)")
 #: at most this many characters of what was asked are echoed in a message
 _ECHO = 60
 
@@ -92,4 +93,6 @@ def find_room(rooms: Iterable[Room], asked: str | int) -> RoomLookup:
         by_fold.setdefault(_fold(room.name), room)
     close = difflib.get_close_matches(wanted, [f for f in by_fold if f], n=3, cutoff=0.6)
     hint = "; closest: " + ", ".join(_echo(by_fold[f].name) for f in close) if close else ""
+    if text.removeprefix("#").strip().isdecimal():  # digits, but not 0-9 (٦٤)
+        hint = "; a room's number is written in the digits 0-9"
     return RoomLookup(text, None, problem=f"no room called {_echo(text)} on the map{hint}")
