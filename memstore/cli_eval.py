@@ -18,7 +18,8 @@ rest; memstore.eval_results.MODEL_MAJORITY), the table says so, that target is n
 the outputs are still written, and the command exits 1 (one error line: which arm, seed
 and episodes, and for each of those arms its failed calls by kind and its last failure),
 as ``memstore demo`` does when every call failed. Targets left unjudged only because the
-run is too short (fewer episodes than they need) exit 0.
+run is too short (fewer episodes than they need, or a sample below the minimum:
+memstore.eval_results.MIN_ARM_TURNS and the rest) exit 0.
 """
 
 from __future__ import annotations

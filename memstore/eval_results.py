@@ -37,6 +37,22 @@ REPEAT_TARGET = 0.05
 COVERAGE_TARGET = 0.80
 BY_EPISODE = 3
 
+#: the minimum sample a target is judged on, on every seed (``EvalReport.targets``; below
+#: it the target is not judged, and says why): a rate of a few turns shows nothing. The
+#: repeat targets read at least MIN_ARM_TURNS turns of each arm they use (over its
+#: episodes: one turn is then at most 1 point of the rate), and the memory arm's failed
+#: turns before its last episode (its repeat opportunities: what a later episode could
+#: repeat) at least MIN_REPEAT_OPPORTUNITIES; "at most half of the memory-off arm" needs
+#: that arm to have repeated a failure at least MIN_MEMORY_OFF_REPEATS times (none:
+#: nothing to halve). The targets "by episode 3" read an episode 3 of at least
+#: MIN_EPISODE_TURNS turns in each arm they use, and coverage one that visited at least
+#: MIN_COVERAGE_ROOMS rooms with memory.
+MIN_ARM_TURNS = 100
+MIN_REPEAT_OPPORTUNITIES = 10
+MIN_MEMORY_OFF_REPEATS = 10
+MIN_EPISODE_TURNS = 50
+MIN_COVERAGE_ROOMS = 5
+
 
 #: an episode of the LLM agent is the model's play (a target may read it) only when the
 #: model chose more than this share of its commands (the explorer, its fallback, the rest)
@@ -188,6 +204,17 @@ class ArmSummary:
             shares.append(count / turns if turns else 0.0)
         return statistics.fmean(shares) if shares else 0.0
 
+    def per_seed(
+        self, value: Callable[[EpisodeResult], int], episodes: Container[int] | None = None
+    ) -> dict[int, int]:
+        """``value`` summed over the arm's episodes (those numbered in ``episodes``; every
+        one when None), by seed: a seed with none of them counts 0."""
+        found = {e.seed: 0 for e in self.episodes}
+        for e in self.episodes:
+            if episodes is None or e.episode in episodes:
+                found[e.seed] += value(e)
+        return found
+
     def model_commands(self) -> tuple[int, int] | None:
         """(commands the model chose, all commands) over every seed and episode; None for
         the explorer agent."""
@@ -297,7 +324,9 @@ class EvalReport:
         that the model did not play (``model_did_not_play``; "across episodes" reads every
         episode of the arms it uses, "by episode 3" episodes 1 to 3 with memory, whose
         memories carry into episode 3, and episode 3 only without), one episode for
-        "across episodes", fewer than BY_EPISODE for "by episode 3"."""
+        "across episodes", fewer than BY_EPISODE for "by episode 3", and a sample below the
+        minimum (MIN_ARM_TURNS and the rest, on every seed; "at most half" when the
+        memory-off arm repeated nothing, which leaves nothing to halve)."""
         memory, none = self.arms[MEMORY], self.arms[NO_MEMORY]
         with_mem, without = memory.rate("repeated_across"), none.rate("repeated_across")
         last = min(BY_EPISODE, self.episodes)
@@ -324,31 +353,36 @@ class EvalReport:
             else f"needs {BY_EPISODE} episodes (it is judged at episode {BY_EPISODE}); this run "
             f"played {self.episodes}"
         )
+        sample = self._sample() if not across else ("", "")
+        sample_by = self._sample_by_episode(last) if not by else ("", "")
         unwritten = self.synthesis_failed()  # every target reads the memory arm
-        if unwritten is not None:
-            across = "; ".join(filter(None, (unwritten, across)))
-            by = "; ".join(filter(None, (unwritten, by)))
+        preconditions = [
+            "; ".join(filter(None, (unwritten, across, sample[0]))),
+            "; ".join(filter(None, (unwritten, across, sample[1]))),
+            "; ".join(filter(None, (unwritten, by, sample_by[0]))),
+            "; ".join(filter(None, (unwritten, by, sample_by[1]))),
+        ]
         return [
             _target(
                 f"repeated failed actions with memory, across episodes, < {REPEAT_TARGET:.0%}",
                 with_mem < REPEAT_TARGET,
                 f"{with_mem:.1%}",
                 unplayed({MEMORY: every}),
-                across,
+                preconditions[0],
             ),
             _target(
                 "... and at most half of the memory-off arm",
                 with_mem <= without / 2,
                 f"{with_mem:.1%} vs {without:.1%}",
                 unplayed({MEMORY: every, NO_MEMORY: every}),
-                across,
+                preconditions[1],
             ),
             _target(
                 f"location coverage >= {COVERAGE_TARGET:.0%} by episode {BY_EPISODE} (with memory)",
                 coverage >= COVERAGE_TARGET,
                 f"{coverage:.0%}{at}",
                 unplayed({MEMORY: upto}),
-                by,
+                preconditions[2],
             ),
             _target(
                 f"more distinct rooms or more score by episode {BY_EPISODE} with memory",
@@ -356,9 +390,58 @@ class EvalReport:
                 f"rooms {fmt(rooms[0])} vs {fmt(rooms[1])}, "
                 f"score {fmt(score[0])} vs {fmt(score[1])}{at}",
                 unplayed({MEMORY: upto, NO_MEMORY: (last,)}),
-                by,
+                preconditions[3],
             ),
         ]
+
+    def _sample(self) -> tuple[str, str]:
+        """Why the repeat targets' sample is too small to judge them (the minimum sample:
+        MIN_ARM_TURNS and the rest), or "": (below 5%'s, at most half's)."""
+        memory, none = self.arms[MEMORY], self.arms[NO_MEMORY]
+        what = "turns of each arm it reads"
+        turns = {MEMORY: memory.per_seed(lambda e: e.turns)}
+        chances = _too_few(
+            MIN_REPEAT_OPPORTUNITIES,
+            "failed turns with memory before the last episode (repeat opportunities: what "
+            "a later episode could repeat)",
+            {MEMORY: memory.per_seed(lambda e: e.failed_turns, range(1, self.episodes))},
+            named=False,
+        )
+        off = none.per_seed(lambda e: e.repeated_across)
+        if not any(off.values()):
+            halve = (
+                "the memory-off arm repeated no failed action (0.0% on every seed): memory "
+                "had nothing to halve"
+            )
+        else:
+            halve = _too_few(
+                MIN_MEMORY_OFF_REPEATS,
+                "repeated failed actions without memory (what memory could halve)",
+                {NO_MEMORY: off},
+                named=False,
+            )
+        both = turns | {NO_MEMORY: none.per_seed(lambda e: e.turns)}
+        return (
+            "; ".join(filter(None, (_too_few(MIN_ARM_TURNS, what, turns), chances))),
+            "; ".join(filter(None, (halve, _too_few(MIN_ARM_TURNS, what, both), chances))),
+        )
+
+    def _sample_by_episode(self, last: int) -> tuple[str, str]:
+        """Why the sample of episode ``last`` is too small to judge the targets "by
+        episode 3" (MIN_EPISODE_TURNS, MIN_COVERAGE_ROOMS), or "": (coverage's, rooms or
+        score's)."""
+        memory, none = self.arms[MEMORY], self.arms[NO_MEMORY]
+        what = f"turns of episode {last} of each arm it reads"
+        mine = {MEMORY: memory.per_seed(lambda e: e.turns, (last,))}
+        rooms = _too_few(
+            MIN_COVERAGE_ROOMS,
+            f"rooms visited in episode {last} with memory",
+            {MEMORY: memory.per_seed(lambda e: e.coverage_visited, (last,))},
+            named=False,
+        )
+        coverage = "; ".join(filter(None, (_too_few(MIN_EPISODE_TURNS, what, mine), rooms)))
+        both = mine | {NO_MEMORY: none.per_seed(lambda e: e.turns, (last,))}
+        return coverage, _too_few(MIN_EPISODE_TURNS, what, both)
 
     def targets_not_played(self) -> list[EpisodeResult]:
         """The episodes some target was not judged for because the model did not play them
@@ -392,6 +475,22 @@ def not_played_text(short: Sequence[EpisodeResult], who: str = "the model") -> s
         + "; ".join(parts)
         + (f"; and {more:,} more episode{'s' if more > 1 else ''}" if more > 0 else "")
     )
+
+
+def _too_few(
+    need: int, what: str, counts: Mapping[str, Mapping[int, int]], *, named: bool = True
+) -> str:
+    """``needs at least NEED WHAT on every seed (the fewest: 2 with memory, seed 1)``,
+    naming each arm of ``counts`` (by arm, by seed) whose smallest count is below
+    ``need`` (its label unless not ``named``: ``what`` says the arm); "" when none is."""
+    short = []
+    for arm, found in counts.items():
+        count, seed = min(((c, s) for s, c in found.items()), default=(0, 0))
+        if count < need:
+            short.append(f"{count:,}{f' {ARM_LABELS[arm]}' if named else ''}, seed {seed}")
+    if not short:
+        return ""
+    return f"needs at least {need:,} {what} on every seed (the fewest: {'; '.join(short)})"
 
 
 def _target(

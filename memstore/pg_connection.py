@@ -20,11 +20,13 @@
   reset) leaves a call waiting forever: the kernel keeps acknowledging, so no TCP timeout
   fires. Every wait for the server's answer is watched (``AnswerWatch``): one that lasts
   longer than the answer timeout has its connection shut down, so the call fails with
-  DatabaseUnavailable and the next call connects again.
+  DatabaseUnavailable and the next call connects again. That connect is bounded by the
+  answer timeout too (``connect_timeout_s``: libpq's whole seconds, at least 2 s).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import struct
@@ -60,7 +62,25 @@ from memstore.schema import (
 WRITE_LOCK_BASE = 0x6D656D73  # "mems"
 #: where the pool record keeps its connection's lock key
 LOCK_KEY = "memstore_write_lock"
+#: the most a connect waits for the server, per address (``connect_timeout_s``)
 CONNECT_TIMEOUT_S = 10
+#: the least connect timeout libpq and psycopg keep (they take 1 s for 2 s)
+MIN_CONNECT_TIMEOUT_S = 2
+
+
+def connect_timeout_s(answer_timeout_s: float) -> int:
+    """libpq's ``connect_timeout`` for a store whose answer timeout is ``answer_timeout_s``.
+
+    A connect is not one wait the answer watch sees (psycopg waits for it itself), so the
+    answer timeout bounds it through libpq's connect_timeout: whole seconds (psycopg, as
+    libpq, rounds a value down and takes anything under 2 s for 2 s), so the answer
+    timeout rounded down, at least MIN_CONNECT_TIMEOUT_S and at most CONNECT_TIMEOUT_S.
+    A (re)connect to a server that accepts the connection but never answers (stopped,
+    swapped out, a network that drops packets) then gives up after max(2 s, the answer
+    timeout), capped at 10 s; the limit applies to each address the URL's host names
+    resolve to (psycopg tries them in turn), as libpq's does."""
+    whole = math.floor(answer_timeout_s) if math.isfinite(answer_timeout_s) else CONNECT_TIMEOUT_S
+    return max(MIN_CONNECT_TIMEOUT_S, min(CONNECT_TIMEOUT_S, whole))
 
 
 class AnswerWatch:
@@ -167,7 +187,9 @@ def server_tables(target: Target, answer_timeout_s: float) -> tuple[set[str], st
             "a PostgreSQL database needs psycopg 3: pip install 'memstore[postgres]'"
         ) from None
     engine = create_engine(
-        target.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
+        target.url,
+        poolclass=NullPool,
+        connect_args={"connect_timeout": connect_timeout_s(answer_timeout_s)},
     )
     watch = watched(engine, answer_timeout_s)
     try:
@@ -245,7 +267,7 @@ def create_server_engine(
     engine = create_engine(
         target.url,
         poolclass=StaticPool,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        connect_args={"connect_timeout": connect_timeout_s(limit)},
         execution_options={"schema_translate_map": TRANSLATE},
     )
     watched(engine, limit)

@@ -53,10 +53,10 @@ except ModuleNotFoundError:  # pragma: no cover - depends on how pytest was star
 
 def episode(arm: str, seed: int, number: int, **figures: Any) -> EpisodeResult:
     values: dict[str, Any] = {
-        "seed": seed, "arm": arm, "episode": number, "turns": 10, "rooms": 5, "score": 0,
+        "seed": seed, "arm": arm, "episode": number, "turns": 100, "rooms": 5, "score": 0,
         "first_point_turn": None, "deaths": 0, "game_over": False, "repeated_across": 0,
         "repeated_within": 0, "repeated_across_old": 0, "repeated_within_old": 0,
-        "failed_turns": 0, "coverage_with_memory": 5, "coverage_visited": 5,
+        "failed_turns": 20, "coverage_with_memory": 5, "coverage_visited": 5,
     }  # fmt: skip
     values.update(figures)
     return EpisodeResult(**values)
@@ -70,15 +70,16 @@ def report(
     model_turns: dict[tuple[str, int], int | list[int]] | None = None,
 ) -> EvalReport:
     """Both arms, ``episodes`` each per seed; for the LLM agent, the model played every
-    turn (10 an episode) but those ``model_turns`` gives per (arm, seed): one number for
-    every episode, or a list (one per episode)."""
+    turn (100 an episode: a sample large enough to judge, eval_results.MIN_ARM_TURNS) but
+    those ``model_turns`` gives per (arm, seed): one number for every episode, or a list
+    (one per episode)."""
     arms = {}
     for arm in (MEMORY, NO_MEMORY):
         played = []
         for seed in seeds:
             turns: list[int | None] = [None] * episodes
             if agent == "llm":
-                given = (model_turns or {}).get((arm, seed), 10)
+                given = (model_turns or {}).get((arm, seed), 100)
                 turns = list(given) if isinstance(given, list) else [given] * episodes
             rooms = 8 if arm == MEMORY else 5  # from episode 2: memory helps
             played += [
@@ -88,7 +89,7 @@ def report(
                     n,
                     model_turns=turns[n - 1],
                     rooms=rooms if n > 1 else 5,
-                    repeated_across=0 if arm == MEMORY or n == 1 else 4,
+                    repeated_across=0 if arm == MEMORY or n == 1 else 40,
                 )  # fmt: skip
                 for n in range(1, episodes + 1)
             ]
@@ -113,25 +114,25 @@ def test_an_arm_the_model_never_played_judges_no_target_on_it() -> None:
     assert not_played(failed) == [(arm, 1, n) for arm in (MEMORY, NO_MEMORY) for n in (1, 2, 3)]
     assert verdicts(failed) == [None, None, None, None]
     for target in failed.targets():
-        assert "the model chose at most half of the commands of episodes 1 (0 of 10)" \
+        assert "the model chose at most half of the commands of episodes 1 (0 of 100)" \
             in target.not_judged  # fmt: skip
     table = render_table(failed)
     assert "met:" not in table.replace("not judged:", "") and "NOT MET" not in table
     assert table.count("not judged: ") == 4
-    assert "the model (openai/fake) chose at most half of the commands of episodes 1 (0 of 10), " \
-        "2 (0 of 10), 3 (0 of 10) with memory (seed 1); episodes 1 (0 of 10), 2 (0 of 10), " \
-        "3 (0 of 10) without memory (seed 1): the explorer" in table  # fmt: skip
-    assert table.count("the model chose 0 of 30 commands") == 2  # each arm's line
+    assert "the model (openai/fake) chose at most half of the commands of episodes 1 (0 of 100), " \
+        "2 (0 of 100), 3 (0 of 100) with memory (seed 1); episodes 1 (0 of 100), 2 (0 of 100), " \
+        "3 (0 of 100) without memory (seed 1): the explorer" in table  # fmt: skip
+    assert table.count("the model chose 0 of 300 commands") == 2  # each arm's line
     data = report_json(failed)
     assert [t["met"] for t in data["targets"]] == [None, None, None, None]
     assert all("the model chose at most half" in t["not_judged"] for t in data["targets"])
     assert data["model_did_not_play"][0] == {
-        "arm": "memory", "seed": 1, "episode": 1, "model_turns": 0, "turns": 10
+        "arm": "memory", "seed": 1, "episode": 1, "model_turns": 0, "turns": 100
     }  # fmt: skip
     assert len(data["model_did_not_play"]) == 6
     assert data["model_commands"] == {
-        "memory": {"model": 0, "commands": 30},
-        "no_memory": {"model": 0, "commands": 30},
+        "memory": {"model": 0, "commands": 300},
+        "no_memory": {"model": 0, "commands": 300},
     }
     assert json.loads(json.dumps(data)) == data
     assert "- not judged: " in render_markdown(failed)
@@ -155,14 +156,14 @@ def test_only_the_targets_using_the_arm_the_model_never_played_are_not_judged() 
 
 
 def test_some_failed_calls_keep_the_verdicts() -> None:
-    """The model chose most commands of every episode (9 and 6 of 10): judged."""
-    partial = report(3, seeds=(1, 2), model_turns={(MEMORY, 1): 9, (NO_MEMORY, 2): 6})
+    """The model chose most commands of every episode (90 and 60 of 100): judged."""
+    partial = report(3, seeds=(1, 2), model_turns={(MEMORY, 1): 90, (NO_MEMORY, 2): 60})
     assert partial.model_did_not_play() == []
     assert verdicts(partial) == verdicts(report(3, seeds=(1, 2))) == [True, True, True, True]
     table = render_table(partial)
     assert "not judged" not in table
-    assert "the model chose 57 of 60 commands" in table  # memory: 27 + 30
-    assert "the model chose 48 of 60 commands" in table  # without: 30 + 18
+    assert "the model chose 570 of 600 commands" in table  # memory: 270 + 300
+    assert "the model chose 480 of 600 commands" in table  # without: 300 + 180
     assert report_json(partial)["model_did_not_play"] == []  # an LLM report says it: none
     assert model_failure(partial) is None
 
@@ -223,21 +224,21 @@ def test_a_model_that_played_one_turn_of_episode_1_judges_nothing() -> None:
     walked = report(3, model_turns={(MEMORY, 1): [1, 0, 0], (NO_MEMORY, 1): [1, 0, 0]})
     assert verdicts(walked) == [None, None, None, None]
     coverage = walked.targets()[2].not_judged
-    assert "episodes 1 (1 of 10), 2 (0 of 10), 3 (0 of 10) with memory (seed 1)" in coverage
+    assert "episodes 1 (1 of 100), 2 (0 of 100), 3 (0 of 100) with memory (seed 1)" in coverage
     rooms = walked.targets()[3].not_judged  # without memory, episode 3 only is read
-    assert "; episode 3 (0 of 10) without memory (seed 1)" in rooms
-    assert "the model chose 1 of 30 commands" in render_table(walked)
+    assert "; episode 3 (0 of 100) without memory (seed 1)" in rooms
+    assert "the model chose 1 of 300 commands" in render_table(walked)
     failure = model_failure(walked)
-    assert failure is not None and "episodes 1 (1 of 10)" in failure
+    assert failure is not None and "episodes 1 (1 of 100)" in failure
 
 
 def test_the_model_must_choose_more_than_half_of_an_episode() -> None:
-    half = report(3, model_turns={(MEMORY, 1): [10, 10, 5]})
+    half = report(3, model_turns={(MEMORY, 1): [100, 100, 50]})
     assert verdicts(half) == [None, None, None, None]
-    assert "episode 3 (5 of 10) with memory (seed 1)" in half.targets()[2].not_judged
-    most = report(3, model_turns={(MEMORY, 1): [10, 10, 6], (NO_MEMORY, 1): [6, 6, 6]})
+    assert "episode 3 (50 of 100) with memory (seed 1)" in half.targets()[2].not_judged
+    most = report(3, model_turns={(MEMORY, 1): [100, 100, 51], (NO_MEMORY, 1): [51, 51, 51]})
     assert verdicts(most) == [True, True, True, True]
-    one_in_many = report(3, model_turns={(MEMORY, 1): [10, 10, 1]})
+    one_in_many = report(3, model_turns={(MEMORY, 1): [100, 100, 1]})
     assert verdicts(one_in_many) == [None, None, None, None]
 
 
@@ -245,18 +246,18 @@ def test_each_target_reads_the_episodes_its_figures_come_from() -> None:
     """Repeats across episodes: every episode of the arms it uses (the rate is over all
     their turns); by episode 3: episodes 1 to 3 with memory (what they wrote is there in
     episode 3), episode 3 only without memory (a fresh database each episode)."""
-    without_first = report(3, model_turns={(NO_MEMORY, 1): [0, 10, 10]})
+    without_first = report(3, model_turns={(NO_MEMORY, 1): [0, 100, 100]})
     assert verdicts(without_first) == [True, None, True, True]
-    with_first = report(3, model_turns={(MEMORY, 1): [0, 10, 10]})
+    with_first = report(3, model_turns={(MEMORY, 1): [0, 100, 100]})
     assert verdicts(with_first) == [None, None, None, None]
-    fourth = report(4, model_turns={(MEMORY, 1): [10, 10, 10, 0]})
+    fourth = report(4, model_turns={(MEMORY, 1): [100, 100, 100, 0]})
     assert verdicts(fourth) == [None, None, True, True]  # episode 4: not by episode 3
 
 
 def test_the_error_line_names_the_failures_of_the_arm_the_model_did_not_play() -> None:
     """The review's finding 5: the other arm's failures were added in and its last
     failure quoted as "the last"."""
-    found = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 9})
+    found = report(3, model_turns={(MEMORY, 1): 0, (NO_MEMORY, 1): 90})
     found.arms[MEMORY].llm["agent_failures"] = {"timeout": 30}
     found.arms[MEMORY].llm["agent_last_failure"] = "timeout: Timeout after 30 s"
     found.arms[NO_MEMORY].llm["agent_failures"] = {"malformed": 3}
@@ -296,7 +297,7 @@ class AnsweringModel:
 
     def complete(self, messages: list[dict[str, Any]], **_: Any) -> Any:
         self.calls += 1
-        move = ("north", "south", "east", "west")[self.calls % 4]
+        move = ("north", "north", "east", "south", "west", "west", "south", "east")[self.calls % 8]
         message = SimpleNamespace(content=move, tool_calls=None)
         return SimpleNamespace(choices=[SimpleNamespace(message=message)])
 
@@ -375,15 +376,17 @@ def test_eval_whose_model_played_one_turn_of_episode_1_judges_nothing_and_exits_
 def test_eval_whose_model_played_every_turn_judges_the_targets_and_exits_0(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Was `--moves 4`: 12 turns an arm were judged; a run is now judged from its minimum
+    sample on (eval_results.MIN_ARM_TURNS and the rest: 50 turns an episode here)."""
     monkeypatch.setattr("memstore.llm.LiteLLMCompletion", AnsweringModel)
-    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "4"))
+    code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "50"))
     assert code == 0, err
     assert "not judged" not in out and "chose at most half" not in out
-    assert out.count("the model chose 12 of 12 commands") == 2
+    assert out.count("the model chose 150 of 150 commands") == 2
     assert sum(line.startswith(("met: ", "NOT MET: ")) for line in out.splitlines()) == 4
     data = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
     assert data["model_did_not_play"] == []
-    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [4, 4, 4]
+    assert [e["model_turns"] for e in data["arms"]["memory"]["episodes"]] == [50, 50, 50]
 
 
 @pytest.mark.slow
