@@ -341,9 +341,6 @@ def run_migrations_online() -> None:
         if action == "display_version":
             connection.info[BEGIN_KEY] = "BEGIN"  # `current` only reads: no write lock
         config.print_stdout(f"database: {target.display}")
-        config.print_stdout(
-            f"revision before: {revision_label(migration_context.get_current_heads())}"
-        )
         with context.begin_transaction():
             if connection.dialect.name == "postgresql":
                 # one migration at a time per memstore database, as memstore's writers:
@@ -356,7 +353,16 @@ def run_migrations_online() -> None:
                 connection.exec_driver_sql(
                     f"SELECT pg_advisory_xact_lock({write_lock_key(str(schema))})"
                 )
-            # planned again under the lock: another process may have written meanwhile
+            # read and planned again under the lock: another process may have written
+            # meanwhile (a fleet's `memstore db upgrade` run at once: the later ones find
+            # it done, and say so)
+            heads = tuple(migration_context.get_current_heads())
+            config.print_stdout(f"revision before: {revision_label(heads)}")
+            if action in MOVES and not planned_steps(migration_context, heads):
+                config.print_stdout(
+                    f"nothing to do: the database is at {revision_label(heads)} already "
+                    f"(another process migrated it meanwhile)"
+                )
             refuse_data_loss(migration_context, target, connection)
             context.run_migrations()
         connection.commit()
