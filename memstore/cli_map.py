@@ -167,11 +167,18 @@ def refuse_all_but(path: str, what: str, is_kind: Callable[[str], bool], why: st
     """The state of ``path`` if an export of a ``what`` may replace it (nothing there, an
     empty file, or a file ``is_kind`` recognises: memstore.export_file's one rule
     ``foreign_file``); else one CliError line saying ``why`` it is refused."""
+    from exporters.written_mark import edited_since_written
     from memstore.export_file import foreign_file
 
     state, text = existing_export(path, what)
     if foreign_file(text, is_kind):
         raise CliError(f"{path} is not a {what} memstore wrote ({why}): {_FORCE}")
+    if edited_since_written(text):
+        raise CliError(
+            f"{path} was edited since memstore wrote it (a {what} is written from the "
+            f"database and never read back, so the edit would be lost): keep it elsewhere, "
+            f"or pass --force to overwrite it"
+        )
     return state
 
 
@@ -187,6 +194,7 @@ def refuse_all_but_map_md(path: str) -> FileState:
 
 def _export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters.map_md import render_map_md
+    from exporters.written_mark import marked
     from memstore.export_file import check_target, export_check, write_atomically
 
     if args.out == STDOUT and args.check:
@@ -199,7 +207,7 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
             checked = refuse_all_but_map_md(args.out)
     info = _to_stderr(args, ctx, args.out)
     graph, threshold = _read_map(info)
-    text = render_map_md(graph.shown(), threshold=threshold)
+    text = marked(render_map_md(graph.shown(), threshold=threshold))
     if args.check:
         if export_check(args.out, text):
             ctx.print(f"{args.out} is up to date ({_summary(graph)})")

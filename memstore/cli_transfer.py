@@ -148,9 +148,10 @@ def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> 
 
 def _notes_text(store: Any) -> str:
     from exporters import render_notes_md
+    from exporters.written_mark import marked
     from memstore.flagged import FlaggedMemories
 
-    return render_notes_md(FlaggedMemories(store).all())
+    return marked(render_notes_md(FlaggedMemories(store).all()))
 
 
 # --- import ------------------------------------------------------------------------------------

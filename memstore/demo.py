@@ -246,11 +246,12 @@ def _export_map(
     """Write Map.md (after an interrupt, a failure is reported rather than raised), unless
     the file changed since ``unchanged`` was read (``write_atomically``)."""
     from exporters.map_md import render_map_md
+    from exporters.written_mark import marked
     from memstore.export_file import write_atomically
     from memstore.map_store import MapStore
 
     the_map = MapStore(store)
-    text = render_map_md(the_map.graph(), threshold=the_map.threshold)
+    text = marked(render_map_md(the_map.graph(), threshold=the_map.threshold))
     if not report.interrupted:
         report.map_exported_to = write_atomically(out, text, unchanged=unchanged)
         return

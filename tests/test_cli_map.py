@@ -9,6 +9,7 @@ import pytest
 
 import memstore.cli as cli
 from exporters.map_md import render_map_md
+from exporters.written_mark import marked
 from memstore.map_json import dump_map_state
 from memstore.map_store import MapStore
 from memstore.store import MemoryStore
@@ -57,7 +58,7 @@ def test_map_export_writes_map_md_and_check_compares_it(
     code, stdout, _ = run(capsys, "--db", str(db), "map", "export", "--out", str(out))
     assert code == 0
     assert f"wrote {out}: 9 rooms, 12 connections" in stdout
-    assert out.read_text(encoding="utf-8") == render_map_md(stored_graph(db))  # type: ignore[arg-type]
+    assert out.read_text(encoding="utf-8") == marked(render_map_md(stored_graph(db)))  # type: ignore[arg-type]
     code, stdout, _ = run(capsys, "--db", str(db), "map", "export", "--out", str(out), "--check")
     assert code == 0 and f"{out} is up to date (9 rooms, 12 connections)" in stdout
 
@@ -80,7 +81,7 @@ def test_map_export_check_shows_the_diff_and_the_command_that_fixes_it(
 
 def test_map_export_to_standard_output(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     code, stdout, err = run(capsys, "--db", str(db), "map", "export", "--out", "-")
-    assert code == 0 and stdout == render_map_md(stored_graph(db))  # type: ignore[arg-type]
+    assert code == 0 and stdout == marked(render_map_md(stored_graph(db)))  # type: ignore[arg-type]
     assert f"database: {db}" in err
     code, _, err = run(capsys, "--db", str(db), "map", "export", "--out", "-", "--check")
     assert "--check compares files" in one_error(code, err)
@@ -92,7 +93,7 @@ def test_map_export_of_a_database_without_a_map(
     MemoryStore.open(db_path).close()
     out = tmp_path / "Map.md"
     assert run(capsys, "--db", str(db_path), "map", "export", "--out", str(out))[0] == 0
-    assert out.read_text(encoding="utf-8") == "# Map\n\nNo rooms on the map yet.\n"
+    assert out.read_text(encoding="utf-8") == marked("# Map\n\nNo rooms on the map yet.\n")
 
 
 def test_map_commands_need_a_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
