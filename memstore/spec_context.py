@@ -17,7 +17,10 @@ they are read as such:
 * ``location_changed`` and ``inventory_changed``: when true and the dict gives neither
   value of that pair, a change the caller reported (``ZMachineContext.reported``): the
   trigger fires, and nothing is made up (no destination is known, so the map records no
-  exit; no item is named).
+  exit; no item is named). A dict giving one value of a pair (``location_before`` alone)
+  and the flag false means the other is the same; with the flag true or absent the other
+  is not known, and that is the caller's ValueError (never read as "moved nowhere" or
+  "every item lost").
 
 Any other key (a typo such as ``scoreafter``, a key of a later spec) is not read: the
 caller learns which (``context_from_mapping``'s second value), and the manager counts
@@ -81,6 +84,17 @@ def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tup
         ("inventory_changed", ("inventory_before", "inventory_after"), Trigger.INVENTORY_CHANGED),
     )
     for key, pair, trigger in pairs:
-        if _flag(value, key) and not any(name in fields for name in pair):
+        given = [name for name in pair if name in fields]
+        if len(given) == 1:  # half a pair: the other value is not known, never "empty"
+            (have,) = given
+            (missing,) = (name for name in pair if name != have)
+            if key not in value or _flag(value, key):
+                raise ValueError(
+                    f"z_machine_context gives {have} but not {missing}"
+                    f"{f' ({key} is true)' if key in value else ''}: give both, or neither "
+                    f"and {key}"
+                )
+            fields[missing] = fields[have]  # the flag says nothing changed
+        elif _flag(value, key) and not given:
             reported.add(trigger)
     return ZMachineContext(**fields, reported=frozenset(reported)), tuple(ignored)

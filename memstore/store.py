@@ -278,9 +278,8 @@ class MemoryStore(StoreReads):
         link's episode is never before the memory's own. False if no live memory has exactly
         that title here.
         """
-        return self.invalidate_memories(location_id, [memory_title], reason, turn, episode=episode)[
-            memory_title
-        ]
+        title = plain_str("memory_title", memory_title)  # the answer's key (titles_of)
+        return self.invalidate_memories(location_id, [title], reason, turn, episode=episode)[title]
 
     def invalidate_memories(
         self,
