@@ -440,14 +440,22 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         return None  # empty: nothing to lose
     outcome = import_memories(store, text, apply=False, parsed=parsed)
     plan = outcome.plan
-    # compared 2-way (no base, or one this database cannot use), a memory only the
-    # database has may be one the agents learned after the file was written: no deletion
+    # compared 2-way (a base this database cannot use), a memory only the database has
+    # was deleted in the file or learned after it was written: which, it cannot tell, so
+    # it is at risk, but it is no deletion to import (--prune would take the agents' too).
+    # A file with no base at all is not at risk for it (see above).
     three_way = outcome.base is not None
+    unknown = len(plan.missing) if with_base and not three_way else 0
     new_locations = sum(1 for change in plan.locations if change.is_new)
     counts = (
         (len(plan.changed) + len(plan.status_changed), "changed"),
         (len(plan.added), "added"),
         (len(plan.missing) if three_way else 0, "deleted"),
+        (
+            unknown,
+            "missing from the file (removed there, or learned by the database since: "
+            "compared 2-way, it cannot tell which)",
+        ),
         (new_locations, "new location" if new_locations == 1 else "new locations"),
         (len(plan.locations) - new_locations, "location(s) changed"),
         (len(plan.conflicts), "in conflict with the database"),

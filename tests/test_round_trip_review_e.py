@@ -76,7 +76,7 @@ def test_a_two_way_export_refusal_counts_no_deletion_and_never_advises_prune(
     code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(restored))
 
     assert code == 1
-    line = one_error_line(err, str(restored), "1 edit", "1 added", "--force")
+    line = one_error_line(err, str(restored), "2 edit", "1 added", "1 missing", "--force")
     assert "deleted" not in line and "--prune" not in line
     assert restored.read_bytes() == before
 
@@ -100,3 +100,23 @@ def test_a_two_way_prune_is_refused_without_force_and_deletes_nothing(
     )
     assert code == 0, err
     assert "Window ajar" not in titles(db, 64)  # asked for by name with --force
+
+
+def test_a_two_way_file_whose_only_edit_is_a_removal_is_not_overwritten(
+    capsys: pytest.CaptureFixture[str], db: Path, restored: Path
+) -> None:
+    """Review D, D2: a removal in a file compared 2-way is not told from a memory the
+    database learned since, but overwriting the file would lose it: refused."""
+    run(capsys, "--db", str(db), "import", str(restored), "--apply")  # takes 'Knife here'
+    edited = restored.read_text(encoding="utf-8")
+    block = edited[edited.index("**[", edited.index("Fact 3") - 40) :]
+    edited = edited.replace(block.split("\n\n")[0] + "\n\n", "", 1)
+    assert "Fact 3" not in edited
+    restored.write_text(edited, encoding="utf-8")
+
+    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(restored))
+
+    assert code == 1
+    line = one_error_line(err, str(restored), "missing from the file", "--force")
+    assert "--prune" not in line
+    assert restored.read_text(encoding="utf-8") == edited
