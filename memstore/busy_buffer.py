@@ -32,6 +32,17 @@ number yet. None of it costs a turn anything while the database takes every writ
   StoreBusy, and waits the same way, within the same bound; counted apart too
   (``store_full``). The probe sees the lock free, so the write refused after it makes
   the clock decide: the doubling backoff, until the database has room again.
+* **No server.** A lost connection (DatabaseUnavailable: a PostgreSQL server stopped,
+  restarted or out of reach) on the turn's way, a read's or a write's, waits the same way,
+  within the same bound; counted apart (``store_unavailable``, not in ``store_busy``).
+  Until the backoff's clock says so the store is not asked at all, neither to write nor
+  to read (``may_read``), and the lock probe is not asked either: each try may cost a
+  connect attempt, up to the connect timeout (memstore.pg_connection.connect_timeout_s),
+  so no turn waits for one more than once a backoff period. A read the server answers
+  again ends that (``answered``): the probe decides again. A synthesis in the outage sees
+  the location's memories as this manager last read them (``last_read``: kept up to date
+  with what it wrote since; none where it never read them; on a server, its session
+  memories dropped, as they went with the connection) plus what waits.
 * **Unnumbered episodes.** An episode that starts while the database is busy cannot be
   numbered (``allocate_episode`` writes). It is played under a provisional number
   (PROVISIONAL_EPISODES and up), never stored: before any write its rows are renumbered
@@ -54,7 +65,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from memstore.errors import StorageFull
+from memstore.errors import DatabaseUnavailable, StorageFull
 from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
 from memstore.shown_memories import ShownMemories, ShownTitle
@@ -107,6 +118,13 @@ class BusyBuffer:
         #: the last refusal, when it was for want of room (StorageFull), until a write
         #: succeeds
         self.no_room: StorageFull | None = None
+        #: the last refusal, when it was a lost connection (DatabaseUnavailable), until
+        #: the server answers again (a read or a write)
+        self.unavailable: DatabaseUnavailable | None = None
+        #: each location's live memories as this manager last read them (the synthesis's
+        #: ``store.memories``), with its own writes since applied: what a synthesis sees
+        #: while the server cannot be reached
+        self.last_read: dict[int, ShownMemories] = {}
         #: provisional numbers of the episodes the database has not numbered, oldest first
         self.unnumbered: list[int] = []
         #: the number each provisional episode got once the database numbered it
@@ -133,6 +151,11 @@ class BusyBuffer:
         over). A write not tried is counted (``writes_deferred``)."""
         if not self.busy:
             return True
+        if self.unavailable is not None:  # no probe: it would connect (the connect timeout)
+            due = time.monotonic() >= self._retry_at
+            if not due:
+                self.counters["writes_deferred"] += 1
+            return due
         free = self.probe.free()
         self._probed_free = bool(free)
         if free is None or (free and self._distrust):
@@ -141,15 +164,41 @@ class BusyBuffer:
             self.counters["writes_deferred"] += 1
         return free
 
+    def may_read(self) -> bool:
+        """Whether to ask the store for a read on the turn's way: always but in an outage
+        (``unavailable``), where only once the backoff is over."""
+        return self.unavailable is None or time.monotonic() >= self._retry_at
+
+    def retry_note(self) -> str:
+        """For a log line: when the server is tried again, in an outage ("" otherwise)."""
+        if self.unavailable is None:
+            return ""
+        return (
+            f"; what the turns write waits for it, tried again in {self._delay:g} s (no turn"
+            f" waits for the server)"
+        )
+
+    def answered(self) -> None:
+        """The server answered a read in an outage: the lock probe decides again."""
+        if self.unavailable is not None:
+            self.unavailable = None
+            self._retry_at = 0.0
+
     def refused(self, exc: BaseException | None = None) -> None:
-        """A write was refused (StoreBusy): back off. ``exc`` is the refusal (by default the
-        exception being handled: this is called from its ``except`` block); one that says
-        the database had no room (StorageFull, a StoreBusy) is counted too
-        (``store_full``)."""
+        """A write was refused (StoreBusy), or a read or write found no server
+        (DatabaseUnavailable): back off. ``exc`` is the refusal (by default the exception
+        being handled: this is called from its ``except`` block); one that says the
+        database had no room (StorageFull, a StoreBusy) is counted too (``store_full``), a
+        lost connection apart (``store_unavailable``)."""
         refusal = exc if exc is not None else sys.exception()
         self.no_room = refusal if isinstance(refusal, StorageFull) else None
         if self.no_room is not None:
             self.counters["store_full"] += 1
+        self.unavailable = refusal if isinstance(refusal, DatabaseUnavailable) else None
+        if self.unavailable is not None:
+            self.counters["store_unavailable"] += 1
+            if self.store.target.is_server:  # the session memories went with the connection
+                self.drop_session_memories()
         if self.busy and self._probed_free:  # the probe said free: it does not see this lock
             self._distrust = True
         self._probed_free = False
@@ -159,7 +208,7 @@ class BusyBuffer:
 
     def written(self) -> None:
         """Everything that waited was written: the busy stretch is over."""
-        self.no_room = None
+        self.no_room = self.unavailable = None
         if self.busy:
             self.busy = False
             self._bound_logged = False
@@ -210,6 +259,9 @@ class BusyBuffer:
             # writes the database refused for want of room (StorageFull: a full disk, an
             # I/O error), counted in store_busy too: what they wrote waits the same way
             "store_full": self.counters["store_full"],
+            # reads and writes that found no server (DatabaseUnavailable: a lost
+            # connection), not counted in store_busy: what the turns wrote waits the same way
+            "store_unavailable": self.counters["store_unavailable"],
         }
 
     # --- the bound ------------------------------------------------------------------------
@@ -368,24 +420,52 @@ class BusyBuffer:
         rows = stored.rows if isinstance(stored, ShownMemories) else None
         shown = ShownMemories(stored, rows)
         for synthesis in self.syntheses:
-            if synthesis["location_id"] != location_id:
-                continue
-            new = synthesis["new_memory"]
-            session = new is not None and new.persistence is Persistence.EPHEMERAL
-            supersede = list(synthesis["supersede_titles"])
-            invalidate = list(synthesis["invalidate_titles"])
-            kept = ShownMemories(rows=shown.rows)
-            for memory in shown:
-                if _names(invalidate, memory, shown) or (
-                    _names(supersede, memory, shown)
-                    and not (session and memory.persistence is not Persistence.EPHEMERAL)
-                ):
-                    continue
-                kept.append(memory)
-            if new is not None and all(memory.title != new.title for memory in kept):
-                kept.append(new)
-            shown = kept
+            if synthesis["location_id"] == location_id:
+                shown = _applied(shown, synthesis)
         return shown
+
+    # --- what a synthesis sees while the server cannot be reached ---------------------------
+
+    def wrote(self, synthesis: dict[str, Any]) -> None:
+        """``synthesis`` was written: the location's ``last_read`` shows it."""
+        location_id = synthesis["location_id"]
+        seen = self.last_read.get(location_id)
+        if seen is not None:
+            self.last_read[location_id] = _applied(seen, synthesis)
+
+    def unread(self, location_id: int) -> ShownMemories:
+        """The memories at ``location_id`` as last read (none if never), for a synthesis
+        the server cannot answer (``live_view`` adds what waits)."""
+        seen = self.last_read.get(location_id)
+        return ShownMemories() if seen is None else ShownMemories(seen, seen.rows)
+
+    def drop_session_memories(self) -> None:
+        """The session (ephemeral) memories are gone (``reset_episode``, or a server's
+        lost connection): ``last_read`` no longer shows them."""
+        for location_id, seen in self.last_read.items():
+            if any(memory.persistence is Persistence.EPHEMERAL for memory in seen):
+                kept = ShownMemories(rows=seen.rows)
+                kept.extend(m for m in seen if m.persistence is not Persistence.EPHEMERAL)
+                self.last_read[location_id] = kept
+
+
+def _applied(shown: ShownMemories, synthesis: dict[str, Any]) -> ShownMemories:
+    """``shown`` as ``synthesis`` leaves it (``store.apply_synthesis``'s rules)."""
+    new = synthesis["new_memory"]
+    session = new is not None and new.persistence is Persistence.EPHEMERAL
+    supersede = list(synthesis["supersede_titles"])
+    invalidate = list(synthesis["invalidate_titles"])
+    kept = ShownMemories(rows=shown.rows)
+    for memory in shown:
+        if _names(invalidate, memory, shown) or (
+            _names(supersede, memory, shown)
+            and not (session and memory.persistence is not Persistence.EPHEMERAL)
+        ):
+            continue
+        kept.append(memory)
+    if new is not None and all(memory.title != new.title for memory in kept):
+        kept.append(new)
+    return kept
 
 
 def _names(titles: Iterable[str], memory: Memory, shown: ShownMemories) -> bool:

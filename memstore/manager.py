@@ -7,7 +7,9 @@ one transaction (memstore.store). No exception from an LLM failure reaches the a
 it is logged, counted, recorded in the decision log, and the turn goes on with nothing
 written. Nor does StoreBusy (another process kept the database locked past the busy
 timeout), nor StorageFull (a StoreBusy: no room for the write, a full disk or an I/O
-error): it is logged and counted, and what the turn produced waits for the next write.
+error), nor a lost connection on the turn's way (DatabaseUnavailable: the server stopped
+or cannot be reached): it is logged and counted, and what the turn produced waits for the
+next write.
 Every text from outside is used as a plain str (memstore.models.plain_str).
 Turn records and decision rows are typed (memstore.turn_log) and wait for the next
 write. The episode and turn are passed to every write; the manager never sets the store's
@@ -179,14 +181,12 @@ class SimpleMemoryManager(SpecMemoryApi):
         busy timeout (StoreBusy: counted and logged, never raised; in a busy stretch not
         even tried: memstore.busy_buffer) they wait, with their own episode number, for
         the next write, and the episode ends all the same (a
-        waiting synthesis loses its ephemeral memory: memstore.synthesis_runner). A lost
-        connection (DatabaseUnavailable) is raised, as everywhere, but only after the
-        episode ended; what waited still waits."""
-        lost: DatabaseUnavailable | None = None
-        try:
-            self._flush(wait=False)
-        except DatabaseUnavailable as exc:  # the connection was lost: what waits, waits
-            lost = exc
+        waiting synthesis loses its ephemeral memory: memstore.synthesis_runner). So does
+        a lost connection (DatabaseUnavailable: counted in ``store_unavailable``, logged,
+        never raised; the rows are not even tried in an outage before the backoff's clock
+        says so): the session memories went with the connection. Dropping them asks the
+        server even in an outage (one try an episode, bounded by the connect timeout)."""
+        self._flush(wait=False)
         self._synthesis.end_episode()
         ended = self._episode
         self._episode = None  # the next one is numbered when it is played
@@ -196,10 +196,16 @@ class SimpleMemoryManager(SpecMemoryApi):
         self._actions.clear()
         self._reasoning.clear()
         self._answers.clear()
-        dropped = self.store.reset_episode()
+        buffer = self._synthesis.buffer
+        buffer.drop_session_memories()
+        dropped = 0
+        try:  # asked even in an outage: a session tier left behind would outlive its episode
+            dropped = self.store.reset_episode()
+        except DatabaseUnavailable as exc:  # gone with the connection
+            self._refused(exc, f"episode {ended}'s end (its session memories went with it)")
+        else:
+            buffer.answered()
         log.info("episode %s ended: %d ephemeral memories dropped", ended, dropped)
-        if lost is not None:
-            raise lost  # the episode ended all the same; the caller learns of the outage
 
     def flush(self) -> bool:
         """Write buffered bookkeeping: visits, no-op decisions, turn records, map events,
@@ -213,11 +219,20 @@ class SimpleMemoryManager(SpecMemoryApi):
         A database with no room for what waits (StorageFull: a full disk, an I/O error) is
         raised here, and only here and in ``close``, the calls that ask for the write: its
         one line says so (the command line prints it); everything still waits all the same.
+        So is a server that cannot be reached (DatabaseUnavailable: tried at once, whatever
+        the turns' backoff, each try bounded by the connect timeout): one line, and
+        everything still waits, for the next ``flush`` or the turns once the server answers.
         """
         written = self._flush(wait=True)
-        no_room = self._synthesis.buffer.no_room
-        if not written and no_room is not None:
-            raise StorageFull(f"{no_room}; what waits is kept (flush again once there is room)")
+        buffer = self._synthesis.buffer
+        if not written and buffer.no_room is not None:
+            raise StorageFull(
+                f"{buffer.no_room}; what waits is kept (flush again once there is room)"
+            )
+        if not written and buffer.unavailable is not None:
+            raise DatabaseUnavailable(
+                f"{buffer.unavailable}; what waits is kept (flush again once the server answers)"
+            )
         return written
 
     def _flush(self, *, wait: bool) -> bool:
@@ -229,7 +244,8 @@ class SimpleMemoryManager(SpecMemoryApi):
 
     def close(self) -> bool:
         """``flush``: False when the database refused it (StorageFull raised when it had no
-        room), and the rows still wait here. The lock probe's connection
+        room, DatabaseUnavailable when the server could not be reached), and the rows still
+        wait here. The lock probe's connection
         (memstore.lock_probe) is closed either way."""
         try:
             return self.flush()
@@ -288,16 +304,26 @@ class SimpleMemoryManager(SpecMemoryApi):
         Its size in tokens is kept as ``last_context_tokens`` and goes into the next turn
         record, for the tokens-per-turn metric; the time it took goes into that record's
         overhead. A read the database refused (StoreBusy: a lock past the busy timeout;
-        StorageFull: an I/O error) is counted and logged, never raised: "" this turn.
+        StorageFull: an I/O error), or one that found no server (DatabaseUnavailable: a
+        lost connection), is counted and logged, never raised: "" this turn. In an outage
+        the server is not asked again before the backoff's clock says so (a connect attempt
+        may cost the connect timeout): "" at once (memstore.busy_buffer).
         """
         started = time.perf_counter()
-        try:
-            text = self.store.get_location_memory(location_id)
-            if self.config.map_exits_line:
-                text = self._with_exits_line(text, location_id)
-        except StoreBusy as exc:  # a read refused (a lock, an I/O error): nothing to show
-            self._refused(exc, f"get_location_memory({location_id})")
-            text = ""
+        buffer = self._synthesis.buffer
+        if buffer.unavailable is not None and not buffer.may_read():
+            text = ""  # the server is gone: not asked before the backoff is over
+        else:
+            try:
+                text = self.store.get_location_memory(location_id)
+                if self.config.map_exits_line:
+                    text = self._with_exits_line(text, location_id)
+            except (StoreBusy, DatabaseUnavailable) as exc:  # a read refused: nothing to show
+                self._refused(exc, f"get_location_memory({location_id})")
+                text = ""
+            else:
+                if buffer.unavailable is not None:
+                    buffer.answered()
         self.last_context_tokens = count_tokens(text) if text else 0
         self._context_seconds += time.perf_counter() - started
         return text
@@ -345,8 +371,12 @@ class SimpleMemoryManager(SpecMemoryApi):
         unnumbered (memstore.busy_buffer). So does a write the database refused for want
         of room (StorageFull, a StoreBusy: a full disk, an I/O error; counted in
         ``store_full`` too), and a read it refused on the turn's way (its synthesis is
-        skipped; ``get_location_memory`` answers ""). Its other refusals (StoreClosed,
-        DatabaseUnavailable, ...) are memstore's errors and pass through.
+        skipped; ``get_location_memory`` answers ""). So does a lost connection
+        (DatabaseUnavailable: the server stopped or cannot be reached; counted in
+        ``store_unavailable``): the turn's synthesis sees the location's memories as this
+        manager last read them, plus what waits, and in the outage no turn asks the server
+        again before the backoff's clock says so (memstore.busy_buffer). Its other refusals
+        (StoreClosed, ...) are memstore's errors and pass through.
 
         The turn record keeps the action as the map does (memstore.map_graph's
         ``stored_action``: a runaway action by its first ACTION_KEY_MAX characters).
@@ -462,8 +492,13 @@ class SimpleMemoryManager(SpecMemoryApi):
     # --- monitoring --------------------------------------------------------------------------
 
     def get_status(self) -> dict[str, Any]:
-        """Manager status for monitoring (spec 004 "Status")."""
-        store_status, episode = self.store.get_status(), self._episode
+        """Manager status for monitoring (spec 004 "Status"). In an outage (a lost
+        connection: ``store_unavailable``) the database's own counts (``memories_by_tier``,
+        ``flagged_memories``) are None: the server is asked as the turns ask it (the
+        backoff's clock), and one that does not answer is counted and logged, never
+        raised."""
+        episode = self._episode
+        database = self._database_status()
         return {
             "type": "SimpleMemoryManager",
             "mode": self.mode,
@@ -494,7 +529,27 @@ class SimpleMemoryManager(SpecMemoryApi):
             **self._synthesis.buffer.status(self._pending),
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
-            "memories_by_tier": store_status["memories_by_tier"],
-            "flagged_memories": FlaggedMemories(self.store).stats(),
-            "database": store_status["database"],
+            **database,
+        }
+
+    def _database_status(self) -> dict[str, Any]:
+        """``get_status``'s entries from the database (None in an outage)."""
+        buffer = self._synthesis.buffer
+        if buffer.may_read():
+            try:
+                store_status = self.store.get_status()
+                flagged = FlaggedMemories(self.store).stats()
+            except DatabaseUnavailable as exc:
+                self._refused(exc, "get_status")
+            else:
+                buffer.answered()
+                return {
+                    "memories_by_tier": store_status["memories_by_tier"],
+                    "flagged_memories": flagged,
+                    "database": store_status["database"],
+                }
+        return {
+            "memories_by_tier": None,
+            "flagged_memories": None,
+            "database": self.store.target.display,
         }

@@ -10,19 +10,20 @@ needs:
   the manager never sets);
 * another process keeping the database locked past the busy timeout (StoreBusy), or a
   database with no room for the write (StorageFull, a StoreBusy: a full disk, an I/O
-  error), does not reach the agent loop: it is counted (``get_status()["store_busy"]``,
-  and ``["store_full"]``), logged, and answered as "not done" (False, ``{title: False}``,
-  ``SupersedeOutcome.STORE_BUSY``);
+  error), or a server that cannot be reached (DatabaseUnavailable: a lost connection),
+  does not reach the agent loop: it is counted (``get_status()["store_busy"]``, and
+  ``["store_full"]``; a lost connection in ``["store_unavailable"]`` alone), logged, and
+  answered as "not done" (False, ``{title: False}``, ``SupersedeOutcome.STORE_BUSY``);
 * they keep to the busy stretch the turns are in (memstore.busy_buffer): while rows wait
   for the database, what waits is written first (in order, without waiting for the lock),
-  and while its lock is not free (the probe's answer) they are not even tried: "not
-  done" at once, counted (``writes_deferred``). An episode the database has not numbered
-  yet writes nothing under its provisional number: "not done" until it is numbered.
+  and while its lock is not free (the probe's answer; in an outage, the backoff's clock)
+  they are not even tried: "not done" at once, counted (``writes_deferred``). An episode
+  the database has not numbered yet writes nothing under its provisional number: "not
+  done" until it is numbered.
 
 A caller's mistake (a blank reason, a wrong type, a location name ``record_action_outcome``
 would refuse: memstore.models.check_location_name) is still a ValueError or TypeError, busy
-or not, and a lost connection (DatabaseUnavailable) passes through, as from
-``record_action_outcome``. Every text is used as a plain str (memstore.models.plain_str).
+or not. Every text is used as a plain str (memstore.models.plain_str).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from memstore.errors import StorageFull, StoreBusy
+from memstore.errors import DatabaseUnavailable, StorageFull, StoreBusy
 from memstore.models import Memory, check_location_id, check_location_name, plain_str
 from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
@@ -60,13 +61,22 @@ class SpecMemoryApi:
     def _flush(self, *, wait: bool) -> bool:  # pragma: no cover - the manager's own
         raise NotImplementedError
 
-    def _refused(self, exc: StoreBusy, what: str) -> None:
+    def _refused(self, exc: StoreBusy | DatabaseUnavailable, what: str) -> None:
         """Count and log (one line) a call the database refused for now: busy, or with no
-        room (StorageFull, a StoreBusy: counted in ``store_full`` too)."""
-        self._synthesis.buffer.refused(exc)  # a busy stretch: the turns wait for nothing now
-        self.counters["store_busy"] += 1
-        why = "no room" if isinstance(exc, StorageFull) else "busy"
-        log.warning("%s: not done (the database is %s): %s", what, why, exc)
+        room (StorageFull, a StoreBusy: counted in ``store_full`` too), or a server that
+        cannot be reached (DatabaseUnavailable: counted in ``store_unavailable`` alone)."""
+        buffer = self._synthesis.buffer
+        buffer.refused(exc)  # a busy stretch: the turns wait for nothing now
+        if isinstance(exc, StoreBusy):
+            self.counters["store_busy"] += 1
+        why = (
+            "unreachable"
+            if isinstance(exc, DatabaseUnavailable)
+            else "no room"
+            if isinstance(exc, StorageFull)
+            else "busy"
+        )
+        log.warning("%s: not done (the database is %s): %s%s", what, why, exc, buffer.retry_note())
 
     def _ready(self) -> bool:
         """Whether to write now: outside a busy stretch, yes; in one, once what waits is
@@ -102,7 +112,7 @@ class SpecMemoryApi:
             return self.store.add_memory(
                 location_id, location_name, self._stored_episode_of(memory)
             )
-        except StoreBusy as exc:
+        except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
             return False
 
@@ -121,7 +131,7 @@ class SpecMemoryApi:
             return self.store.supersede_memory(
                 location_id, location_name, old_memory_title, self._stored_episode_of(new_memory)
             )
-        except StoreBusy as exc:
+        except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
             return SupersedeOutcome.STORE_BUSY
 
@@ -154,7 +164,7 @@ class SpecMemoryApi:
             return self.store.invalidate_memories(
                 location_id, titles, reason, self.turn if turn is None else turn, episode=episode
             )
-        except StoreBusy as exc:
+        except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")
             return dict.fromkeys(titles, False)
 

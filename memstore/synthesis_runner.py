@@ -7,8 +7,12 @@ database another process kept locked past the busy timeout (StoreBusy): it is lo
 counted (``counters["store_busy"]``), and the synthesis it refused waits, with its
 decision-log row and the buffered bookkeeping, for the next write that succeeds (the next
 ``run`` that applies something, or ``flush``): bounded, without a wait per turn, seen by
-later syntheses, its episode numbered late if need be (memstore.busy_buffer). The episode
-and turn of every write are passed in, never read from the store.
+later syntheses, its episode numbered late if need be (memstore.busy_buffer). Nor does a
+lost connection (DatabaseUnavailable: the server stopped or cannot be reached), the same
+way (``counters["store_unavailable"]``): in the outage the store is asked again only when
+the backoff's clock says so, and a synthesis sees the location's memories as last read
+(memstore.busy_buffer's "No server"). The episode and turn of every write are passed in,
+never read from the store.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages, listed_handles
 from memstore.recorder import record_offline
+from memstore.shown_memories import ShownMemories
 from memstore.store import AppliedSynthesis, MemoryStore
 from memstore.synthesis import (
     LLMCallable,
@@ -85,14 +90,15 @@ class SynthesisRunner:
     def new_episode(self) -> int:
         """A new episode's number: the database's (``store.allocate_episode``, after the
         episodes played unnumbered before), or while the database is busy (StoreBusy:
-        counted and logged, never raised) a provisional one (memstore.busy_buffer)."""
+        counted and logged, never raised; nor a lost connection, DatabaseUnavailable) a
+        provisional one (memstore.busy_buffer)."""
         buffer = self.buffer
         self.tried = True
         if buffer.may_write():
             try:
                 buffer.number_episodes(self.pending, self.numbered)
                 return self.store.allocate_episode()
-            except StoreBusy as exc:
+            except (StoreBusy, DatabaseUnavailable) as exc:
                 buffer.refused()
                 self.refused(exc, "the episode is played unnumbered until it can be numbered")
         return buffer.provisional_episode()
@@ -111,12 +117,12 @@ class SynthesisRunner:
     def number_episodes(self) -> None:
         """Number the episodes played unnumbered, if the lock is free (in a busy stretch,
         only if the probe sees it free: memstore.busy_buffer). StoreBusy is counted and
-        logged, never raised: they stay unnumbered."""
+        logged, never raised (DatabaseUnavailable too): they stay unnumbered."""
         buffer = self.buffer
         if buffer.unnumbered and buffer.may_write():
             try:
                 buffer.number_episodes(self.pending, self.numbered)
-            except StoreBusy as exc:
+            except (StoreBusy, DatabaseUnavailable) as exc:
                 buffer.refused()
                 self.refused(exc, "the episodes played unnumbered stay so")
 
@@ -136,8 +142,10 @@ class SynthesisRunner:
         recent_reasoning: Sequence[tuple[int, str, str]],
     ) -> AppliedSynthesis | None:
         """Decide and apply what this turn teaches; None when nothing changed (or what it
-        decided waits for the database: ``_write``)."""
-        stored = self.store.memories(location_id)
+        decided waits for the database: ``_write``). A read the database refuses
+        (StoreBusy) is raised: the turn skips its synthesis; one that finds no server is
+        not (``_stored``)."""
+        stored = self._stored(location_id, turn)
         if self.buffer.syntheses:  # what waits counts as written: a later turn corrects it
             stored = self.buffer.live_view(location_id, stored)
         shown = stored
@@ -214,10 +222,29 @@ class SynthesisRunner:
             }
         )[1]
 
+    def _stored(self, location_id: int, turn: int) -> ShownMemories:
+        """``store.memories(location_id)``, kept (``buffer.last_read``); when the server cannot
+        be reached (DatabaseUnavailable: counted and logged, never raised; in an outage not
+        even asked before the backoff's clock says so), as last read (``buffer.unread``)."""
+        buffer = self.buffer
+        if buffer.unavailable is None or buffer.may_read():
+            try:
+                stored = self.store.memories(location_id)
+            except DatabaseUnavailable as exc:
+                buffer.refused(exc)
+                self.refused(exc, f"turn {turn}'s synthesis sees the memories as last read")
+            else:
+                if buffer.unavailable is not None:
+                    buffer.answered()
+                buffer.last_read[location_id] = stored
+                return stored
+        return buffer.unread(location_id)
+
     def flush(self, *, wait: bool = True) -> bool:
         """Write what waits (``_write``) with nothing new; False when the database refused
-        it (counted and logged, never raised): it waits for the next write. ``wait``
-        False: in a busy stretch, only if the lock is free (memstore.busy_buffer)."""
+        it (counted and logged, never raised; a lost connection, DatabaseUnavailable, too:
+        ``buffer.unavailable`` says so): it waits for the next write. ``wait`` False: in a
+        busy stretch, only if the lock is free (memstore.busy_buffer)."""
         return self._write(None, wait=wait)[0]
 
     def _write(
@@ -233,7 +260,8 @@ class SynthesisRunner:
         raised: it is counted and logged, and what was not written (``synthesis`` too) keeps
         waiting, in order, for the next call. After it, until the write lock is free, the
         store is not asked at all (unless ``wait``): ``synthesis`` waits at once. A lost
-        connection (DatabaseUnavailable) is raised and keeps what waits. Any other error is
+        connection (DatabaseUnavailable) is the same, the backoff's clock alone deciding
+        when to try again (memstore.busy_buffer). Any other error is
         raised as it comes, and the synthesis it came from does not wait (it would fail
         every later write)."""
         buffer = self.buffer
@@ -254,6 +282,7 @@ class SynthesisRunner:
                 except Exception:
                     buffer.first_written()
                     raise
+                buffer.wrote(waiting[0])
                 buffer.first_written()  # (a Ctrl-C, say while waiting for the lock, keeps it)
             if synthesis is None:
                 self.store.write_bookkeeping(self.pending.bookkeeping())
@@ -262,7 +291,8 @@ class SynthesisRunner:
                 applied = self._count_applied(
                     self.store.apply_synthesis(**synthesis, bookkeeping=self.pending.bookkeeping())
                 )
-        except StoreBusy as exc:
+                buffer.wrote(synthesis)
+        except (StoreBusy, DatabaseUnavailable) as exc:
             if synthesis is not None:
                 waiting.append(synthesis)
             buffer.refused()
@@ -283,15 +313,18 @@ class SynthesisRunner:
                 waiting["new_memory"] = None
         self.buffer.resized()
 
-    def refused(self, exc: StoreBusy, what: str) -> None:
-        """Count and log (one line) a write the database refused: StoreBusy."""
-        self.counters["store_busy"] += 1
+    def refused(self, exc: StoreBusy | DatabaseUnavailable, what: str) -> None:
+        """Count and log (one line) a write the database refused: StoreBusy; or a lost
+        connection (DatabaseUnavailable: counted by ``buffer.refused``, not as busy)."""
+        if isinstance(exc, StoreBusy):
+            self.counters["store_busy"] += 1
         log.warning(
-            "%s; %s (waiting: %d syntheses, %d turn records)",
+            "%s; %s (waiting: %d syntheses, %d turn records)%s",
             exc,
             what,
             len(self.waiting),
             len(self.pending.turns),
+            self.buffer.retry_note(),
         )
 
     def _count_applied(self, applied: AppliedSynthesis) -> AppliedSynthesis:
