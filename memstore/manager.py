@@ -60,6 +60,9 @@ __all__ = ["MAP_RECHECK_S", "OFFLINE_MODEL", "SimpleMemoryManager", "rebuild_fro
 log = logging.getLogger("memstore.manager")
 
 OFFLINE_MODEL = "offline-recorder"
+#: what the history window says for an action whose reasoning is missing (spec 003's
+#: graceful fallback)
+NO_REASONING = "(No reasoning recorded)"
 #: the agent's exits line may miss another process's map writes for this long (seconds);
 #: this manager's own turns show at once
 MAP_RECHECK_S = 0.05
@@ -254,14 +257,18 @@ class SimpleMemoryManager(SpecMemoryApi):
 
     # --- the agent loop's calls ------------------------------------------------------------
 
-    def add_reasoning(self, turn: int, reasoning: str, action: str) -> None:
+    def add_reasoning(self, turn: int, reasoning: str | None, action: str) -> None:
         """Remember the agent's reasoning for an action, for the synthesis history window.
 
         Checked at once, as ``record_action_outcome``'s arguments are: ``turn`` an int of
         at least 0, ``reasoning`` and ``action`` strs (TypeError, ValueError); each text
         is kept as a plain str with a NUL or a lone surrogate written out (``\\x00``), so
-        nothing kept here can fail a later turn's synthesis."""
+        nothing kept here can fail a later turn's synthesis. A missing reasoning (None, as
+        an LLM agent's ``"reasoning": null`` gives, or blank) is spec 003's graceful
+        fallback, NO_REASONING."""
         check_turn(turn)
+        if reasoning is None or (isinstance(reasoning, str) and not reasoning.strip()):
+            reasoning = NO_REASONING
         reasoning = written_out(plain_str("reasoning", reasoning))
         action = written_out(plain_str("action", action))
         self._reasoning.append((turn, reasoning, action))

@@ -140,7 +140,8 @@ class SpecMemoryApi:
     ) -> bool:
         """``MemoryStore.invalidate_memory`` at ``turn`` (default: the manager's turn) of
         the manager's episode; False also when the database is busy (counted)."""
-        return self.invalidate_memories(location_id, [memory_title], reason, turn)[memory_title]
+        title = plain_str("memory_title", memory_title)  # the answer's key (titles_of)
+        return self.invalidate_memories(location_id, [title], reason, turn)[title]
 
     def invalidate_memories(
         self,

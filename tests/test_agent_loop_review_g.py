@@ -69,7 +69,7 @@ class Prompts:
 # --- 1. add_reasoning -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reasoning", [None, 42, {"thought": "x"}, b"think"])
+@pytest.mark.parametrize("reasoning", [42, {"thought": "x"}, b"think"])
 def test_add_reasoning_refuses_a_non_str_reasoning_at_once(
     store: MemoryStore, reasoning: Any
 ) -> None:
@@ -82,6 +82,20 @@ def test_add_reasoning_refuses_a_non_str_reasoning_at_once(
     assert manager.get_status()["failures"] == {} and len(llm.prompts) == 4
     manager.close()
     assert len(store.turn_records(manager.run_id)) == 4
+
+
+@pytest.mark.parametrize("reasoning", [None, "", "  \n"])
+def test_a_missing_reasoning_is_spec_003_s_graceful_fallback(
+    store: MemoryStore, reasoning: Any
+) -> None:
+    """Review E #4: an LLM agent's ``"reasoning": null`` is no caller mistake: the history
+    window says "(No reasoning recorded)", and nothing raises."""
+    llm = Prompts()
+    manager = SimpleMemoryManager(store, llm=llm, episode=1)
+    manager.add_reasoning(1, reasoning, "look")
+    assert manager.record_action_outcome(5, "Room", "look", "A room.", scored(0))
+    assert "(No reasoning recorded)" in str(llm.prompts[-1])
+    manager.close()
 
 
 @pytest.mark.parametrize(

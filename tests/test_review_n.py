@@ -71,3 +71,14 @@ def test_invalidating_by_a_str_subclass_with_its_own_hash_answers_true(
     assert store.add_memory(5, "Room", mem("Grue"))
     assert store.invalidate_memory(5, CaseInsensitive("Grue"), "gone", turn=2, episode=1) is True
     assert [m.status.value for m in store.memories(5, include_superseded=True)] == ["SUPERSEDED"]
+
+
+def test_the_manager_invalidates_by_a_str_subclass_with_its_own_hash(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    from memstore import SimpleMemoryManager
+
+    manager = SimpleMemoryManager(store, episode=1)
+    assert manager.add_memory(5, "Room", mem("Troll Attacks"))
+    assert manager.invalidate_memory(5, CaseInsensitive("Troll Attacks"), "gone") is True
+    manager.close()
