@@ -333,9 +333,9 @@ class BusyBuffer:
             if not self._bound_logged:
                 self._bound_logged = True
                 log.warning(
-                    "what waits for the busy database passed its bound (%d syntheses, %d "
-                    "bytes): the least valuable rows are dropped, the oldest first "
-                    "(counted: syntheses_dropped, waiting_rows_dropped)",
+                    "what waits for the database (busy, full or out of reach) passed its "
+                    "bound (%d syntheses, %d bytes): the least valuable rows are dropped, "
+                    "the oldest first (counted: syntheses_dropped, waiting_rows_dropped)",
                     MAX_WAITING_SYNTHESES,
                     MAX_WAITING_BYTES,
                 )

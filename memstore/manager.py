@@ -230,11 +230,13 @@ class SimpleMemoryManager(SpecMemoryApi):
         buffer = self._synthesis.buffer
         if not written and buffer.no_room is not None:
             raise StorageFull(
-                f"{buffer.no_room}; what waits is kept (flush again once there is room)"
+                f"{buffer.no_room}; what waits stays in this manager (flush again once there "
+                f"is room; it is lost if the process ends first)"
             )
         if not written and buffer.unavailable is not None:
             raise DatabaseUnavailable(
-                f"{buffer.unavailable}; what waits is kept (flush again once the server answers)"
+                f"{buffer.unavailable}; what waits stays in this manager (flush again once the "
+                f"server answers; it is lost if the process ends first)"
             )
         return written
 

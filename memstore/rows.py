@@ -176,7 +176,10 @@ class SupersedeOutcome(StrEnum):
     DUPLICATE_TITLE = "another live memory here already has the new title"
     #: (the manager's ``supersede_memory`` only: the store raises StoreBusy; a database
     #: with no room, StorageFull, a StoreBusy, answers it too)
-    STORE_BUSY = "another process kept the database locked past the busy timeout"
+    STORE_BUSY = (
+        "the database could not take the write (locked by another process past the busy "
+        "timeout, full, or out of reach)"
+    )
 
     def __bool__(self) -> bool:
         return self is SupersedeOutcome.SUPERSEDED

@@ -272,7 +272,7 @@ def test_flush_and_close_raise_the_one_line_error_and_keep_what_waits(
             manager.flush()  # asks for the write: tried at once, whatever the backoff
         assert outage.attempts == attempts + 1
         assert "\n" not in str(raised.value) and "simulated" in str(raised.value)
-        assert "kept" in str(raised.value)
+        assert "what waits stays in this manager" in str(raised.value)
         with pytest.raises(DatabaseUnavailable):
             manager.close()
         assert manager.get_status()["syntheses_waiting"] == waiting  # still waits
