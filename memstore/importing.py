@@ -14,7 +14,9 @@ database (``MemoryStore.export_locations()``) and says, per memory, whether it i
 A memory's identity is (location id, title, episode, turns). Two database memories with
 the same identity are matched to the file's in the order they were stored.
 
-Problems make the import unsafe: the parser's problems, and the plan's own (two
+Problems make the import unsafe: the parser's problems, and the plan's own (a location
+whose name a write could not store, ``memstore.models.check_location_name``, unless the
+database already holds that name there: the location and its memories are skipped; two
 non-superseded memories with the same title at one location, an EPHEMERAL memory, a new
 non-superseded memory whose title is already live in the database on a memory missing from
 the file - which only ``--prune`` can replace -, or that the 3-way merge paired as a retitle
@@ -47,7 +49,13 @@ from memstore.import_plan import (
     memory_key,
 )
 from memstore.md_rows import LocationRow, LocationRows
-from memstore.models import LocationMemories, Persistence, Status, title_spelling
+from memstore.models import (
+    LocationMemories,
+    Persistence,
+    Status,
+    check_location_name,
+    title_spelling,
+)
 from memstore.pairing import pair_by_content
 
 __all__ = [
@@ -182,6 +190,13 @@ def plan_import(
 
     superseded, ephemeral, added = Status.SUPERSEDED, Persistence.EPHEMERAL, ChangeKind.ADDED
     for entry in incoming:
+        refused = _unstorable_name(entry.location, db_locations.get(entry.location.id))
+        if refused is not None:  # skipped as the parser skips a section it cannot read
+            all_problems.append(
+                ImportProblem(lines.location_lines.get(entry.location.id, 0), refused)
+            )
+            skipped_locations.add(entry.location.id)
+            continue
         location = _episodes_in_range(entry.location, lines, all_problems)
         location_id, location_name = location.id, location.name
         file_ids.add(location_id)
@@ -391,6 +406,21 @@ def _twin_choices(
         found = pair_by_content([memories[n] for n in at], db_memories[key])
         chosen.update(zip(at, found, strict=True))
     return chosen
+
+
+def _unstorable_name(location: LocationLike, stored: LocationLike | None) -> str | None:
+    """The problem of a location whose name a write could not store now (the one rule,
+    ``memstore.models.check_location_name``: a NUL, a lone surrogate, more than
+    LOCATION_NAME_MAX characters), or None. A name the database already holds for that
+    location is not written again, so it passes whatever it is: an older database whose
+    names are longer than the rule allows imports its own export."""
+    if stored is not None and stored.name == location.name:
+        return None
+    try:
+        check_location_name(location.name, "its name")
+    except (TypeError, ValueError) as exc:
+        return f"location {location.id}: {exc}: the location and its memories skipped"
+    return None
 
 
 def _episodes_in_range(

@@ -7,8 +7,11 @@
 * every stored memory and location readable by ``memstore export``: one line per row that
   breaks a rule of the models' rule table (``memstore.md_store.refused_rows``, the export's
   own test), and SQLite's own ``PRAGMA integrity_check`` and ``foreign_key_check``, the
-  columns the model does not read (ids, versions, the store's counters), and an episode
-  the next one can follow (``memstore check``).
+  columns the model does not read (ids, versions, the store's counters), an episode
+  the next one can follow, and a location name no write could store (a NUL, a lone
+  surrogate: ``memstore.models.unstorable_text``, the location-name rule's own test; a
+  name longer than LOCATION_NAME_MAX that an older memstore stored is sound: it exports
+  and imports back) (``memstore check``).
 
 A SUPERSEDED memory may have no link at all: files of the older implementation wrote no
 reference line for some.
@@ -25,10 +28,11 @@ from memstore.connection import connection_tiers
 from memstore.dialect import greatest
 from memstore.executor import run
 from memstore.md_store import refused_rows
-from memstore.models import INT64_MAX, Persistence
+from memstore.models import INT64_MAX, Persistence, unstorable_text
 from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
+    locations,
     memories,
     memory_links,
     store_meta,
@@ -82,6 +86,7 @@ def _unreadable_rows(conn: Connection) -> list[str]:
             f"memories.persistence: {count} row(s) hold {ephemeral}, which only the in-memory "
             f"tier holds (the first is row {example})"
         )
+    problems.extend(_unstorable_names(conn))
     for table in ("location_episodes", "memories", "store_meta"):
         column = "last_episode" if table == "store_meta" else "episode"
         typed = f" WHERE typeof(\"{column}\") = 'integer'" if sqlite else ""
@@ -92,6 +97,24 @@ def _unreadable_rows(conn: Connection) -> list[str]:
             problems.append(
                 f"{table}.{column}: episode {found} leaves no number for the next episode "
                 f"(at most {_MAX_INTEGER - 1})"
+            )
+    return problems
+
+
+_NAMES = select(locations.c.id, locations.c.name).order_by(locations.c.id)
+
+
+def _unstorable_names(conn: Connection) -> list[str]:
+    """One line per location whose stored name no write could store now (a NUL, a lone
+    surrogate: ``unstorable_text``, which ``check_location_name`` applies to every write);
+    a name of another type is ``refused_rows``' line."""
+    problems = []
+    for location_id, name in run(conn, _NAMES, {}):
+        problem = unstorable_text(name) if isinstance(name, str) else None
+        if problem is not None:
+            problems.append(
+                f"location {location_id}: its name {problem} ({name[:60]!r}): no write "
+                f"could store it now (give it another name in Memories.md and import it)"
             )
     return problems
 

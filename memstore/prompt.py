@@ -6,14 +6,17 @@ Deterministic: the same inputs give the same messages, character for character.
 Bounded: whatever the caller, the agent or the store hands in, the messages of one call
 hold at most MAX_PROMPT_CHARS characters (``test_review_h`` builds the worst case):
 
-- the existing memories listed (``listed_memories``): at most MAX_LISTED_MEMORIES, their
-  lines at most MAX_LISTED_CHARS in all, each memory's text cut to MAX_SHOWN_MEMORY_CHARS
-  (as the memory tools show it), chosen most useful first by the agent's own priority
-  (``memstore.retrieval.group``: DANGER, CORE, PERMANENT, EPHEMERAL, TENTATIVE, newest
-  first within a group; SUPERSEDED last) and taken while they fit: the first that does not
-  fit ends the list, and a closing line says how many were left out. They keep their
-  handles, and ``resolve_decision`` is given the handles listed (``listed_handles``): the
-  model can refer to what it was shown and to nothing else;
+- the existing memories listed (``listed_memories``): their lines at most MAX_LISTED_CHARS
+  in all, each memory's text cut to MAX_SHOWN_MEMORY_CHARS (as the memory tools show it),
+  chosen in the synthesis order (``_synthesis_rank``: DANGER, then TENTATIVE, then CORE,
+  PERMANENT, EPHEMERAL, newest first within a group; SUPERSEDED last; a TENTATIVE memory
+  is what synthesis confirms or refutes, so it is never left out before a settled one) and
+  taken while they fit: the first that does not fit ends the list, and a closing line
+  says how many were left out. Characters alone bound the list, not a count of memories.
+  They keep their handles, and ``resolve_decision`` is given the handles listed
+  (``listed_handles``): a reference to a memory left out is ignored as "not shown", and a
+  new memory titled like a live one left out supersedes it where the persistence rule
+  allows, or is dropped with that reason logged (memstore.synthesis);
 - the action as the map keeps it (ACTION_KEY_MAX characters), the game's response
   MAX_RESPONSE_CHARS, a location name LOCATION_NAME_MAX, an item's name
   MAX_ITEM_NAME_CHARS, at most MAX_LISTED_ITEMS items gained and lost;
@@ -34,14 +37,14 @@ from memstore.config import MAX_HISTORY_WINDOW
 from memstore.llm_agent import MAX_OBSERVATION_CHARS
 from memstore.map_events import ACTION_KEY_MAX
 from memstore.models import LOCATION_NAME_MAX, Category, Memory, Persistence, Status
-from memstore.retrieval import CUT_MARK, group, left_out_line
+from memstore.retrieval import CUT_MARK, left_out_line
 from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
 from memstore.tokens import grapheme_end
 from memstore.tool_text import MAX_SHOWN_MEMORY_CHARS
 from memstore.triggers import LONG_RESPONSE_CHARS, Trigger, ZMachineContext
 
-#: the most existing memories one prompt lists, and the characters of their lines in all
-MAX_LISTED_MEMORIES = 40
+#: the characters of the lines of the existing memories one prompt lists, in all (no count:
+#: a prompt lists every memory that fits)
 MAX_LISTED_CHARS = 24_000
 #: the game's response to the action being synthesised (the history's are cut to
 #: MAX_OBSERVATION_CHARS)
@@ -122,25 +125,33 @@ def _memory_lines(handle: int, memory: Memory, episode: int | None) -> list[str]
     return lines
 
 
-def _usefulness(pair: tuple[int, Memory]) -> tuple[int, int]:
-    """The agent's priority (memstore.retrieval.group), SUPERSEDED last, newest first."""
+def _synthesis_rank(pair: tuple[int, Memory]) -> tuple[int, int]:
+    """The order memories are chosen for the synthesis prompt: DANGER 0, TENTATIVE 1 (what
+    synthesis must confirm or refute), CORE 2, PERMANENT 3, EPHEMERAL 4, SUPERSEDED 5;
+    newest (highest handle) first within each. The agent's view ranks TENTATIVE last
+    (``memstore.retrieval.group``); the prompt must not hide the memories it exists to
+    settle."""
     handle, memory = pair
     if memory.status is Status.SUPERSEDED:
         return 5, -handle
-    return group(memory.category.value, memory.persistence.value, memory.status.value), -handle
+    if memory.status is Status.TENTATIVE:
+        return 1, -handle
+    if memory.category is Category.DANGER:
+        return 0, -handle
+    return {Persistence.CORE: 2, Persistence.PERMANENT: 3}.get(memory.persistence, 4), -handle
 
 
 def listed_memories(
     existing: Sequence[tuple[int, Memory]], episode: int | None = None
 ) -> tuple[list[tuple[int, Memory]], int]:
     """The existing memories a prompt lists, in handle order, and how many it leaves out:
-    most useful first (``_usefulness``), at most MAX_LISTED_MEMORIES, taken while their
-    lines fit MAX_LISTED_CHARS (the first that does not fit ends the list). The same
-    ``existing`` and ``episode`` always give the same answer: ``listed_handles`` tells
-    ``resolve_decision`` which handles the model was shown."""
+    in the synthesis order (``_synthesis_rank``), taken while their lines fit
+    MAX_LISTED_CHARS (the first that does not fit ends the list); no count bounds them.
+    The same ``existing`` and ``episode`` always give the same answer: ``listed_handles``
+    tells ``resolve_decision`` which handles the model was shown."""
     chosen: list[tuple[int, Memory]] = []
     size = 0
-    for handle, memory in sorted(existing, key=_usefulness)[:MAX_LISTED_MEMORIES]:
+    for handle, memory in sorted(existing, key=_synthesis_rank):
         cost = sum(len(line) + 1 for line in _memory_lines(handle, memory, episode))
         if size + cost > MAX_LISTED_CHARS:
             break
@@ -170,7 +181,9 @@ def _existing_section(existing: Sequence[tuple[int, Memory]], episode: int | Non
     for handle, memory in listed:
         lines += _memory_lines(handle, memory, episode)
     if left_out:
-        lines.append(f"{left_out_line(left_out)} (the least useful: they cannot be referenced)")
+        lines.append(
+            f"{left_out_line(left_out)} (past the prompt's bound: they cannot be referenced)"
+        )
     return "\n".join(lines)
 
 

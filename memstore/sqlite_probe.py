@@ -13,7 +13,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew
+from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew, StorageFull
 from memstore.migrations_dir import known_revisions
 from memstore.refusals import failure_kind, store_busy
 from memstore.schema import HEAD_REVISION, metadata
@@ -25,6 +25,10 @@ __all__ = [
     "read_only_uri",
     "single_revision",
 ]
+
+#: the primary key alembic gives the alembic_version table it creates: a version table made
+#: by alembic, not by hand (``judge_schema``: "at base")
+ALEMBIC_VERSION_PKC = "alembic_version_pkc"
 
 #: the files SQLite keeps beside a WAL database while it is open
 SIDE_SUFFIXES = ("-wal", "-shm")
@@ -51,13 +55,16 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     """``check_existing`` for an existing, non-empty SQLite file: True if it is an empty
     SQLite database, False at the head revision; otherwise ``judge_schema``'s error, or
     NotAMemstoreDatabase for a file SQLite cannot read, StoreBusy for a lock held longer
-    than ``busy_timeout_s``. A file refused as not a memstore database is left without
-    the side files the probe made beside it."""
+    than ``busy_timeout_s``, StorageFull for a full or failing disk (SQLite could not even
+    make its side files to read it: the file is not judged). A file refused, either way,
+    is left without the side files the probe made beside it."""
     had = {suffix for suffix in SIDE_SUFFIXES if Path(f"{path}{suffix}").exists()}
     try:
-        tables, version, columns = _read_schema(path, busy_timeout_s)
-        return judge_schema(str(path), tables, version, columns=columns)
-    except NotAMemstoreDatabase:
+        tables, version, columns, by_alembic = _read_schema(path, busy_timeout_s)
+        return judge_schema(
+            str(path), tables, version, columns=columns, version_table_by_alembic=by_alembic
+        )
+    except (NotAMemstoreDatabase, StorageFull):
         if not had:
             _remove_side_files(path)
         raise
@@ -65,9 +72,11 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
 
 def _read_schema(
     path: Path, busy_timeout_s: float
-) -> tuple[set[str], str | None, dict[str, set[str]]]:
-    """The tables of the SQLite file ``path``, its alembic revision, and the columns of
-    those of its tables that memstore's schema has, read only."""
+) -> tuple[set[str], str | None, dict[str, set[str]], bool]:
+    """The tables (and views: never its indexes or triggers) of the SQLite file ``path``,
+    its alembic revision, the columns of those of its tables that memstore's schema has,
+    and whether its alembic_version table is as alembic makes it (``ALEMBIC_VERSION_PKC``),
+    read only."""
     # Only SQLite opens the file: closing a descriptor of our own would release every
     # POSIX lock this process holds on it, the SHARED locks of its open WAL connections
     # among them, and another process closing its connection would then delete the WAL
@@ -76,7 +85,14 @@ def _read_schema(
     try:
         probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s)
         try:
-            tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master")}
+            master = probe.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
+            tables = {row[0] for row in master}
+            by_alembic = any(
+                name == "alembic_version" and ALEMBIC_VERSION_PKC in str(sql)
+                for name, sql in master
+            )
             rows: list[tuple[object, ...]] = []
             if "alembic_version" in tables:
                 rows = probe.execute("SELECT version_num FROM alembic_version LIMIT 3").fetchall()
@@ -92,6 +108,13 @@ def _read_schema(
     except sqlite3.DatabaseError as exc:
         if failure_kind(exc) == "busy":  # a writer's EXCLUSIVE lock (no WAL): not damage
             raise store_busy(str(path)) from exc
+        full = _storage_full(exc)
+        if full is not None:  # no room for the -shm file, an I/O error: not damage either
+            raise StorageFull(
+                f"{path} could not be read: the disk is full or failing ({full}); the "
+                f"database was not judged and is left untouched: make room, or check the "
+                f"disk, and try again"
+            ) from exc
         if "file is not a database" in str(exc):
             raise NotAMemstoreDatabase(
                 f"{path} is not a SQLite database (so not a memstore database); left untouched"
@@ -106,7 +129,15 @@ def _read_schema(
             f"{path} cannot be read as SQLite (malformed database schema: its text is not "
             f"UTF-8); left untouched"
         ) from exc
-    return tables, single_revision(str(path), [row[0] for row in rows]), columns
+    return tables, single_revision(str(path), [row[0] for row in rows]), columns, by_alembic
+
+
+def _storage_full(exc: BaseException) -> str | None:
+    """memstore.store_core.storage_full (SQLITE_FULL, SQLITE_IOERR and their extended
+    codes), imported here when needed: store_core imports the connection layer."""
+    from memstore.store_core import storage_full
+
+    return storage_full(exc)
 
 
 def single_revision(path: str, revisions: list[object]) -> str | None:
@@ -153,10 +184,18 @@ def judge_schema(
     kind: str = "SQLite",
     *,
     columns: dict[str, set[str]] | None = None,
+    version_table_by_alembic: bool = False,
 ) -> bool:
     """What the tables of a database and its alembic revision make it: True when it is new
     (no tables), False at the head revision; otherwise the one-line error that says why
     memstore will not open it.
+
+    At base (SchemaOutOfDate: `db upgrade` makes it memstore's again): alembic_version
+    empty and none of memstore's tables, either with nothing else, or whatever tables of
+    its own it holds beside them when alembic made that version table
+    (``version_table_by_alembic``: the SQLite probe reads its primary key; a database that
+    memstore downgraded to base keeps the user's own tables). An empty version table made
+    by hand beside other tables is not memstore's.
 
     A database altered around memstore is damaged (NotAMemstoreDatabase, never advice to
     upgrade): memstore's tables with alembic_version emptied (``version`` None), or at the
@@ -164,9 +203,13 @@ def judge_schema(
     each table's column names, where the caller read them: the SQLite probe does)."""
     if not tables:
         return True
-    if version is None and {n for n in tables if not n.startswith("sqlite_")} == {
-        "alembic_version"
-    }:
+    own = {name for name in tables if not name.startswith("sqlite_")}
+    if (
+        version is None
+        and "alembic_version" in own
+        and not own.intersection(metadata.tables)
+        and (own == {"alembic_version"} or version_table_by_alembic)
+    ):
         raise SchemaOutOfDate(
             f"{path} is at base: run `alembic upgrade head` (`memstore --db {path} db "
             f"upgrade`); its schema was downgraded below the first revision, so it holds no "
@@ -175,7 +218,7 @@ def judge_schema(
     if "alembic_version" not in tables or "memories" not in tables:
         raise NotAMemstoreDatabase(
             f"{path} is a {kind} database but not a memstore database "
-            f"(tables: {', '.join(sorted(tables))}); left untouched"
+            f"(tables: {', '.join(sorted(own or tables))}); left untouched"
         )
     if version is None:  # memstore's tables, and alembic_version emptied
         raise NotAMemstoreDatabase(

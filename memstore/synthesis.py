@@ -14,6 +14,7 @@ exactly: nothing is ever fuzzy-matched.
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from memstore.synthesis_answer import (  # noqa: F401
     loggable_text,
     parse_synthesis_answer,
 )
+
+log = logging.getLogger("memstore.manager")
 
 #: Takes chat messages ({"role": ..., "content": ...}), returns the model's raw text.
 LLMCallable = Callable[[list[dict[str, str]]], str]
@@ -181,12 +184,17 @@ class SynthesisDecision:
     prompt showed, which is the one the store retires (or none, if it is no longer live).
 
     Counters (tuples, so they can be logged): ``hallucinated_references`` (handles or titles
-    not at this location), ``forbidden_supersessions`` (core/permanent titles a new
+    not at this location), ``unshown_references`` (handles or titles of memories at this
+    location the prompt did not show, past its bound: ignored, logged as "not shown"),
+    ``forbidden_supersessions`` (core/permanent titles a new
     ephemeral memory tried to supersede), ``already_superseded`` (references to memories
     already SUPERSEDED), ``conflicting_references`` (a memory both superseded and
     invalidated: kept superseded). ``duplicate_title`` means the new memory repeated the
     title of an existing memory it does not supersede, as a reader reads it
-    (``title_spelling``: Unicode NFC, runs of whitespace one space), and was dropped.
+    (``title_spelling``: Unicode NFC, runs of whitespace one space), and was dropped; a
+    title of a live memory the prompt did not show is no duplicate: the new memory
+    supersedes it where the persistence rule allows (``unshown_superseded``), and is
+    dropped otherwise (``duplicate_title``, its reason logged).
     """
 
     new_memory: MemoryDraft | None = None
@@ -196,6 +204,8 @@ class SynthesisDecision:
     core_downgraded: bool = False
     duplicate_title: bool = False
     hallucinated_references: tuple[Reference, ...] = ()
+    unshown_references: tuple[Reference, ...] = ()
+    unshown_superseded: tuple[str, ...] = ()
     forbidden_supersessions: tuple[str, ...] = ()
     already_superseded: tuple[Reference, ...] = ()
     conflicting_references: tuple[str, ...] = ()
@@ -216,28 +226,54 @@ class SynthesisDecision:
 
 def _resolve(
     refs: Sequence[Reference],
-    by_handle: dict[int, Memory],
-    by_title: dict[str, Memory],
+    lookups: tuple[dict[int, Memory], dict[str, Memory]],
     hallucinated: list[Reference],
     superseded: list[Reference],
+    unshown: tuple[dict[int, Memory], dict[str, Memory], list[tuple[Reference, Memory]]],
 ) -> list[Memory]:
+    """The live memories ``refs`` name among those shown (``lookups``: by handle, by title).
+    A reference to a memory at this location the prompt did not show goes to ``unshown``'s
+    list (with the memory), one to no memory at all to ``hallucinated``."""
     if not refs:
         return []
+    by_handle, by_title = lookups
     found: dict[int, Memory] = {}  # by identity: two memories of one title are two
     for ref in refs:
-        if isinstance(ref, int):
-            memory = by_handle.get(ref)
-        else:  # an exact title first, then a handle written as text ("[2]")
-            memory = by_title.get(ref)
-            if memory is None and (handle := handle_in(ref)) is not None:
-                memory = by_handle.get(handle)
+        memory = _lookup(ref, by_handle, by_title)
         if memory is None:
-            hallucinated.append(ref)
+            hidden = _lookup(ref, unshown[0], unshown[1])
+            if hidden is None:
+                hallucinated.append(ref)
+            else:
+                unshown[2].append((ref, hidden))
         elif memory.status is Status.SUPERSEDED:
             superseded.append(ref)
         else:
             found.setdefault(id(memory), memory)
     return list(found.values())
+
+
+def _lookup(
+    ref: Reference, by_handle: dict[int, Memory], by_title: dict[str, Memory]
+) -> Memory | None:
+    if isinstance(ref, int):
+        return by_handle.get(ref)
+    memory = by_title.get(ref)  # an exact title first, then a handle written as text ("[2]")
+    if memory is None and (handle := handle_in(ref)) is not None:
+        memory = by_handle.get(handle)
+    return memory
+
+
+def _lookups(pairs: Iterable[tuple[int, Memory]]) -> tuple[dict[int, Memory], dict[str, Memory]]:
+    """By handle and by title; an active memory wins over a superseded one of its title."""
+    by_handle: dict[int, Memory] = {}
+    by_title: dict[str, Memory] = {}
+    for handle, memory in pairs:
+        by_handle[handle] = memory
+        current = by_title.get(memory.title)
+        if current is None or current.status is Status.SUPERSEDED:
+            by_title[memory.title] = memory
+    return by_handle, by_title
 
 
 #: ``title_spelling`` of the titles seen lately: a room's titles come back every turn
@@ -254,18 +290,20 @@ def resolve_decision(
 
     ``listed``: the handles the prompt listed (``memstore.prompt.listed_handles``; None:
     all of ``existing``). A reference, by handle or by title, names only a listed memory:
-    one to a memory the prompt left out counts as hallucinated. A new title is checked
-    against every memory of ``existing``."""
+    one to a memory the prompt left out is ignored and logged as "not shown"
+    (``unshown_references``), one to no memory at all counts as hallucinated. A new title
+    is checked against every live memory of ``existing``: one the prompt showed and the
+    answer does not supersede makes it a duplicate (dropped); one it did not show is
+    superseded by it where the persistence rule allows (``unshown_superseded``: the model
+    could not see it, and its title says the new memory replaces it), and otherwise the
+    new memory is dropped and the reason logged."""
     shown = existing if listed is None else [pair for pair in existing if pair[0] in listed]
-    by_handle = {handle: memory for handle, memory in shown}
-    by_title: dict[str, Memory] = {}
-    for _, memory in shown:  # an active memory wins over a superseded one of the same title
-        current = by_title.get(memory.title)
-        if current is None or current.status is Status.SUPERSEDED:
-            by_title[memory.title] = memory
+    lookups = _lookups(shown)
+    hidden_lookups = _lookups(pair for pair in existing if pair[0] not in lookups[0])
     rows = existing.rows if isinstance(existing, NumberedMemories) else None
     hallucinated: list[Reference] = []
     superseded: list[Reference] = []
+    unshown: list[tuple[Reference, Memory]] = []
 
     draft: MemoryDraft | None = None
     core_downgraded = False
@@ -283,11 +321,13 @@ def resolve_decision(
             status=response.status,
         )
 
-    to_supersede = _resolve(response.supersedes, by_handle, by_title, hallucinated, superseded)
-    to_invalidate = _resolve(response.invalidates, by_handle, by_title, hallucinated, superseded)
+    hidden = (*hidden_lookups, unshown)
+    to_supersede = _resolve(response.supersedes, lookups, hallucinated, superseded, hidden)
+    to_invalidate = _resolve(response.invalidates, lookups, hallucinated, superseded, hidden)
 
     forbidden: list[str] = []
     superseding: dict[int, Memory] = {}  # by identity
+    unshown_twins: dict[int, Memory] = {}  # live, not shown, of the new memory's title
     if draft is not None:
         for memory in to_supersede:
             if not memory.persistence.may_be_superseded_by(draft.persistence):
@@ -295,14 +335,41 @@ def resolve_decision(
             else:
                 superseding[id(memory)] = memory
         spelling = _spelling(draft.title)
-        for _, memory in existing:
+        for handle, memory in existing:
             if (
-                memory.status is not Status.SUPERSEDED
-                and _spelling(memory.title) == spelling
-                and id(memory) not in superseding
+                memory.status is Status.SUPERSEDED
+                or _spelling(memory.title) != spelling
+                or id(memory) in superseding
             ):
-                duplicate, draft, superseding = True, None, {}
+                continue
+            if handle in lookups[0]:  # shown, and not superseded: a duplicate
+                duplicate, draft, superseding, unshown_twins = True, None, {}, {}
                 break
+            unshown_twins[id(memory)] = memory
+        if draft is not None and unshown_twins:
+            refused = [
+                m
+                for m in unshown_twins.values()
+                if not m.persistence.may_be_superseded_by(draft.persistence)
+            ]
+            if refused:
+                log.warning(
+                    "dropped the new memory %r: a live %s memory of that title, not shown in "
+                    "the prompt (past its bound), may not be superseded by a %s one",
+                    draft.title,
+                    refused[0].persistence.value,
+                    draft.persistence.value,
+                )
+                duplicate, draft, superseding, unshown_twins = True, None, {}, {}
+            else:
+                superseding.update(unshown_twins)
+    ignored = [ref for ref, memory in unshown if id(memory) not in unshown_twins]
+    if ignored:
+        log.warning(
+            "ignored references to memories at this location not shown in the prompt "
+            "(past its bound): %s",
+            tuple(ignored),
+        )
 
     conflicting = [m.title for m in to_invalidate if id(m) in superseding]
     invalidating = [m for m in to_invalidate if id(m) not in superseding]
@@ -317,6 +384,8 @@ def resolve_decision(
         core_downgraded=core_downgraded,
         duplicate_title=duplicate,
         hallucinated_references=tuple(hallucinated),
+        unshown_references=tuple(ignored),
+        unshown_superseded=tuple([memory.title for memory in unshown_twins.values()]),
         forbidden_supersessions=tuple(forbidden),
         already_superseded=tuple(superseded),
         conflicting_references=tuple(conflicting),

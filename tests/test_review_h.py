@@ -20,7 +20,6 @@ from memstore.manager import SimpleMemoryManager
 from memstore.models import TEXT_MAX, TITLE_MAX, Memory
 from memstore.prompt import (
     MAX_HISTORY_TURNS,
-    MAX_LISTED_MEMORIES,
     MAX_PROMPT_CHARS,
     MAX_RESPONSE_CHARS,
     build_synthesis_messages,
@@ -131,23 +130,24 @@ def test_b6_every_field_at_its_worst_stays_within_the_bound() -> None:
     )
     assert size(messages) <= MAX_PROMPT_CHARS
     text = messages[1]["content"]
-    assert 1 <= len(listed_in(text)) <= MAX_LISTED_MEMORIES
+    assert len(listed_in(text)) >= 1  # as many as fit: no count bounds them (review E #3)
     assert "earlier turns not shown)" in text
     assert "and 980 more" in text  # items gained beyond those listed
 
 
 def test_b6_the_most_useful_memories_are_listed_first_in_handle_order() -> None:
-    """A DANGER memory and the newest notes are listed; the oldest notes and a TENTATIVE
-    memory are left out when not everything fits."""
+    """A DANGER memory, the TENTATIVE one (what synthesis settles: review E #3 lists it
+    second, no longer last) and the newest notes are listed; the oldest notes are left
+    out when not everything fits."""
     memories = [big_note(0, category="DANGER", title="Troll kills")]
     memories += [big_note(i) for i in range(1, 60)]
     memories.append(big_note(60, title="maybe", status="TENTATIVE"))
     existing = number_memories(memories)
     listed, left_out = listed_memories(existing)
     handles = [handle for handle, _ in listed]
-    assert handles[0] == 1 and handles == sorted(handles)
-    assert 61 not in handles and 2 not in handles
-    assert handles[1:] == list(range(61 - len(handles) + 1, 61))
+    assert handles[0] == 1 and handles[-1] == 61 and handles == sorted(handles)
+    assert 2 not in handles
+    assert handles[1:-1] == list(range(61 - len(handles) + 2, 61))
     assert left_out == 61 - len(handles)
     text = build_synthesis_messages(
         location_id=ROOM,
@@ -192,13 +192,17 @@ def test_b6_a_memory_left_out_cannot_be_referenced() -> None:
     )
     decision = resolve_decision(answer, existing, False, listed)
     assert decision.invalidate_titles == (f"note {visible - 1}",)
-    assert decision.hallucinated_references == (hidden, f"note {hidden - 1}")
+    # ignored as not shown (review E #3), not counted as hallucinated: they exist
+    assert decision.unshown_references == (hidden, f"note {hidden - 1}")
+    assert decision.hallucinated_references == ()
     # without ``listed`` every memory may be named, as before (the hidden one twice)
     everything = resolve_decision(answer, existing, False).invalidate_titles
     assert everything == (f"note {hidden - 1}", f"note {visible - 1}")
 
 
-def test_b6_through_the_manager_the_model_sees_a_bounded_prompt(tmp_path: Path) -> None:
+def test_b6_through_the_manager_the_model_sees_a_bounded_prompt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = MemoryStore.open(tmp_path / "b6.db")
     try:
         for i in range(100):
@@ -226,7 +230,9 @@ def test_b6_through_the_manager_the_model_sees_a_bounded_prompt(tmp_path: Path) 
         manager.record_action_outcome(ROOM, "Room", "look", "z" * MEGABYTE, context)
         manager.flush()
         assert len(seen) == 1 and size(seen[0]) <= MAX_PROMPT_CHARS
-        assert manager.counters["hallucinated_references"] == 1
+        # the hidden one exists: ignored as "not shown" (review E #3), not hallucinated
+        assert manager.counters["hallucinated_references"] == 0
+        assert "not shown in the prompt" in caplog.text and "do not exist" not in caplog.text
         assert len(store.memories(ROOM)) == 99  # only the listed one was invalidated
     finally:
         store.close()
