@@ -114,13 +114,23 @@ class Target:
         """The target as shown to a person: never a password, whether the URL gives it
         as ``user:password@`` or as a ``password=`` (or ``sslpassword=``) parameter."""
         if self.is_server:
-            shown = self.url.render_as_string(hide_password=True)
-            return _SECRET_IN_QUERY.sub(r"\1***", shown)
+            return shown_url(self.url.render_as_string(hide_password=False))
         return str(self.path) if self.path is not None else "in-memory database"
 
+    def __repr__(self) -> str:  # a traceback or a log of it never shows the password
+        return f"Target({self.display!r})"
 
-#: a URL query parameter that holds a secret (libpq's password and sslpassword), never shown
+
+#: a URL's password: after the user name, up to the last "@" before the path (a password
+#: holding an "@" the caller did not encode included)
+_PASSWORD_IN_USERINFO = re.compile(r"(://[^:/@?#]*:)[^/?#]*@")
+#: a URL query parameter that holds a secret (libpq's password and sslpassword)
 _SECRET_IN_QUERY = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
+
+
+def shown_url(text: str) -> str:
+    """``text`` (a database URL, or what was given as one) with every password masked."""
+    return _SECRET_IN_QUERY.sub(r"\1***", _PASSWORD_IN_USERINFO.sub(r"\1***@", text))
 
 
 def resolve_target(path_or_url: str | Path) -> Target:
@@ -135,9 +145,7 @@ def resolve_target(path_or_url: str | Path) -> Target:
     try:
         url = make_url(str(path_or_url))
     except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError and ValueError alike
-        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(path_or_url))
-        shown = _SECRET_IN_QUERY.sub(r"\1***", shown)
-        raise UnsupportedDatabase(f"not a database URL: {shown}") from None
+        raise UnsupportedDatabase(f"not a database URL: {shown_url(str(path_or_url))}") from None
     backend = url.get_backend_name()
     if backend == "postgresql":
         if url.get_driver_name() not in ("psycopg", "postgresql"):
@@ -156,16 +164,16 @@ def resolve_target(path_or_url: str | Path) -> Target:
     if url.host or url.port or url.username or url.password:
         raise UnsupportedDatabase(
             f"a SQLite URL names a file, not a host (got {url.host or 'a host'!r} in "
-            f"{str(path_or_url)[:80]}): write sqlite:///relative/path.db or "
+            f"{shown_url(str(path_or_url))[:80]}): write sqlite:///relative/path.db or "
             f"sqlite:////absolute/path.db, or give the path alone"
         )
     if url.query:
         # SQLAlchemy's SQLite driver ignores them (with a warning): ``?mode=ro`` would write
         raise UnsupportedDatabase(
             f"memstore takes no query options in a SQLite URL (got "
-            f"?{str(path_or_url).partition('?')[2][:80]}): give the path alone; to open it "
-            f"read-only use MemoryStore.open(path, read_only=True) (the commands that only "
-            f"read, such as export, show and stats, open it so)"
+            f"?{shown_url(str(path_or_url)).partition('?')[2][:80]}): give the path alone; to "
+            f"open it read-only use MemoryStore.open(path, read_only=True) (the commands that "
+            f"only read, such as export, show and stats, open it so)"
         )
     if url.database in (None, "", ":memory:"):
         return Target(url.set(drivername="sqlite", database=":memory:"), None)

@@ -110,3 +110,29 @@ def test_upgrades_run_at_once_on_a_server_upgrade_it_once_and_the_others_say_so(
     assert sum("revision before: base" in out for out in stdouts) == 1, stdouts
     assert sum("nothing to do" in out for out in stdouts) == 2, stdouts
     assert all(f"revision after: {HEAD_REVISION}" in out for out in stdouts), stdouts
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://postgres:hunter2@127.0.0.1:5432/m1",  # a server URL written sqlite://
+        "sqlite:///x.db?password=hunter2",
+    ],
+)
+def test_a_sqlite_url_refusal_never_shows_a_password(url: str) -> None:
+    """Review D, D5: the two sqlite:// refusals printed the URL as given."""
+    from memstore.errors import UnsupportedDatabase
+
+    with pytest.raises(UnsupportedDatabase) as raised:
+        resolve_target(url)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_password_holding_an_unencoded_at_sign_is_masked_whole() -> None:
+    shown = resolve_target("postgresql+psycopg://postgres:hun@ter2@127.0.0.1:5432/m1").display
+    assert "hun" not in shown and "ter2" not in shown, shown
+
+
+def test_the_target_s_repr_never_shows_a_query_password() -> None:
+    target = resolve_target("postgresql+psycopg://postgres@127.0.0.1:5432/m1?password=hunter2")
+    assert "hunter2" not in repr(target) and "127.0.0.1" in repr(target)
