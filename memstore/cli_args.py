@@ -31,14 +31,16 @@ MAX_BUSY_TIMEOUT_S = 86_400.0
 
 def location_id(value: str) -> int:
     """``type=`` for a location number: a usage error (exit 2) unless 0 to 2**63 - 1, in
-    the digits 0-9 (as map_state.json's are read: ``int`` alone takes ``٦٤`` and ``1_0``)."""
+    the digits 0-9 (as map_state.json's are read: ``int`` alone takes ``٦٤`` and ``1_0``),
+    after a sign as ``int`` takes it (``+64`` is 64)."""
     try:
         number = int(value.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"location must be an integer (the Z-machine location number), got {value!r}"
         ) from None
-    digits = value.strip().removeprefix("-")
+    digits = value.strip()
+    digits = digits[1:] if digits[:1] in ("+", "-") else digits
     if not (digits.isascii() and digits.isdigit()):
         raise argparse.ArgumentTypeError(
             f"location must be written in the digits 0-9, got {value!r}"

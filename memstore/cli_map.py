@@ -249,8 +249,8 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
         if not args.force:
             checked, held = existing_export(args.file, "map_state.json")
     info = _to_stderr(args, ctx, args.file)
-    graph, _threshold = _read_map(info)
-    problem = map_state_at_risk(graph, held)
+    graph, threshold = _read_map(info)
+    problem = map_state_at_risk(graph, held, threshold)
     if problem is not None:
         raise CliError(f"{args.file} {shown_text(problem, None)}: {_FORCE}")
     text = dump_map_state(graph)
@@ -263,14 +263,15 @@ def _export_json(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _import_json(args: argparse.Namespace, ctx: Context) -> int:
-    from memstore.cli import PROG
+    from memstore.cli import PROG, load_settings
     from memstore.errors import MapStateError
     from memstore.map_json import import_map_state, parse_map_state
     from memstore.map_store import MapStore
 
     text = read_text(args.file, "map_state.json")
+    route = load_settings(db=ctx.db).map_route_confidence  # the threshold routes will use
     try:
-        parsed = parse_map_state(text)
+        parsed = parse_map_state(text, route)
     except MapStateError as exc:
         raise CliError(f"{args.file}: {exc}") from exc
     for note in parsed.notes:

@@ -26,8 +26,9 @@ map's direction order and then actions; two-space indentation and a final newlin
 room's ``exits`` are the exits that were taken from it (its connections). ``room_names``
 (ZorkGPT's display names, which its ``from_dict`` restores only from that key) repeats
 each room's name. Confidence is memstore's rule ``(v + 1) / (v + f + 2)``, rounded to 4
-places: memstore keeps counts, not a file's confidence, so a peer's 1.0 for an exit taken
-once comes back as 0.6667 (lossy for the peer, whose own rule adds 0.1 a take). No
+places, at most 0.9999 (the rule never reaches 1; ZorkGPT's cap writes 1.0): memstore
+keeps counts, not a file's confidence, so a peer's 1.0 for an exit taken once comes back
+as 0.6667 (lossy for the peer, whose own rule adds 0.1 a take). No
 timestamp is written (the same map gives the same file). What the shape has no place for
 goes under ``metadata.memstore``, so that a memstore → JSON → memstore trip loses
 nothing::
@@ -68,7 +69,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.errors import MapStateError
 from memstore.map_events import written_exit
-from memstore.map_graph import DIRECTION_ORDER, Connection, MapGraph, confidence, exit_order
+from memstore.map_graph import (
+    DEFAULT_ROUTE_CONFIDENCE,
+    DIRECTION_ORDER,
+    Connection,
+    MapGraph,
+    confidence,
+    exit_order,
+)
 
 # the reader, importable from here too
 from memstore.map_json_read import (
@@ -104,6 +112,10 @@ __all__ = [
 
 # --- writing -------------------------------------------------------------------------------------
 
+#: the highest confidence written (4 places below 1: a connection taken 20,000 times would
+#: round to 1.0, which only ZorkGPT's cap writes)
+WRITTEN_MAX = 0.9999
+
 
 def _by_room(graph: MapGraph) -> dict[int, list[Connection]]:
     rooms: dict[int, list[Connection]] = {}
@@ -117,6 +129,13 @@ def _direction_rows(table: dict[tuple[int, str], Any]) -> list[Any]:
         table[key]
         for key in sorted(table, key=lambda k: (k[0], DIRECTION_ORDER.get(k[1], 99), k[1]))
     ]
+
+
+def written_confidence(verifications: int, failures: int) -> float:
+    """memstore's rule rounded to 4 places, never 1.0 (at most WRITTEN_MAX): the rule is
+    below 1, and ZorkGPT's cap of 1.0 is what tells its guesses from memstore's counts
+    (memstore.map_json_rules.inferred_way_back) once ``metadata.memstore`` is gone."""
+    return min(WRITTEN_MAX, round(confidence(verifications, failures), 4))
 
 
 def map_state(graph: MapGraph) -> dict[str, Any]:
@@ -140,7 +159,7 @@ def map_state(graph: MapGraph) -> dict[str, Any]:
             exit_ = written_exit(c.action_key)
             key = f"{room}_{exit_}"
             connections.setdefault(str(room), {})[exit_] = c.to_id
-            trust[key] = round(confidence(c.verifications, c.failures), 4)
+            trust[key] = written_confidence(c.verifications, c.failures)
             verified[key] = c.verifications
             extra_connections[key] = {
                 "action": c.action,
@@ -182,14 +201,17 @@ def dump_map_state(graph: MapGraph) -> str:
     return json.dumps(map_state(graph), indent=2, ensure_ascii=False) + "\n"
 
 
-def map_state_at_risk(graph: MapGraph, text: str) -> str | None:
+def map_state_at_risk(
+    graph: MapGraph, text: str, route: float = DEFAULT_ROUTE_CONFIDENCE
+) -> str | None:
     """None when replacing a file holding ``text`` with ``graph``'s map_state.json loses
     no map (see the module docstring); else what it would lose, as the end of a sentence
-    that starts with the file's name (one line)."""
+    that starts with the file's name (one line). ``route``: the route threshold the file
+    is read with (memstore.map_json_read.parse_map_state)."""
     if not text.strip():
         return None
     try:
-        parsed = parse_map_state(text)
+        parsed = parse_map_state(text, route)
     except MapStateError as exc:
         problem = str(exc).removesuffix("; nothing was imported")
         return f"is not a map_state.json memstore reads ({problem})"

@@ -4,16 +4,19 @@ checked map and what was left out, before anything is written.
 **Reading** (:func:`parse_map_state`) validates everything before anything is written.
 A bad value (a count that is not a whole number, a confidence outside 0..1, an id that is
 not a location number (digits 0-9 only), an exit listed twice under two spellings in
-``connections`` or ``pruned_exits``, a duplicate key, NaN, a name, exit or action the
-database cannot store: a NUL, a lone surrogate, a confidence that memstore's rule cannot
-give beside the verifications within MAX_DERIVED_FAILURES failures) is refused with
-one line naming its key (:class:`~memstore.errors.MapStateError`). An exit or action
-longer than the map keeps is kept by its beginning (memstore.map_events.stored_action). What
-memstore has no place for is reported, one line each, and left out, never fatal: an
-unknown key (grouped: ``unknown key 'visited' in rooms (42 times)``), an exit a room lists
-that was never taken (memstore keeps exits that moved the player), a failure count or
-pruned exit that is not a direction, counts for a connection that is not in
-``connections``, and rooms that connections point at but ``rooms`` lacks (added, unnamed).
+``connections`` or ``pruned_exits`` (a direction there), a duplicate key, NaN, a name,
+exit or action the database cannot store: a NUL, a lone surrogate, a confidence that
+memstore's rule cannot give beside the verifications within MAX_DERIVED_FAILURES failures
+when the cap's confidence and the file's fall on two sides of the route threshold) is
+refused with one line naming its key (:class:`~memstore.errors.MapStateError`). An exit
+or action longer than the map keeps is kept by its beginning
+(memstore.map_events.stored_action). What memstore has no place for is reported, one line
+each, and left out, never fatal: an unknown key (grouped: ``unknown key 'visited' in rooms
+(42 times)``; in ``metadata``, any but ZorkGPT's own and ``memstore``), a confidence kept
+at MAX_DERIVED_FAILURES, a pruned exit listed twice in one spelling (kept once), an
+exit a room lists that was never taken (memstore keeps exits that moved the player), a
+failure count or pruned exit that is not a direction, counts for a connection that is not
+in ``connections``, and rooms that connections point at but ``rooms`` lacks (added, unnamed).
 ZorkGPT's top-level ``room_names`` is read: it names a room ``rooms`` leaves unnamed;
 where both name a room and differ, ``rooms``' name is kept, with one warning line. What
 is left out (an added room is not) is also counted in ``ParsedMapState.lost``: what an
@@ -46,6 +49,7 @@ from typing import Any, NamedTuple
 from memstore.errors import MapStateError
 from memstore.export_file import BOM
 from memstore.map_graph import (
+    DEFAULT_ROUTE_CONFIDENCE,
     DIRECTION_ORDER,
     Connection,
     ExitFailure,
@@ -88,6 +92,9 @@ MAX_COUNT = 2**31 - 1
 #: failures derived from a confidence of 0 (or nearly): the connection is never routed
 MAX_DERIVED_FAILURES = 10_000
 _ROOM_KEYS = ("id", "name", "exits")
+#: the keys of ``metadata``: ZorkGPT's ``to_dict`` writes the first four, memstore's export
+#: the first three and ``memstore``; any other is an unknown key (reported, and lost)
+_METADATA_KEYS = ("version", "total_rooms", "total_connections", "timestamp", "memstore")
 _EXTRA_KEYS = ("confidence", "connections", "exit_failures", "pruned_exits")
 _EXTRA_CONNECTION_KEYS = ("action", "failures", "first_seen", "last_seen")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
@@ -231,8 +238,9 @@ def _load(text: str) -> dict[str, Any]:
 class _Reader:
     """One pass over a loaded file: the map it describes and the notes."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], route: float = DEFAULT_ROUTE_CONFIDENCE) -> None:
         self.data = data
+        self.route = route  # routes take a connection above this (map_route_confidence)
         self.graph = MapGraph()
         self.notes: list[str] = []
         self.unknown: Counter[str] = Counter()
@@ -244,6 +252,10 @@ class _Reader:
         self.taken: set[tuple[int, str]] = set()
         #: ZorkGPT's inferred ways back, never taken: left out of the map
         self.inferred: list[tuple[int, str]] = []
+        #: connections whose file confidence needs more than MAX_DERIVED_FAILURES failures
+        self.capped: set[tuple[int, str]] = set()
+        #: pruned exits a room lists twice in the same spelling (kept once)
+        self.twice: list[str] = []
         #: what the map does not keep of the file, counted (ParsedMapState.lost)
         self.lost: list[str] = []
 
@@ -273,6 +285,9 @@ class _Reader:
 
     def extras(self) -> dict[str, Any]:
         metadata = self.table("metadata")
+        for key in metadata:
+            if key not in _METADATA_KEYS:
+                self.unknown[f"{_shown(key)} in metadata"] += 1
         extras = _object(metadata.get("memstore", {}), _path("metadata", "memstore"))
         for key in extras:
             if key not in _EXTRA_KEYS:
@@ -378,13 +393,24 @@ class _Reader:
 
     def mismatched(self) -> None:
         """One line for the file's confidences that the counts kept do not give."""
-        found = []
+        found: list[str] = []
+        capped: list[str] = []
         for key, (spelled, rate) in self.rates.items():
             kept = self.graph.connections[key].confidence
             if abs(kept - rate) > _CONFIDENCE_TOLERANCE:
-                found.append(f"{spelled} ({_shown(rate)} -> {kept:.2f})")
+                shown = f"{spelled} ({_shown(rate)} -> {_rate(kept)})"
+                (capped if key in self.capped else found).append(shown)
+        if found or capped:
+            self.lost.append(f"the file's confidence of {len(found) + len(capped)} connection(s)")
+        if capped:
+            self.notes.append(
+                f"connection_confidence: {len(capped)} value(s) that memstore's rule "
+                f"{CONFIDENCE_RULE} gives beside their verifications only with more than "
+                f"{MAX_DERIVED_FAILURES} failures, kept at {MAX_DERIVED_FAILURES} (routes take "
+                f"a connection above {self.route:g} either way, or skip it either way): "
+                f"{listed(capped)}"
+            )
         if found:
-            self.lost.append(f"the file's confidence of {len(found)} connection(s)")
             self.notes.append(
                 f"connection_confidence: {len(found)} value(s) that memstore's rule "
                 f"{CONFIDENCE_RULE} does not give for the counts kept; memstore keeps counts "
@@ -426,7 +452,9 @@ class _Reader:
             first = _time(fields.get("first_seen", [0, 0]), f'{where}["first_seen"]')
             last = _time(fields.get("last_seen", [0, 0]), f'{where}["last_seen"]')
         else:
-            f = 0 if rate is None else _failures_for(v, float(rate[1]), rate[0])
+            f = 0 if rate is None else _failures_for(v, float(rate[1]), rate[0], self.route)
+            if f == MAX_DERIVED_FAILURES:
+                self.capped.add((room, key))
             self.peer.append((room, key))
         if rate is not None:
             self.rates[(room, key)] = rate
@@ -507,22 +535,30 @@ class _Reader:
             spelled: dict[str, str] = {}
             for exit_ in exits:
                 direction = _exit_key(_text(exit_, where), where)
+                if direction not in DIRECTION_ORDER:  # left out, duplicates with the rest
+                    kept_out.append(f"{room}_{exit_}")
+                    continue
                 if direction in spelled:
+                    if spelled[direction] == exit_:  # the same exit, listed again
+                        self.twice.append(f"{room}_{exit_}")
+                        continue
                     raise _refuse(
                         where,
                         f"lists {_shown(exit_)}, the same exit as {_shown(spelled[direction])} "
                         f"({direction})",
                     )
                 spelled[direction] = exit_
-                if direction not in DIRECTION_ORDER:
-                    kept_out.append(f"{room}_{exit_}")
-                    continue
                 found = times.get((room, direction))
                 at = (0, 0)
                 if found is not None:
                     at = _time(found[1], _path("metadata", "memstore", "pruned_exits", found[0]))
                 self.room(room)
                 self.graph.pruned[(room, direction)] = PrunedExit(room, direction, *at)
+        if self.twice:
+            self.notes.append(
+                f"pruned_exits: {len(self.twice)} exit(s) a room lists again in the same "
+                f"spelling, kept once: {listed(self.twice)}"
+            )
         if kept_out:
             self.notes.append(
                 f"pruned_exits: {len(kept_out)} pruned action(s) that are not directions, "
@@ -570,34 +606,59 @@ class _Reader:
         yield from self.notes
 
 
-def _failures_for(verifications: int, rate: float, spelled: str) -> int:
+def _rate(value: float) -> str:
+    """A confidence with the digits that tell it apart (``0.80``, ``0.6667``, ``0.0021``,
+    ``0.999995``): at least 2 places, and more until it is within 0.00005 and no value
+    between 0 and 1 reads as 0 or 1."""
+    for places in range(2, 11):
+        text = f"{value:.{places}f}"
+        shown = float(text)
+        if abs(shown - value) <= 0.00005 and (shown not in (0.0, 1.0) or shown == value):
+            return text
+    return repr(value)
+
+
+def _failures_for(verifications: int, rate: float, spelled: str, route: float) -> int:
     """The failures f (0 to MAX_DERIVED_FAILURES) whose (v + 1) / (v + f + 2) is closest
-    to ``rate``. A pair that needs more (a low confidence beside a huge verification
-    count: ZorkGPT's confidence rises with verifications, so only a hand edit writes one)
-    is refused when the cap leaves the confidence further than _CONFIDENCE_TOLERANCE
-    from the file's: it would turn a connection the file does not trust into a routed
-    one (``spelled``: its key, for the message)."""
+    to ``rate``. A pair that needs more (a low confidence beside many verifications:
+    ZorkGPT's confidence rises with verifications; memstore's export writes one only
+    after more than MAX_DERIVED_FAILURES failures) keeps the cap, which the reader reports
+    (one warning line), unless the cap's confidence and the file's fall on two sides of
+    ``route`` (routes take a connection above it): that would route a connection the file
+    does not (or the other way round), so the file is refused (``spelled``: its key)."""
     if rate <= 0:
         best = float(MAX_DERIVED_FAILURES)
     else:
         best = min(MAX_DERIVED_FAILURES, max(0.0, (verifications + 1) / rate - verifications - 2))
     candidates = {max(0, math.floor(best)), max(0, math.ceil(best))}
     found = min(sorted(candidates), key=lambda f: abs(confidence(verifications, f) - rate))
-    if abs(confidence(verifications, found) - rate) > _CONFIDENCE_TOLERANCE and (
+    given = confidence(verifications, found)
+    if (
         found == MAX_DERIVED_FAILURES
+        and abs(given - rate) > _CONFIDENCE_TOLERANCE
+        and (given > route) != (rate > route)
     ):
+        routed = given > route
         raise _refuse(
             _path("connection_confidence", spelled),
             f"is {_shown(rate)} beside {verifications} verifications: memstore's rule "
-            f"{CONFIDENCE_RULE} would need more than {MAX_DERIVED_FAILURES} failures to "
-            f"give it (it would give {confidence(verifications, found):.2f}), a pair "
-            "ZorkGPT never writes (its confidence rises with verifications)",
+            f"{CONFIDENCE_RULE} gives it only with more than {MAX_DERIVED_FAILURES} failures; "
+            f"with {MAX_DERIVED_FAILURES} it gives {_rate(given)}, "
+            + (
+                f"above the route threshold {route:g} where the file's {_rate(rate)} is not: "
+                "routes would take a connection the file does not trust"
+                if routed
+                else f"not above the route threshold {route:g} where the file's {_rate(rate)} "
+                "is: routes would skip a connection the file trusts"
+            ),
         )
     return found
 
 
-def parse_map_state(text: str) -> ParsedMapState:
+def parse_map_state(text: str, route: float = DEFAULT_ROUTE_CONFIDENCE) -> ParsedMapState:
     """Read ``map_state.json`` text: the map it holds and the notes on what was left out.
     Raises :class:`~memstore.errors.MapStateError` (one line naming the key) for anything
-    memstore will not import as it is."""
-    return _Reader(_load(text)).read()
+    memstore will not import as it is. ``route``: the route threshold
+    (``map_route_confidence``), for a confidence that needs more failures than the reader
+    works out (``_failures_for``)."""
+    return _Reader(_load(text), route).read()

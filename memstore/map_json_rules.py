@@ -36,15 +36,18 @@ Each combination a file can hold is sorted by who can write it: memstore's recor
   its MapManager). Each later take of an exit adds a verification and 0.1 to its
   confidence (at most 1); a take that leads elsewhere replaces it at the caller's
   confidence with 1 verification. So a way back never taken is a direction with 1
-  verification, whose opposite leads back from where it goes, and whose confidence is 0.9
-  x that opposite's first confidence (its confidence less 0.1 a later take; any from that
-  to 1 once it reached 1). memstore writes no such pair (a connection taken once has
-  confidence 2/3 on both sides). About half of them are wrong in Zork (North of House's
-  ``south``: the windows are boarded), and memstore keeps the exits that moved the player:
-  each is left out (memstore.map_json_read), with one warning line counting them, so routes
-  and the agent's exits line never use one and the direction stays untried; its failures
-  and pruning stay on the exit. A way back ZorkGPT did take has 2 verifications or more,
-  or a confidence of its own: kept.
+  verification, whose opposite leads back from where it goes, whose confidence is 0.9 x a
+  caller's (0.9 or 0.72), and whose opposite's confidence is that caller's plus 0.1 a later
+  take, or exactly 1.0 once that reached the cap. An exit taken once holds the caller's
+  own (1.0 or 0.8): never read as a guess, whatever its opposite holds. memstore writes no
+  such pair, with ``metadata.memstore`` or without it (ZorkGPT's ``to_dict`` drops it): a
+  connection it recorded once holds 2 / (f + 3), at most 2/3, and it never writes 1.0
+  (its rule is below 1; the export writes at most 0.9999). About half of the guesses are
+  wrong in Zork (North of House's ``south``: the windows are boarded), and memstore keeps
+  the exits that moved the player: each is left out (memstore.map_json_read), with one
+  warning line counting them, so routes and the agent's exits line never use one and the
+  direction stays untried; its failures and pruning stay on the exit. A way back ZorkGPT
+  did take has 2 verifications or more, or a confidence of its own: kept.
 * **A room connected to itself** (``connections["180"]["up"]`` is 180). memstore never
   writes it: a move is ``location_before != location_after``. ZorkGPT's ``add_connection``
   does not check, but its only caller (``MapManager.update_from_movement``) adds a
@@ -86,6 +89,13 @@ WAY_BACK = {
 #: ZorkGPT's ``add_connection``: an inferred way back's confidence is the taken exit's times
 #: INFERRED, and each later take of an exit adds a verification and TAKE to its confidence
 INFERRED, TAKE = 0.9, 0.1
+#: the confidences ZorkGPT's callers give ``add_connection`` for an exit taken: 1.0 (its
+#: orchestrator) and 0.8 (its MapManager); a guess is INFERRED x one of them (0.9, 0.72)
+CALLER_CONFIDENCES = (1.0, 0.8)
+#: ZorkGPT's ``min(1.0, confidence + 0.1)``: the confidence of an exit taken often enough
+CAP = 1.0
+#: float noise in ZorkGPT's sums (0.8 + 0.1 + 0.1 is 1.0000000000000002, then capped)
+_FLOAT = 1e-9
 #: how far a file's confidence may be from what ZorkGPT's arithmetic gives (floats)
 _CLOSE = 0.001
 
@@ -113,16 +123,29 @@ def inferred_way_back(
     """Whether ``found`` (a ZorkGPT connection, with its file confidence ``rate``) is the
     way back ``add_connection`` inferred and ZorkGPT never took (the module docstring):
     ``back`` is the connection the other way (its opposite direction from where ``found``
-    leads), with its file confidence ``back_rate``."""
-    if found.direction is None or found.verifications != 1 or rate is None or rate >= 1:
+    leads), with its file confidence ``back_rate``.
+
+    Exactly the values a guess can hold: ``rate`` is INFERRED x a caller's confidence c
+    (CALLER_CONFIDENCES), and ``back`` was first taken at that c and since then
+    ``back.verifications - 1`` times more: its confidence is c + TAKE a later take, or
+    exactly the cap (1.0) once that reaches it. A real take taken once holds c itself
+    (0.8 or 1.0), never INFERRED x c; and memstore's own connection taken once holds
+    2 / (f + 3) <= 2/3 (``metadata.memstore`` stripped by ZorkGPT's ``to_dict``): neither
+    is read as a guess."""
+    if found.direction is None or found.verifications != 1 or rate is None:
         return False
     if back is None or back_rate is None or back.to_id != found.from_id:
         return False
-    first = back_rate - TAKE * (back.verifications - 1)  # back's confidence when first taken
-    guess = rate / INFERRED  # the confidence add_connection was given
-    if back_rate >= 1 - _CLOSE:  # at the cap: first taken at any confidence from ``first``
-        return first - _CLOSE <= guess <= 1 + _CLOSE
-    return abs(guess - first) <= _CLOSE
+    if back.verifications < 1:
+        return False
+    for caller in CALLER_CONFIDENCES:
+        if abs(rate - INFERRED * caller) > _CLOSE:
+            continue
+        reached = caller + TAKE * (back.verifications - 1)  # back's confidence, uncapped
+        if reached >= CAP - _FLOAT:  # at the cap: exactly 1.0 (memstore never writes it)
+            return back_rate >= CAP - _FLOAT
+        return abs(back_rate - reached) <= _CLOSE
+    return False
 
 
 def count_failures(graph: MapGraph, peer: Iterable[tuple[int, str]]) -> list[str]:

@@ -1,11 +1,12 @@
 """Finding a room on the map by number or name, for `memstore map route` and get_route.
 
 Pure (no I/O): the caller passes the map's rooms (``MapStore.rooms()`` or
-``MapGraph.room_list()``). A number (``64``, ``"64"``, ``"#64"``, in the digits 0-9 only, as
-map_state.json and the command line's location numbers are read) is a location id; anything
-else is a name, matched whole, ignoring case and runs of whitespace, never by substring.
-Several rooms share names in Zork ("Forest", "Maze"): a name that matches more than one
-room is not a match, and the answer lists their numbers so the caller can pick one.
+``MapGraph.room_list()``). A number (``64``, ``"64"``, ``"+64"``, ``"#64"``, in the digits
+0-9 only, as map_state.json and the command line's location numbers are read) is a location
+id; anything else is a name, matched whole, ignoring case and runs of whitespace, never
+by substring. Several rooms share names in Zork ("Forest", "Maze"): a name that matches
+more than one room is not a match, and the answer lists their numbers so the caller can
+pick one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["RoomLookup", "find_room", "room_label"]
 
 #: SQLite's largest integer: no location number is larger
 MAX_LOCATION_ID = INT64_MAX
-_NUMBER = re.compile(r"#?\s*([0-9]+)")
+_NUMBER = re.compile(r"#?\s*\+?([0-9]+)")
 #: at most this many characters of what was asked are echoed in a message
 _ECHO = 60
 
