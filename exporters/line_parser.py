@@ -54,6 +54,11 @@ _VISITS = re.compile(
     r"\*\*Visits:\*\*[ \t]*([0-9]{1,100})[ \t]*\|[ \t]*\*\*Episodes:\*\*[ \t]*(.*?)[ \t]*"
 )
 _HEADER = re.compile(r"\*\*\[([^\]]*)\] ?(.*)\*\* \*\(([^)]*)\)\*[ \t]*")
+#: the location id and the memory title a malformed header still shows (``## Location
+#: -79: Kitchen``, ``**[NOTE] Title** (Ep1, T6)``): what the problem skipped, so that the
+#: database's memories it stands for are not counted as ones the file dropped
+_LOOSE_LOCATION = re.compile(r"##[ \t]*Location[ \t]*[-+]?[ \t]*([0-9]{1,18})\b", re.IGNORECASE)
+_LOOSE_TITLE = re.compile(r"\*\*\[[^\]]*\][ \t]*(.*?)[ \t]*(?:\*\*|\*?\(|$)")
 _METADATA = re.compile(
     r"[ \t]*(?:Ep(?:ep_)?([0-9]{1,100})[ \t]*,[ \t]*)?"
     r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
@@ -164,10 +169,14 @@ class _Parser:
         match = _LOCATION.fullmatch(line)
         if match is None:
             self.skipping_location = True
-            self.problem(
-                number,
-                f"malformed location header {clip(line)!r} (expected '## Location <id>: <name>'): "
-                f"section skipped up to the next location header",
+            loose = _LOOSE_LOCATION.match(line)
+            self.problems.append(
+                Problem(
+                    number,
+                    f"malformed location header {clip(line)!r} (expected '## Location <id>: "
+                    f"<name>'): section skipped up to the next location header",
+                    (int(loose.group(1)), None, None) if loose is not None else None,
+                )
             )
             return
         location_id = int(match.group(1))
@@ -255,10 +264,12 @@ class _Parser:
         self.skipping_memory = True  # until the header proves valid
         match = _HEADER.fullmatch(line)
         if match is None:
+            loose = _LOOSE_TITLE.match(line)
             self.problem(
                 number,
                 "malformed memory header (expected '**[CATEGORY - PERSISTENCE] Title** "
                 "*(EpN, Tn, +s)*'): memory skipped",
+                (unescape(loose.group(1)) or None) if loose is not None else None,
             )
             return
         marker, raw_title, raw_metadata = match.groups()

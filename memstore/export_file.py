@@ -447,10 +447,18 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     three_way = outcome.base is not None
     unknown = len(plan.missing) if with_base and not three_way else 0
     new_locations = sum(1 for change in plan.locations if change.is_new)
+    # a retitle, move or turns fix of a memory the file dropped is one edit, which only
+    # --prune imports (its problem and the old memory "deleted" are that one edit)
+    replaced = sum(1 for problem in plan.problems if problem.pruned) if three_way else 0
     counts = (
         (len(plan.changed) + len(plan.status_changed), "changed"),
         (len(plan.added), "added"),
-        (len(plan.missing) if three_way else 0, "deleted"),
+        (
+            replaced,
+            "retitled, moved or with new turns (only --prune imports "
+            f"{'it' if replaced == 1 else 'them'})",
+        ),
+        (max(0, len(plan.missing) - replaced) if three_way else 0, "deleted"),
         (
             unknown,
             "missing from the file (removed there, or learned by the database since: "
@@ -459,13 +467,16 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         (new_locations, "new location" if new_locations == 1 else "new locations"),
         (len(plan.locations) - new_locations, "location(s) changed"),
         (len(plan.conflicts), "in conflict with the database"),
-        (len(plan.problems), "with problems"),
+        (len(plan.problems) - replaced, "with problems"),
     )
     total = sum(count for count, _what in counts)
     if not total:
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
-    import_it = _import_advice(path, plan, prune=three_way and bool(plan.missing))
+    prune = three_way and bool(plan.missing)
+    import_it = _import_advice(
+        path, plan, prune=prune, force=prune and outcome.prune_guard is not None
+    )
     if not with_base:
         return EditsAtRisk(
             f"{path} has no export base line (hand-written, or an older memstore's export) "
@@ -485,24 +496,28 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     )
 
 
-def _import_advice(path: str | Path, plan: Any, *, prune: bool) -> str:
+def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool) -> str:
     """What to do about a file's edits that were not imported: the import that takes them,
     or ``--force``. A conflict stops a plain ``--apply``, and a problem stops any import
     but ``--skip-invalid``; an import that resolved them by leaving those edits out
     (``--ours``, ``--skip-invalid``) leaves them in the file, so only ``--force`` replaces
-    it then (the file is compared again, and they are still not in the database)."""
-    command = f"memstore import {path} --apply{' --prune' if prune else ''}"
-    if not plan.conflicts and not plan.problems:
+    it then (the file is compared again, and they are still not in the database). A
+    problem ``--prune`` resolves (a retitle: ``ImportProblem.pruned``) needs no fixing;
+    ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...)."""
+    flags = (" --prune" if prune else "") + (" --force" if force else "")
+    command = f"memstore import {path} --apply{flags}"
+    problems = [p for p in plan.problems if not (prune and p.pruned)]
+    if not plan.conflicts and not problems:
         return f"import it first ({command}) or pass --force to overwrite it"
     if plan.conflicts:
         command += " --theirs, to take the file's side of the conflicts"
-    if plan.problems:
+    if problems:
         command = f"fix its problems, then {command}"
     left_out = " and ".join(
         what
         for what, present in (
             ("conflicts resolved with --ours", plan.conflicts),
-            ("problems skipped with --skip-invalid", plan.problems),
+            ("problems skipped with --skip-invalid", problems),
         )
         if present
     )

@@ -77,6 +77,9 @@ class ImportProblem:
 
     line: int
     message: str
+    #: ``--prune`` resolves it (a retitle, move or turns fix of a memory missing from the
+    #: file, skipped because the old one would stay): not an edit of its own
+    pruned: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line else self.message

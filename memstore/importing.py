@@ -20,7 +20,8 @@ database already holds that name there: the location and its memories are skippe
 non-superseded memories with the same title at one location, an EPHEMERAL memory, a new
 non-superseded memory whose title is already live in the database on a memory missing from
 the file - which only ``--prune`` can replace -, or that the 3-way merge paired as a retitle
-of such a memory (the same text); a SUPERSEDED memory whose successor title
+or move of a memory missing from the file, live or superseded (the same text: its link from
+a predecessor stays the database's); a SUPERSEDED memory whose successor title
 no memory at its location will have after the import). The memories a problem touches are
 left out of the plan, so ``--skip-invalid`` can apply the rest - except the one with a
 missing successor, which is imported with no successor (its link keeps turn and episode).
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from memstore.import_lines import LineFinder
@@ -120,7 +122,7 @@ def plan_import(
     conflicts: Sequence[Any] = (),
     warnings: Sequence[str] = (),
     lines: LineFinder | None = None,
-    retitled: Sequence[tuple[MemoryKey, MemoryLike]] = (),
+    retitled: Sequence[tuple[MemoryKey, MemoryKey, MemoryLike]] = (),
     unseen: Mapping[int, Collection[int]] | None = None,
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
@@ -295,7 +297,10 @@ def plan_import(
         old = db_memories[key][occurrence]
         missing.append(MemoryChange(ChangeKind.MISSING, location_id, name, old, None, occurrence))
 
-    changes = _drop_title_conflicts(changes, missing, prune, lines, all_problems, retitled)
+    relinked: dict[tuple[int, str, str], str] = {}  # links kept as the database has them
+    changes = _drop_title_conflicts(
+        changes, missing, prune, lines, all_problems, retitled, relinked
+    )
     # what the file still holds, skipped for a problem, is counted as that problem (and
     # never pruned: a plan with problems prunes nothing), not as a deletion; the checks
     # above and below still see it as the database's memory missing from the file
@@ -308,9 +313,15 @@ def plan_import(
             and (change.location_id, title_spelling(change.memory.title)) not in skipped_titles
             and (change.location_id, change.memory.text) not in skipped_texts
         ]
+    if relinked:
+        references = [
+            (location_id, title, relinked.get((location_id, title, successor), successor), nth)
+            for location_id, title, successor, nth in references
+        ]
     titles = _titles_after(changes, missing if prune else [], db_order)
     pruned_titles = {(change.location_id, change.memory.title) for change in missing}
-    for location_id, title, successor, nth in references:
+    unlinked: set[int] = set()  # the references reported: no memory will have that title
+    for n, (location_id, title, successor, nth) in enumerate(references):
         itself = 1 if successor == title else 0  # a memory cannot succeed itself
         if titles[(location_id, successor)] > itself:
             continue
@@ -322,20 +333,22 @@ def plan_import(
             # database's status), to a memory only the database has: --prune deleting it
             # cuts the link as it cuts any (its refusals name what it would delete)
             continue
-        where = "the file" if prune else "the file or the database"
-        all_problems.append(
-            ImportProblem(
-                lines.reference_line(location_id, title, nth),
-                f"memory {title!r} at location {location_id} is superseded by "
-                f"{successor!r}, but no other memory there in {where} has that title: "
-                f"with --skip-invalid it is imported with no successor",
-            )
-        )
+        unlinked.add(n)
+        all_problems.append(_no_successor(lines, location_id, title, successor, nth, prune))
     all_problems.extend(_reference_cycles(changes, lines, () if prune else missing))
     if prune and all_problems:  # nothing is pruned: a replacement would stand beside the old
+        relinked.clear()
         changes = _drop_title_conflicts(
-            changes, missing, False, lines, all_problems, retitled, unpruned=True
+            changes, missing, False, lines, all_problems, retitled, relinked, unpruned=True
         )
+        # what that left out may be a successor the check above counted on: a link to it
+        # the database has to the old title is kept (relinked), any other is reported
+        titles = _titles_after(changes, [], db_order)
+        for n, (location_id, title, successor, nth) in enumerate(references):
+            successor = relinked.get((location_id, title, successor), successor)
+            itself = 1 if successor == title else 0
+            if n not in unlinked and titles[(location_id, successor)] <= itself:
+                all_problems.append(_no_successor(lines, location_id, title, successor, nth, False))
     return ImportPlan(
         memories=tuple(changes),
         missing=tuple(reported),
@@ -345,6 +358,19 @@ def plan_import(
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
         unseen=database_only,
+    )
+
+
+def _no_successor(
+    lines: LineFinder, location_id: int, title: str, successor: str, nth: int, prune: bool
+) -> ImportProblem:
+    """The problem of a memory superseded by a title no memory at its location will have."""
+    where = "the file" if prune else "the file or the database"
+    return ImportProblem(
+        lines.reference_line(location_id, title, nth),
+        f"memory {title!r} at location {location_id} is superseded by "
+        f"{successor!r}, but no other memory there in {where} has that title: "
+        f"with --skip-invalid it is imported with no successor",
     )
 
 
@@ -545,14 +571,21 @@ def _drop_title_conflicts(
     prune: bool,
     lines: LineFinder,
     problems: list[ImportProblem],
-    retitled: Sequence[tuple[MemoryKey, MemoryLike]] = (),
+    retitled: Sequence[tuple[MemoryKey, MemoryKey, MemoryLike]] = (),
+    relinked: dict[tuple[int, str, str], str] | None = None,
     *,
     unpruned: bool = False,
 ) -> list[MemoryChange]:
     """Without prune, a missing live memory keeps its title: a file memory may not take it,
-    nor take its place under another title (a retitle the merge paired with it: the old
-    title would stay live beside the new one). ``unpruned``: --prune was asked for, but
-    the file has problems, so it deletes nothing (``--skip-invalid`` applies the rest)."""
+    nor take its place under another title or at another location (a retitle or a move the
+    merge paired with it, live or superseded: the old one would stay beside the new one).
+    ``unpruned``: --prune was asked for, but the file has problems, so it deletes nothing
+    (``--skip-invalid`` applies the rest).
+
+    A memory the file links to such a retitle that the database links to the old title
+    keeps the database's link (its status change is left out, and the retitle's problem
+    says so): skipping the retitle never cuts an agent's link. ``relinked`` gets each
+    (location id, title, the file's successor) -> the database's successor so kept."""
     if prune:
         return changes
     advice = (
@@ -560,26 +593,19 @@ def _drop_title_conflicts(
         if unpruned
         else "use --prune to delete it, or keep it in the file"
     )
-    retitle_advice = (
-        "--prune deletes nothing while the file has other problems"
-        if unpruned
-        else "use --prune to replace it, or keep the old title"
-    )
     held = {
         (change.location_id, title_spelling(change.memory.title)): change
         for change in missing
         if change.memory.status is not Status.SUPERSEDED
     }
-    if not held:
+    # the file's retitles and moves (by the new memory's key) of a memory missing from it
+    missing_keys = {change.key for change in missing}
+    edits: dict[MemoryKey, list[tuple[MemoryKey, MemoryLike]]] = {}
+    for key, origin_key, origin in retitled:
+        if origin_key in missing_keys:
+            edits.setdefault(key, []).append((origin_key, origin))
+    if not held and not edits:
         return changes
-    # the file's retitles (by the new memory's key) of a live memory missing from it
-    live_missing = {
-        change.key for change in missing if change.memory.status is not Status.SUPERSEDED
-    }
-    edits: dict[MemoryKey, list[MemoryLike]] = {}
-    for key, origin in retitled:
-        if memory_key(key.location_id, origin) in live_missing:
-            edits.setdefault(key, []).append(origin)
     # the titles live in the database now, exactly: one the database already has beside a
     # differently spelled one brings no second spelling in
     live_now = {
@@ -588,6 +614,8 @@ def _drop_title_conflicts(
         if (old := change.old) is not None and old.status is not Status.SUPERSEDED
     }
     kept: list[MemoryChange] = []
+    # (location id, the skipped retitle's title) -> (its problem's place, the old title)
+    skipped: dict[tuple[int, str], tuple[int, str]] = {}
     for change in changes:
         memory = change.memory
         holder = held.get((change.location_id, title_spelling(memory.title)))
@@ -615,21 +643,98 @@ def _drop_title_conflicts(
                     f"{change.location_id} would replace the database's live memory with that "
                     f"title (Ep{old.episode}, T{old.turns}){respelled}, which is not in the "
                     f"file: {advice}; memory skipped",
+                    pruned=not unpruned,
                 )
             )
             continue
         origins = edits.get(change.key) if change.old is None else None
-        if origins and becomes_live:
-            old = origins.pop(0)
+        if origins:
+            origin_key, old = origins.pop(0)
+            if origin_key.location_id == change.location_id:
+                skipped.setdefault((change.location_id, memory.title), (len(problems), old.title))
             problems.append(
                 ImportProblem(
                     lines.memory_line(change.location_id, memory.title),
-                    f"memory {memory.title!r} at location {change.location_id} is an edit "
-                    f"of the database's live memory {old.title!r} (the same text; "
-                    f"Ep{old.episode}, T{old.turns}), which is not in the file: importing it "
-                    f"would leave both live; {retitle_advice}; memory skipped",
+                    _edit_message(change.location_id, memory, origin_key, old, unpruned),
+                    pruned=not unpruned,
                 )
             )
             continue
         kept.append(change)
+    if skipped:
+        kept = _keep_links(kept, skipped, problems, relinked)
+    return kept
+
+
+def _edit_message(
+    location_id: int, memory: MemoryLike, origin_key: MemoryKey, old: MemoryLike, unpruned: bool
+) -> str:
+    """The problem of a retitle or move of a database's memory missing from the file."""
+    live = old.status is not Status.SUPERSEDED
+    if unpruned:
+        advice = "--prune deletes nothing while the file has other problems"
+    elif origin_key.location_id != location_id:
+        advice = f"use --prune to move it, or keep it at location {origin_key.location_id}"
+    else:
+        advice = "use --prune to replace it, or keep the old title"
+    which = "live memory" if live else "superseded memory"
+    if origin_key.location_id != location_id:
+        return (
+            f"memory {memory.title!r} at location {location_id} is the database's {which} "
+            f"{old.title!r} of location {origin_key.location_id} moved (the same text; "
+            f"Ep{old.episode}, T{old.turns}), which is not in the file there: importing it "
+            f"would leave {'it live in both' if live else 'a copy in both'}; {advice}; "
+            f"memory skipped"
+        )
+    both = "both live" if live else "both in its history"
+    return (
+        f"memory {memory.title!r} at location {location_id} is an edit of the database's "
+        f"{which} {old.title!r} (the same text; Ep{old.episode}, T{old.turns}), which is not "
+        f"in the file: importing it would leave {both}; {advice}; memory skipped"
+    )
+
+
+def _keep_links(
+    changes: list[MemoryChange],
+    skipped: dict[tuple[int, str], tuple[int, str]],
+    problems: list[ImportProblem],
+    relinked: dict[tuple[int, str, str], str] | None,
+) -> list[MemoryChange]:
+    """``changes`` with each status change that links a memory to a ``skipped`` retitle
+    (location id, new title) -> (its problem's place, the old title), where the database
+    links it to the old title, left out: the memory keeps the database's link; the
+    retitle's problem names it."""
+    titles = {(change.location_id, change.memory.title) for change in changes}
+    kept: list[MemoryChange] = []
+    for change in changes:
+        old, new = change.old, change.new
+        found = (
+            skipped.get((change.location_id, new.superseded_by))
+            if old is not None and new is not None and new.superseded_by is not None
+            else None
+        )
+        if (
+            found is None
+            or old is None
+            or new is None
+            or old.superseded_by != found[1]
+            or (change.location_id, new.superseded_by) in titles
+        ):
+            kept.append(change)
+            continue
+        assert new.superseded_by is not None
+        if relinked is not None:
+            relinked[(change.location_id, new.title, new.superseded_by)] = found[1]
+        status = {name: getattr(old, name) for name in STATUS_FIELDS}
+        new = new._replace(**status) if isinstance(new, tuple) else new.model_copy(update=status)
+        fields = _differences(old, new)
+        kept.append(change._replace(kind=_kind(fields), new=new, fields=fields))
+        place, was = found
+        problem = problems[place]
+        problems[place] = replace(
+            problem,
+            message=problem.message.removesuffix("; memory skipped")
+            + f"; memory skipped, and {new.title!r} (superseded by it in the file) keeps "
+            f"its link to {was!r}",
+        )
     return kept

@@ -14,8 +14,8 @@ score change, persistence, and the status with its supersession link) is merged:
 
 A memory the database created after the export is kept as it is (never pruned); one the
 file dropped is left to ``--prune`` only when the database did not change it since (and
-when the file retitled it, ``MergeResult.retitled`` says so: without ``--prune`` the plan
-makes that a problem, never a second live copy). The
+when the file retitled or moved it, ``MergeResult.retitled`` says so: without ``--prune``
+the plan makes that a problem, never a second copy). The
 result is the file as it should be read against the database now; ``plan_import`` then
 plans it 2-way as before. Memories are plain rows (``memstore.models.MemoryRow``) here.
 
@@ -157,11 +157,11 @@ class MergeResult:
     locations: tuple[LocationRows, ...]
     conflicts: tuple[MergeConflict | NameConflict, ...]
     warnings: tuple[str, ...]
-    #: the file's retitles of a memory the database did not change since the export: (the
-    #: file's memory's key, the database's memory it was edited from, at the same location
-    #: and with the same text); without --prune the plan makes each a problem
-    #: (``memstore.importing``), never a second live copy beside the old title
-    retitled: tuple[tuple[MemoryKey, MemoryRow], ...] = ()
+    #: the file's retitles and moves of a memory the database did not change since the
+    #: export, live or superseded: (the file's memory's key, the key of the database's
+    #: memory it was edited from - the same text -, that memory); without --prune the plan
+    #: makes each a problem (``memstore.importing``), never a second copy beside the old
+    retitled: tuple[tuple[MemoryKey, MemoryKey, MemoryRow], ...] = ()
     #: location id -> the places, among that location's ``locations`` memories, of the
     #: database's memories the merge kept that the file does not hold (learned after the
     #: export, or kept for a conflict): not the file's, so not counted as its unchanged ones
@@ -221,6 +221,38 @@ def _itself(memory: MemoryRow) -> MemoryRow:
     return memory
 
 
+def _own_ids(
+    base: dict[int, StoredMemory[MemoryRow]], by_id: Mapping[int, StoredMemory[MemoryRow]]
+) -> dict[int, StoredMemory[MemoryRow]]:
+    """``base`` with the rows deleted since the export whose row id a newer row took (SQLite
+    gives a new row the largest id + 1, so deleting the last row frees its id: an import
+    that retitles the last memory stores the new title under the old one's id) under an id
+    of their own (the negative of theirs): a row is the export's only when it was created
+    then (the same ``created_version``), else a re-run would read the import's own row as
+    the export's memory changed in the database since."""
+    reused = [
+        row_id
+        for row_id, was in base.items()
+        if (now := by_id.get(row_id)) is not None and now.created_version != was.created_version
+    ]
+    if not reused:
+        return base
+    own = dict(base)
+    for row_id in reused:
+        was = own.pop(row_id)
+        own[-row_id] = StoredMemory(-row_id, was.location_id, was.created_version, was.memory)
+    return own
+
+
+def _stored_order(stored: StoredMemory[MemoryRow]) -> int:
+    """The place of an export's memory in stored order (``_own_ids``' ids negated)."""
+    return abs(stored.id)
+
+
+def _item_order(item: tuple[int, StoredMemory[MemoryRow]]) -> int:
+    return abs(item[0])
+
+
 def _backwards(file: MemoryRow, database: MemoryRow) -> bool:
     return database.status is Status.SUPERSEDED and file.status is not Status.SUPERSEDED
 
@@ -245,8 +277,9 @@ def merge_import(
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
+    base = _own_ids(base, by_id)
     base_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
-    for stored in sorted(base.values(), key=lambda s: s.id):
+    for stored in sorted(base.values(), key=_stored_order):
         base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
     # database memories the base did not have, by key: an agent's, or an earlier import's
     fresh_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
@@ -327,7 +360,7 @@ def merge_import(
             keep(location_id, now.id, merged)
 
     dropped: dict[int, list[StoredMemory[MemoryRow]]] = {}  # the export's, unnamed by the file
-    for row_id, was in sorted(base.items()):
+    for row_id, was in sorted(base.items(), key=_item_order):
         if row_id not in claimed:
             dropped.setdefault(was.location_id, []).append(was)
 
@@ -360,6 +393,19 @@ def merge_import(
             if moved:
                 elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
                 pairs[n] = (dropped[elsewhere].pop(k), False)
+    # moved and retitled: the only memory with that text the file dropped at another location
+    for n, (location_id, memory, _nth) in enumerate(new_in_file):
+        if n not in pairs:
+            moved = [
+                (elsewhere, k)
+                for elsewhere, there in dropped.items()
+                if elsewhere != location_id
+                for k, was in enumerate(there)
+                if was.memory.text == memory.text
+            ]
+            if len(moved) == 1:
+                elsewhere, k = moved[0]
+                pairs[n] = (dropped[elsewhere].pop(k), False)
     for n, (location_id, _memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
             retired = [w for w in dropped.get(location_id, []) if changed(w) and w.id in by_id]
@@ -369,7 +415,7 @@ def merge_import(
     # file took them) paired the same way: one edited from a memory the database changed
     # keeps that memory, as the import that took it kept it (a re-run changes nothing)
     renamed: set[int] = set()
-    retitled: list[tuple[MemoryKey, MemoryRow]] = []
+    retitled: list[tuple[MemoryKey, MemoryKey, MemoryRow]] = []
     for location_id, gained in unbased.items():
         for memory in gained:
             for level in range(2):
@@ -383,12 +429,16 @@ def merge_import(
         now = by_id.get(origin.id) if origin is not None else None
         if origin is None or (now is not None and now.memory == origin.memory):
             added.setdefault(location_id, []).append(memory)  # (the old one: --prune's)
-            if (
-                origin is not None
-                and origin.location_id == location_id
-                and origin.memory.title != memory.title
-            ):  # a retitle: the old title stays live unless --prune deletes it
-                retitled.append((memory_key(location_id, memory), origin.memory))
+            if origin is not None and (
+                origin.location_id != location_id or origin.memory.title != memory.title
+            ):  # a retitle or a move: the old one stays unless --prune deletes it
+                retitled.append(
+                    (
+                        memory_key(location_id, memory),
+                        memory_key(origin.location_id, origin.memory),
+                        origin.memory,
+                    )
+                )
             continue
         # the reviewer fixed the title, episode or turns of a memory the database changed
         # since: the file's copy would bring back what an agent superseded or invalidated.
@@ -412,7 +462,7 @@ def merge_import(
         if resolution is Resolution.THEIRS:
             added.setdefault(location_id, []).append(memory)
 
-    for row_id, was in sorted(base.items()):
+    for row_id, was in sorted(base.items(), key=_item_order):
         if row_id in claimed:
             continue
         now = by_id.get(row_id)

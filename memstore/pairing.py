@@ -114,7 +114,8 @@ def edited_from(
     """The export's memory that ``memory``, new in the file, was edited from: one the file
     no longer names at the same location, found (``level``) by the same title (its episode
     or turns were fixed) or by the same text (its title was). Among several with the same
-    text, the one whose title is likeliest (the most characters in common: a typo fixed);
+    text, the one learned when it was (the same episode and turns: a retitle keeps them),
+    then the one whose title is likeliest (the most characters in common: a typo fixed);
     among those left, one the database changed since the export (the safe side: its copy
     is a conflict, not a live copy of what an agent retired), and the others as likely are
     added to ``tied``: the file may have renamed any of them, so none is pruned for it.
@@ -126,7 +127,14 @@ def edited_from(
     if not found:
         return None
     if level == 1 and len(found) > 1:
-        alike = {n: title_likeness(memory.title, dropped[n].memory.title) for n in found}
+        alike = {
+            n: (
+                dropped[n].memory.episode == memory.episode,
+                dropped[n].memory.turns == memory.turns,
+                title_likeness(memory.title, dropped[n].memory.title),
+            )
+            for n in found
+        }
         best = max(alike.values())
         found = [n for n in found if alike[n] == best]
     chosen = next((n for n in found if changed(dropped[n])), found[0])

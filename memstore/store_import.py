@@ -60,6 +60,9 @@ class ImportOutcome:
     #: when a dry run would apply
     refused: str | None
     base: ExportBase | None
+    #: what ``--prune`` would be refused for without ``--force`` (a file with no location
+    #: section, a 2-way file, more than PRUNE_LIMIT of the memories), whether or not asked
+    prune_guard: str | None = None
 
 
 def import_memories(
@@ -133,12 +136,11 @@ def import_memories(
             retitled=merged.retitled,
             unseen=merged.unseen,
         )
-        refused = _refusal(
-            plan, parsed, current, prune, resolution, skip_invalid, force, two_way=base is None
-        )
+        guard = _prune_guard(plan, parsed, len(current), two_way=base is None)
+        refused = _refusal(plan, prune, resolution, skip_invalid, force, guard)
         pending = plan.has_changes or (prune and plan.ok and bool(plan.missing))
         if not apply or refused is not None or not pending:
-            return ImportOutcome(plan, False, refused, base)
+            return ImportOutcome(plan, False, refused, base, guard)
         apply_plan(conn, plan, prune=prune and plan.ok)
         broken = check_invariants(conn)
         if broken:
@@ -147,7 +149,7 @@ def import_memories(
                 f"{f'; and {len(broken) - 1} more' if len(broken) > 1 else ''}); "
                 f"nothing was written"
             )
-    return ImportOutcome(plan, True, None, base)
+    return ImportOutcome(plan, True, None, base, guard)
 
 
 def _usable_base(
@@ -191,14 +193,11 @@ def _grouped(
 
 def _refusal(
     plan: ImportPlan,
-    parsed: ParsedRows,
-    current: list[StoredMemory[MemoryRow]],
     prune: bool,
     resolution: Resolution | None,
     skip_invalid: bool,
     force: bool,
-    *,
-    two_way: bool,
+    guard: str | None,
 ) -> str | None:
     if plan.problems and not skip_invalid:
         return (
@@ -211,9 +210,17 @@ def _refusal(
             f"database since the export; nothing was applied (choose per run: --ours keeps "
             f"the database's side, --theirs takes the file's, --skip-invalid applies the rest)"
         )
-    if not prune or force or not plan.missing:
+    if not prune or force:
         return None
-    persistent = len(current)
+    return guard
+
+
+def _prune_guard(
+    plan: ImportPlan, parsed: ParsedRows, persistent: int, *, two_way: bool
+) -> str | None:
+    """What ``--prune`` is refused for without ``--force``: None when nothing."""
+    if not plan.missing:
+        return None
     if not parsed.locations:
         return (
             f"the file has no location sections: --prune would delete every memory "
