@@ -26,10 +26,6 @@ __all__ = [
     "single_revision",
 ]
 
-#: the primary key alembic gives the alembic_version table it creates: a version table made
-#: by alembic, not by hand (``judge_schema``: "at base")
-ALEMBIC_VERSION_PKC = "alembic_version_pkc"
-
 #: the files SQLite keeps beside a WAL database while it is open
 SIDE_SUFFIXES = ("-wal", "-shm")
 
@@ -60,10 +56,8 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     is left without the side files the probe made beside it."""
     had = {suffix for suffix in SIDE_SUFFIXES if Path(f"{path}{suffix}").exists()}
     try:
-        tables, version, columns, by_alembic = _read_schema(path, busy_timeout_s)
-        return judge_schema(
-            str(path), tables, version, columns=columns, version_table_by_alembic=by_alembic
-        )
+        tables, version, columns = _read_schema(path, busy_timeout_s)
+        return judge_schema(str(path), tables, version, columns=columns)
     except (NotAMemstoreDatabase, StorageFull):
         if not had:
             _remove_side_files(path)
@@ -72,11 +66,10 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
 
 def _read_schema(
     path: Path, busy_timeout_s: float
-) -> tuple[set[str], str | None, dict[str, set[str]], bool]:
+) -> tuple[set[str], str | None, dict[str, set[str]]]:
     """The tables (and views: never its indexes or triggers) of the SQLite file ``path``,
-    its alembic revision, the columns of those of its tables that memstore's schema has,
-    and whether its alembic_version table is as alembic makes it (``ALEMBIC_VERSION_PKC``),
-    read only."""
+    its alembic revision, and the columns of those of its tables that memstore's schema
+    has, read only."""
     # Only SQLite opens the file: closing a descriptor of our own would release every
     # POSIX lock this process holds on it, the SHARED locks of its open WAL connections
     # among them, and another process closing its connection would then delete the WAL
@@ -85,14 +78,12 @@ def _read_schema(
     try:
         probe = sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s)
         try:
-            master = probe.execute(
-                "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view')"
-            ).fetchall()
-            tables = {row[0] for row in master}
-            by_alembic = any(
-                name == "alembic_version" and ALEMBIC_VERSION_PKC in str(sql)
-                for name, sql in master
-            )
+            tables = {
+                row[0]
+                for row in probe.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                )
+            }
             rows: list[tuple[object, ...]] = []
             if "alembic_version" in tables:
                 rows = probe.execute("SELECT version_num FROM alembic_version LIMIT 3").fetchall()
@@ -129,7 +120,7 @@ def _read_schema(
             f"{path} cannot be read as SQLite (malformed database schema: its text is not "
             f"UTF-8); left untouched"
         ) from exc
-    return tables, single_revision(str(path), [row[0] for row in rows]), columns, by_alembic
+    return tables, single_revision(str(path), [row[0] for row in rows]), columns
 
 
 def _storage_full(exc: BaseException) -> str | None:
@@ -184,18 +175,16 @@ def judge_schema(
     kind: str = "SQLite",
     *,
     columns: dict[str, set[str]] | None = None,
-    version_table_by_alembic: bool = False,
 ) -> bool:
     """What the tables of a database and its alembic revision make it: True when it is new
     (no tables), False at the head revision; otherwise the one-line error that says why
     memstore will not open it.
 
     At base (SchemaOutOfDate: `db upgrade` makes it memstore's again): alembic_version
-    empty and none of memstore's tables, either with nothing else, or whatever tables of
-    its own it holds beside them when alembic made that version table
-    (``version_table_by_alembic``: the SQLite probe reads its primary key; a database that
-    memstore downgraded to base keeps the user's own tables). An empty version table made
-    by hand beside other tables is not memstore's.
+    empty and nothing else. Beside other tables it is not told from another application's
+    database at its own base (every alembic project's version table looks the same), so it
+    is refused as not memstore's and left untouched (a memstore database downgraded to base
+    beside tables of the user's own is refused too: move those tables out first).
 
     A database altered around memstore is damaged (NotAMemstoreDatabase, never advice to
     upgrade): memstore's tables with alembic_version emptied (``version`` None), or at the
@@ -204,12 +193,7 @@ def judge_schema(
     if not tables:
         return True
     own = {name for name in tables if not name.startswith("sqlite_")}
-    if (
-        version is None
-        and "alembic_version" in own
-        and not own.intersection(metadata.tables)
-        and (own == {"alembic_version"} or version_table_by_alembic)
-    ):
+    if version is None and own == {"alembic_version"}:
         raise SchemaOutOfDate(
             f"{path} is at base: run `alembic upgrade head` (`memstore --db {path} db "
             f"upgrade`); its schema was downgraded below the first revision, so it holds no "

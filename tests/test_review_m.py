@@ -384,27 +384,28 @@ def test_m5_a_full_tmpfs_at_open_is_storage_full(
 # --------------------------------------------------------------------------- 6
 
 
-def test_m6_a_database_at_base_with_a_table_of_its_own_upgrades(
-    db_path: Path, capsys: pytest.CaptureFixture[str]
+def test_m6_a_database_at_base_beside_other_tables_is_refused_and_left_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sound_database(db_path)
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("CREATE TABLE my_runs (id INTEGER PRIMARY KEY, note TEXT)")
-        conn.execute("INSERT INTO my_runs (note) VALUES ('kept')")
+    """Every alembic project's version table looks the same: another application's
+    database at its own base, with its own tables, must never be taken for a memstore
+    database downgraded to base (review G: `db upgrade` added memstore's tables to it and
+    stamped its version table 0010). A memstore database downgraded beside the user's own
+    tables is refused the same way (one line, nothing touched)."""
+    other = tmp_path / "invoices.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute(
+            "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+            "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
+        )
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total INTEGER)")
     conn.close()
-    code, out, _err = run(
-        capsys, "--db", str(db_path), "db", "downgrade", "base", "--allow-data-loss"
-    )
-    assert code == 0 and "revision after: base" in out
-    code, _out, err = run(capsys, "--db", str(db_path), "stats")
-    assert code == 1 and "at base" in err
-    code, out, err = run(capsys, "--db", str(db_path), "db", "upgrade")
-    assert code == 0, err
-    with MemoryStore.open(db_path) as store:
-        assert store.get_persistent_count() == 0
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT note FROM my_runs").fetchall() == [("kept",)]
-    conn.close()
+    before = other.read_bytes()
+    for command in (["stats"], ["db", "upgrade"]):
+        code, _out, err = run(capsys, "--db", str(other), *command)
+        assert code == 1
+        one_error_line(err, "not a memstore database", "invoices", "left untouched")
+    assert other.read_bytes() == before
 
 
 def test_m6_a_refusal_lists_tables_not_indexes(
