@@ -18,9 +18,9 @@ they are read as such:
   value of that pair, a change the caller reported (``ZMachineContext.reported``): the
   trigger fires, and nothing is made up (no destination is known, so the map records no
   exit; no item is named). A dict giving one value of a pair (``location_before`` alone)
-  beside the flag: false means the other is the same (never read as "moved nowhere" or
-  "every item lost"); true, the other is not known, and that is the caller's ValueError.
-  Without the flag, the fields are ZMachineContext's, with its defaults.
+  and the flag false means the other is the same; with the flag true or absent the other
+  is not known, and that is the caller's ValueError (never read as "moved nowhere" or
+  "every item lost", the typed model's defaults).
 
 Any other key (a typo such as ``scoreafter``, a key of a later spec) is not read: the
 caller learns which (``context_from_mapping``'s second value), and the manager counts
@@ -85,13 +85,14 @@ def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tup
     )
     for key, pair, trigger in pairs:
         given = [name for name in pair if name in fields]
-        if len(given) == 1 and key in value:  # half a pair beside the flag: the flag wins
+        if len(given) == 1:  # half a pair: the other value is not known, never "empty"
             (have,) = given
             (missing,) = (name for name in pair if name != have)
-            if _flag(value, key):
+            if key not in value or _flag(value, key):
                 raise ValueError(
-                    f"z_machine_context gives {have} but not {missing}, and {key} is true: "
-                    f"give both, or neither and {key}"
+                    f"z_machine_context gives {have} but not {missing}"
+                    f"{f' ({key} is true)' if key in value else ''}: give both, or neither "
+                    f"and {key}"
                 )
             fields[missing] = fields[have]  # the flag says nothing changed
         elif _flag(value, key) and not given:

@@ -283,7 +283,12 @@ def test_a_context_value_of_the_wrong_type_is_refused_before_the_turn_counts(
 
 def test_a_context_dict_may_give_its_inventories_as_lists(store: MemoryStore) -> None:
     manager = SimpleMemoryManager(store, episode=1)
-    context = {"location_before": 7, "location_after": 7, "inventory_after": [5, MAX_OBJECT_ID]}
+    context = {
+        "location_before": 7,
+        "location_after": 7,
+        "inventory_before": [5],
+        "inventory_after": [5, MAX_OBJECT_ID],
+    }
     manager.record_action_outcome(7, "Attic", "take all", "Taken.", context)
     assert manager.turn == 1 and manager.last_outcome is not None
     manager.close()

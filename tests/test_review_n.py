@@ -27,6 +27,8 @@ def test_half_a_pair_with_its_flag_false_means_the_other_value_is_the_same() -> 
     [
         {"inventory_before": [12, 13], "inventory_changed": True},
         {"location_after": 6, "location_changed": True},
+        {"inventory_before": [12, 13]},  # review G #3: no flag, no "every item lost"
+        {"location_before": 5},
     ],
 )
 def test_half_a_pair_is_refused_when_the_other_value_is_not_known(given: dict) -> None:
