@@ -174,8 +174,9 @@ class BusyBuffer:
         if self.unavailable is None:
             return ""
         return (
-            f"; what the turns write waits for it, tried again in {self._delay:g} s (no turn"
-            f" waits for the server)"
+            f"; what the turns write waits for it, tried again in {self._delay:g} s (until "
+            f"then no turn asks the server; the turn that tries waits at most the connect "
+            f"or answer timeout)"
         )
 
     def answered(self) -> None:

@@ -71,5 +71,13 @@ def check_report(
         lines.append(f"... ({len(diff) - MAX_DIFF_LINES} more diff lines)")
     if not diff:  # only line endings differ (splitlines hides them)
         lines.append("(the lines are the same; their endings or the last newline differ)")
-    lines.append(f"run `{fix}` to refresh it")
+    from exporters.written_mark import edited_since_written
+
+    if edited_since_written(current):  # the export refuses such a file without --force
+        lines.append(
+            f"it was edited by hand since memstore wrote it: keep the edit elsewhere, then "
+            f"run `{fix} --force` to refresh it"
+        )
+    else:
+        lines.append(f"run `{fix}` to refresh it")
     return "\n".join(lines)

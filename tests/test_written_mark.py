@@ -127,3 +127,18 @@ def test_the_demo_refuses_an_edited_map_md_beside_its_out_before_playing(
     assert map_md.read_text(encoding="utf-8") == edited
     with MemoryStore.open(db, read_only=True) as store:
         assert len(store.turn_records()) == turns_before  # nothing was played
+
+
+def test_check_of_a_hand_edited_map_md_advises_force_not_a_refused_export(
+    capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path
+) -> None:
+    """Review G #5: --check said to run the export, which then refused the edited file."""
+    out = tmp_path / "Map.md"
+    assert run(capsys, "--db", str(db), "map", "export", "--out", str(out))[0] == 0
+    with out.open("a", encoding="utf-8") as f:
+        f.write("my note\n")
+
+    code, _out, err = run(capsys, "--db", str(db), "map", "export", "--out", str(out), "--check")
+
+    assert code == 1
+    assert "edited by hand" in err and "--force" in err.strip().splitlines()[-1]
