@@ -58,7 +58,7 @@ from memstore.schema import (
     alembic_version,
     location_episodes,
     memories,
-    metadata,
+    persistent_ddl,
 )
 from memstore.shown_memories import ShownMemories
 from memstore.versions import create_identity
@@ -228,7 +228,8 @@ class StoreCore:
         with self._write() as conn:
             made = inspect(conn).has_table("alembic_version")
             if not made:
-                metadata.create_all(conn, checkfirst=False)
+                for statement in persistent_ddl(conn.dialect):
+                    conn.exec_driver_sql(statement)
                 create_identity(conn)
                 alembic_version.create(conn, checkfirst=False)
                 conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))

@@ -24,6 +24,9 @@ from memstore.models import Memory
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ALEMBIC = Path(sys.executable).parent / "alembic"
 

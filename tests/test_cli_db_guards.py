@@ -21,6 +21,9 @@ from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import note
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,9 @@ from memstore.flagged import FlaggedMemories
 from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 OLD_TABLES = (
     "locations",

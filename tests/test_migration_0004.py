@@ -6,6 +6,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+import pytest
 from alembic import command
 
 from exporters import parse_memories_md, render_memories_md
@@ -20,6 +21,9 @@ from tests.test_migration_0003 import (
     revision,
     snapshot,
 )
+
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
 
 
 def populated_0003(tmp_path: Path) -> Path:

@@ -21,6 +21,9 @@ from tests.test_migration_0003 import (
 )
 from tests.test_store_schema import schema_of
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 #: contents flagged before 0005, as an agent wrote them: case, runs of whitespace (tabs,
 #: newlines, a no-break space), letters whose lower case is not ASCII
 FLAGGED = [

@@ -18,6 +18,9 @@ from tests.test_migration_0003 import alembic_config, revision, snapshot, tables
 from tests.test_migration_0005 import flagged_rows, populated_0004
 from tests.test_store_schema import schema_of
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 MAP_TABLES = {"map_rooms", "map_connections", "map_exit_failures", "map_pruned_exits"}
 
 

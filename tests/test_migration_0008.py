@@ -28,6 +28,9 @@ from tests.test_migration_0003 import (
 )
 from tests.test_store_schema import schema_of
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 REBUILT = (
     "memories",
     "synthesis_decisions",

@@ -33,6 +33,9 @@ from tests.test_migration_0003 import revision
 from tests.test_migration_0008 import populated_0007
 from tests.test_store_schema import schema_of
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 
 def has_integer_key(conn: sqlite3.Connection, table: str) -> bool:
     """Is the table's rowid its INTEGER PRIMARY KEY (so a rebuild must keep it)?"""

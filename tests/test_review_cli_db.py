@@ -40,6 +40,9 @@ from tests.test_cli_db_guards import at_revision, locked
 from tests.test_installed_upgrade import _memstore, installed  # noqa: F401 - a fixture
 from tests.test_migration_0008 import populated_0007
 
+#: schema migrations through alembic: CI runs them; the quick loop leaves them out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ROM = Path(os.environ.get("MEMSTORE_ROM", ROOT / "roms" / "zork1.z3"))
 needs_rom = pytest.mark.skipif(not ROM.is_file(), reason="no Zork I story file (MEMSTORE_ROM)")
