@@ -456,6 +456,12 @@ def test_memory_model_round_trips_in_plan_objects(mem: MakeMemory) -> None:
 
 TITLES = st.sampled_from(["Troll", "Lamp", 'The "sword" *glows*', "Trap [door]", "Ω"])
 WORDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+#: a location name the store can hold (models.check_location_name: no NUL, which the import
+#: refuses as every write does, since PostgreSQL cannot store it)
+NAMES = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    max_size=30,
+)
 
 
 def not_blank(reason: str) -> bool:
@@ -504,7 +510,7 @@ def location_memories(draw: st.DrawFn, location_id: int) -> LocationMemories:
     return LocationMemories(
         location=LocationInfo(
             id=location_id,
-            name=draw(WORDS),
+            name=draw(NAMES),
             visit_count=draw(st.integers(0, 20)),
             episodes=tuple(draw(st.sets(st.integers(1, 9), max_size=3))),
         ),
