@@ -20,6 +20,8 @@ _EXPORTS = {
     "SchemaOutOfDate": "memstore.errors",
     "SchemaTooNew": "memstore.errors",
     "StoreBusy": "memstore.errors",
+    "StorageFull": "memstore.errors",
+    "DatabaseUnavailable": "memstore.errors",
     "StoreClosed": "memstore.errors",
     "TransactionAborted": "memstore.errors",
     "UnsupportedDatabase": "memstore.errors",

@@ -84,3 +84,12 @@ def test_the_manager_invalidates_by_a_str_subclass_with_its_own_hash(
     assert manager.add_memory(5, "Room", mem("Troll Attacks"))
     assert manager.invalidate_memory(5, CaseInsensitive("Troll Attacks"), "gone") is True
     manager.close()
+
+
+def test_the_errors_the_agent_loop_documents_are_exported() -> None:
+    import memstore
+    from memstore.errors import DatabaseUnavailable, StorageFull, StoreBusy
+
+    assert memstore.StorageFull is StorageFull and issubclass(StorageFull, StoreBusy)
+    assert memstore.DatabaseUnavailable is DatabaseUnavailable
+    assert {"StorageFull", "DatabaseUnavailable", "StoreBusy"} <= set(memstore.__all__)
