@@ -383,26 +383,14 @@ def merge_import(
     # moved: the same title and text where the file dropped it at another location
     for n, (location_id, memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
-            moved = [
-                (elsewhere, k)
-                for elsewhere, there in dropped.items()
-                if elsewhere != location_id
-                for k, was in enumerate(there)
-                if was.memory.title == memory.title and was.memory.text == memory.text
-            ]
+            moved = _dropped_elsewhere(dropped, location_id, memory, same_title=True)
             if moved:
                 elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
                 pairs[n] = (dropped[elsewhere].pop(k), False)
     # moved and retitled: the only memory with that text the file dropped at another location
     for n, (location_id, memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
-            moved = [
-                (elsewhere, k)
-                for elsewhere, there in dropped.items()
-                if elsewhere != location_id
-                for k, was in enumerate(there)
-                if was.memory.text == memory.text
-            ]
+            moved = _dropped_elsewhere(dropped, location_id, memory, same_title=False)
             if len(moved) == 1:
                 elsewhere, k = moved[0]
                 pairs[n] = (dropped[elsewhere].pop(k), False)
@@ -548,3 +536,21 @@ def _two_way(
             memories.append(memory)
         locations.append(LocationRows(entry.location, tuple(memories)))
     return MergeResult(tuple(locations), tuple(conflicts), warnings)
+
+
+def _dropped_elsewhere(
+    dropped: dict[int, list[StoredMemory[MemoryRow]]],
+    location_id: int,
+    memory: MemoryRow,
+    *,
+    same_title: bool,
+) -> list[tuple[int, int]]:
+    """Where the file dropped, at another location than ``location_id``, a memory with
+    ``memory``'s text (and, with ``same_title``, its title): (location id, place there)."""
+    return [
+        (elsewhere, k)
+        for elsewhere, there in dropped.items()
+        if elsewhere != location_id
+        for k, was in enumerate(there)
+        if was.memory.text == memory.text and (not same_title or was.memory.title == memory.title)
+    ]

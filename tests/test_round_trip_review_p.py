@@ -14,6 +14,7 @@ import pytest
 from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
+from tests.test_round_trip_review_f import edit, exported
 
 
 @pytest.fixture
@@ -34,19 +35,6 @@ def with_door(db: Path, mem: MakeMemory) -> None:
         assert store.supersede_memory(
             64, "West of House", "Door shut", mem("Door open", text="Open.", turns="8")
         )
-
-
-def exported(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "M.md"
-    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out))
-    assert code == 0, err
-    return out
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
 def stored(db: Path, location_id: int) -> list[tuple[str, str, str | None]]:
