@@ -14,18 +14,8 @@ import pytest
 from memstore.store import MemoryStore
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import MakeMemory
+from tests.test_round_trip_review_f import db as db  # a fixture: review F's database
 from tests.test_round_trip_review_f import edit, exported
-
-
-@pytest.fixture
-def db(db_path: Path, mem: MakeMemory) -> Path:
-    with MemoryStore.open(db_path) as store:
-        store.add_memory(64, "West of House", mem("Mailbox here", text="A small mailbox."))
-        store.add_memory(79, "Kitchen", mem("Sack on table", text="Brown sack.", turns="5"))
-        store.add_memory(79, "Kitchen", mem("Bottle here", text="Glass bottle.", turns="6"))
-        for n in range(12):  # so that one deletion stays under --prune's 10% guard
-            store.add_memory(27, "Living Room", mem(f"Fact {n}", text="Known."))
-    return db_path
 
 
 def with_door(db: Path, mem: MakeMemory) -> None:
