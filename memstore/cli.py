@@ -64,6 +64,8 @@ __all__ = ["COMMANDS", "CliError", "Command", "Context", "build_parser", "comman
 PROG = "memstore"
 #: modules named like this, inside the memstore package, may register more commands
 PLUGIN_PREFIX = "cli_"
+#: the package folders whose cli_*.py modules have been imported
+_plugins_listed: tuple[str, ...] | None = None
 
 
 RunFunction = Callable[[argparse.Namespace, "Context"], int]
@@ -233,11 +235,17 @@ def load_settings(**overrides: Any) -> Any:
 
 
 def _load_plugins() -> None:
-    """Import ``memstore/cli_*.py`` so their ``@command`` registrations run."""
+    """Import ``memstore/cli_*.py`` so their ``@command`` registrations run (once for each
+    value of the package's ``__path__``: listing its folders costs a good part of a start)."""
+    global _plugins_listed
     package = sys.modules["memstore"]
-    for info in pkgutil.iter_modules(package.__path__):
+    folders = tuple(package.__path__)
+    if _plugins_listed == folders:
+        return
+    for info in pkgutil.iter_modules(folders):
         if info.name.startswith(PLUGIN_PREFIX):
             importlib.import_module(f"memstore.{info.name}")
+    _plugins_listed = folders
 
 
 def _version() -> str:
@@ -341,9 +349,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: main's parser and the registry it was built from: argparse looks up the translation of
+#: every help string as it builds (about 10 ms a parser), and a parser can parse many times
+_main_parser: tuple[tuple[object, ...], argparse.ArgumentParser] | None = None
+
+
+def _parser() -> argparse.ArgumentParser:
+    """``build_parser()``, built again only when ``COMMANDS`` changed since the last call."""
+    global _main_parser
+    _load_plugins()
+    key = (id(COMMANDS), *COMMANDS.values())
+    if _main_parser is None or _main_parser[0] != key:
+        _main_parser = (key, build_parser())
+    return _main_parser[1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``memstore`` with ``argv`` (default: the process arguments); returns the exit code."""
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
     if sys.stdout is None:  # started with its standard output closed (`memstore ... >&-`)
         return _stdout_closed()

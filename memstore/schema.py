@@ -8,7 +8,7 @@ the store's single connection, created at connect time and never written to disk
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
 
 from sqlalchemy import (
     BigInteger,
@@ -448,13 +448,28 @@ EPHEMERAL_SCHEMA_POSTGRESQL = "pg_temp"
 def persistent_ddl(dialect: Dialect) -> tuple[str, ...]:
     """The CREATE statements of the persistent tables and their indexes, in the order
     ``metadata.create_all`` runs them (tables in dependency order, each with its indexes),
-    compiled once per dialect name: a new database's schema costs its statements, not
-    SQLAlchemy compiling them again (about half of a new database's open)."""
-    return _persistent_ddl(dialect.name, dialect)
+    compiled once per dialect name and server version: a new database's schema costs its
+    statements, not SQLAlchemy compiling them again (about half of a new database's open)."""
+    return _compiled_once(_persistent_ddl, dialect)
 
 
-@lru_cache(maxsize=4)
-def _persistent_ddl(_name: str, dialect: Dialect) -> tuple[str, ...]:
+def _compiled_once(
+    compile_for: Callable[[Dialect], tuple[str, ...]], dialect: Dialect
+) -> tuple[str, ...]:
+    """``compile_for(dialect)``, cached by what the DDL depends on. Each engine has its own
+    dialect object, so the object itself is no key: cached by it, nothing was ever reused."""
+    key = (compile_for.__name__, dialect.name, dialect.server_version_info)
+    statements = _COMPILED.get(key)
+    if statements is None:
+        statements = _COMPILED[key] = compile_for(dialect)
+    return statements
+
+
+#: compiled DDL by (what, dialect name, server version); a handful of entries a process
+_COMPILED: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+
+def _persistent_ddl(dialect: Dialect) -> tuple[str, ...]:
     statements: list[str] = []
     for table in metadata.sorted_tables:
         statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
@@ -470,11 +485,10 @@ def ephemeral_ddl(dialect: Dialect | None = None) -> list[str]:
     attached in-memory database, or in PostgreSQL's per-connection temporary schema
     (compiled once per dialect name)."""
     dialect = dialect or sqlite.dialect()
-    return list(_ephemeral_ddl(dialect.name, dialect))
+    return list(_compiled_once(_ephemeral_ddl, dialect))
 
 
-@lru_cache(maxsize=4)
-def _ephemeral_ddl(_name: str, dialect: Dialect) -> tuple[str, ...]:
+def _ephemeral_ddl(dialect: Dialect) -> tuple[str, ...]:
     schema = EPHEMERAL_SCHEMA_POSTGRESQL if dialect.name == "postgresql" else EPHEMERAL_SCHEMA
     translate = {EPHEMERAL_SCHEMA: schema}
     statements = [

@@ -446,3 +446,31 @@ def test_check_report_names_a_difference_in_line_endings_only(tmp_path: Path) ->
         "(the lines are the same; their endings or the last newline differ)",
         f"run `memstore export --out M.md --notes {path}` to refresh it",
     ]
+
+
+def test_main_builds_its_parser_once_until_a_command_is_registered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse looks up a translation for every help string it is given: ~10 ms a parser
+    built: list[argparse.ArgumentParser] = []
+    real = cli.build_parser
+
+    def counting() -> argparse.ArgumentParser:
+        built.append(real())
+        return built[-1]
+
+    monkeypatch.setattr(cli, "build_parser", counting)
+    monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
+    for _ in range(3):
+        with pytest.raises(SystemExit):
+            cli.main(["--version"])
+    assert len(built) == 1
+    assert capsys.readouterr().out.count("memstore ") == 3
+
+    @cli.command("zz-registered-later", help="registered after the first parse")
+    def later(_args: argparse.Namespace, ctx: cli.Context) -> int:
+        ctx.print("ran")
+        return 0
+
+    assert cli.main(["--db", "x.db", "zz-registered-later"]) == 0
+    assert len(built) == 2 and capsys.readouterr().out == "ran\n"

@@ -199,3 +199,16 @@ def test_missing_parent_folder_is_created(tmp_path: Path) -> None:
     with MemoryStore.open(db):
         pass
     assert db.is_file()
+
+
+def test_a_new_databases_ddl_is_compiled_once_a_process_not_once_an_engine() -> None:
+    # every engine has its own dialect object; the cache was keyed by it and never hit
+    from sqlalchemy import create_engine
+
+    from memstore.schema import ephemeral_ddl, persistent_ddl
+
+    first, second = (create_engine("sqlite://").dialect for _ in range(2))
+    assert first is not second
+    assert persistent_ddl(first) is persistent_ddl(second)
+    assert ephemeral_ddl(first) == ephemeral_ddl(second)
+    assert any(statement.startswith("CREATE TABLE") for statement in persistent_ddl(first))
