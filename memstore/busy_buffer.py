@@ -61,14 +61,25 @@ import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from memstore.busy_episodes import EpisodeNumbering
+from memstore.busy_rows import (
+    applied,
+    clock,
+    decision_bytes,
+    event_bytes,
+    named,
+    synthesis_bytes,
+    synthesis_value,
+    turn_bytes,
+    visit_bytes,
+)
 from memstore.errors import DatabaseUnavailable, StorageFull
 from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
-from memstore.shown_memories import ShownMemories, ShownTitle
+from memstore.shown_memories import ShownMemories
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
 
@@ -90,11 +101,6 @@ MAX_WAITING_SYNTHESES = 256
 #: estimates it (the Python objects' size, within about 20%: tests/test_busy_gaps.py,
 #: tests/test_busy_review2.py)
 MAX_WAITING_BYTES = 1 << 20
-#: what ``waiting_bytes`` adds for the objects of a waiting synthesis (its dicts, its
-#: memory), and of a bookkeeping row, to the size of their texts (``sys.getsizeof``)
-SYNTHESIS_OVERHEAD_BYTES = 1500
-MEMORY_OVERHEAD_BYTES = 700
-ROW_OVERHEAD_BYTES = 300
 #: a store the lock probe cannot read: the first wait before trying again, and the longest
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -104,7 +110,7 @@ BACKOFF_MAX_S = 60.0
 PROVISIONAL_EPISODES = MAX_EPISODE - (1 << 32)
 
 
-class BusyBuffer:
+class BusyBuffer(EpisodeNumbering):
     """The syntheses the database refused (``syntheses``, oldest first, each as the
     arguments of ``store.apply_synthesis``), the backoff, the bound and the episodes to
     number (see the module docstring). Counters are the manager's."""
@@ -239,7 +245,7 @@ class BusyBuffer:
             if (
                 synthesis["location_id"] == location_id
                 and id(memory) in ids
-                and not _names(names, memory, shown)
+                and not named(names, memory, shown)
             ):
                 self._seen[id(synthesis)] = (synthesis, when)
 
@@ -300,11 +306,11 @@ class BusyBuffer:
         """Each list that waits: (its rows' value class, or what tells it, the list, size,
         age)."""
         return [
-            (_synthesis_value, self.syntheses, synthesis_bytes, self._synthesis_age),
-            (0, pending.decisions, _decision_bytes, _clock),
-            (1, pending.turns, _turn_bytes, _clock),
-            (2, pending.visits, _visit_bytes, lambda visit: (visit[2], 0)),
-            (2, pending.map_events, _event_bytes, _clock),
+            (synthesis_value, self.syntheses, synthesis_bytes, self._synthesis_age),
+            (0, pending.decisions, decision_bytes, clock),
+            (1, pending.turns, turn_bytes, clock),
+            (2, pending.visits, visit_bytes, lambda visit: (visit[2], 0)),
+            (2, pending.map_events, event_bytes, clock),
         ]
 
     def _drop_one(self, pending: PendingWrites, *, syntheses_only: bool) -> int:
@@ -350,7 +356,7 @@ class BusyBuffer:
             return entry[1]
         return synthesis["episode"], synthesis["turn"]
 
-    # --- episodes the database could not number ------------------------------------------
+    # --- episodes the database could not number (numbering: memstore.busy_episodes) -----
 
     def provisional_episode(self) -> int:
         """A provisional number for an episode the database could not number now."""
@@ -358,58 +364,6 @@ class BusyBuffer:
         episode = PROVISIONAL_EPISODES + self._provisional
         self.unnumbered.append(episode)
         return episode
-
-    def stored_episode(self, episode: int) -> int:
-        """The number ``episode`` is stored under: a provisional one's real number once
-        the database numbered it, any other as it is."""
-        return self.numbered_as.get(episode, episode)
-
-    def number_episodes(
-        self,
-        pending: PendingWrites,
-        numbered: Callable[[int, int], None],
-        synthesis: dict[str, Any] | None = None,
-    ) -> None:
-        """Number the unnumbered episodes, oldest first, renumber their rows (``synthesis``,
-        one about to be written, too) and tell ``numbered(provisional, episode)``.
-        StoreBusy passes through (what was numbered stays numbered)."""
-        more = [] if synthesis is None else [synthesis]
-        while self.unnumbered:
-            provisional = self.unnumbered[0]
-            episode = self.store.allocate_episode()
-            del self.unnumbered[0]
-            self.numbered_as[provisional] = episode
-            self._renumber(provisional, episode, pending, more)
-            numbered(provisional, episode)
-
-    def _renumber(
-        self, provisional: int, episode: int, pending: PendingWrites, more: list[dict[str, Any]]
-    ) -> None:
-        for key, (seen, (played, turn)) in list(self._seen.items()):
-            if played == provisional:
-                self._seen[key] = (seen, (episode, turn))
-        for synthesis in [*self.syntheses, *more]:
-            if synthesis["episode"] == provisional:
-                synthesis["episode"] = episode
-                memory = synthesis["new_memory"]
-                if memory is not None:
-                    synthesis["new_memory"] = memory.model_copy(update={"episode": episode})
-        pending.visits[:] = [
-            (where, name, episode if played == provisional else played)
-            for where, name, played in pending.visits
-        ]
-        pending.decisions[:] = [
-            replace(row, episode=episode) if row.episode == provisional else row
-            for row in pending.decisions
-        ]
-        pending.turns[:] = [
-            replace(row, episode=episode) if row.episode == provisional else row
-            for row in pending.turns
-        ]
-        pending.map_events[:] = [
-            event._replace(episode=episode) if event.episode == provisional else event
-            for event in pending.map_events
-        ]
 
     # --- corrections ------------------------------------------------------------------------
 
@@ -422,7 +376,7 @@ class BusyBuffer:
         shown = ShownMemories(stored, rows)
         for synthesis in self.syntheses:
             if synthesis["location_id"] == location_id:
-                shown = _applied(shown, synthesis)
+                shown = applied(shown, synthesis)
         return shown
 
     # --- what a synthesis sees while the server cannot be reached ---------------------------
@@ -432,7 +386,7 @@ class BusyBuffer:
         location_id = synthesis["location_id"]
         seen = self.last_read.get(location_id)
         if seen is not None:
-            self.last_read[location_id] = _applied(seen, synthesis)
+            self.last_read[location_id] = applied(seen, synthesis)
 
     def unread(self, location_id: int) -> ShownMemories:
         """The memories at ``location_id`` as last read (none if never), for a synthesis
@@ -448,97 +402,3 @@ class BusyBuffer:
                 kept = ShownMemories(rows=seen.rows)
                 kept.extend(m for m in seen if m.persistence is not Persistence.EPHEMERAL)
                 self.last_read[location_id] = kept
-
-
-def _applied(shown: ShownMemories, synthesis: dict[str, Any]) -> ShownMemories:
-    """``shown`` as ``synthesis`` leaves it (``store.apply_synthesis``'s rules)."""
-    new = synthesis["new_memory"]
-    session = new is not None and new.persistence is Persistence.EPHEMERAL
-    supersede = list(synthesis["supersede_titles"])
-    invalidate = list(synthesis["invalidate_titles"])
-    kept = ShownMemories(rows=shown.rows)
-    for memory in shown:
-        if _names(invalidate, memory, shown) or (
-            _names(supersede, memory, shown)
-            and not (session and memory.persistence is not Persistence.EPHEMERAL)
-        ):
-            continue
-        kept.append(memory)
-    if new is not None and all(memory.title != new.title for memory in kept):
-        kept.append(new)
-    return kept
-
-
-def _names(titles: Iterable[str], memory: Memory, shown: ShownMemories) -> bool:
-    """Whether one of ``titles`` names ``memory``: a ShownTitle its very row, a title any
-    memory of that title."""
-    for title in titles:
-        if isinstance(title, ShownTitle):
-            if shown.rows.row_of(memory) == title.row:
-                return True
-        elif title == memory.title:
-            return True
-    return False
-
-
-def _synthesis_value(synthesis: dict[str, Any]) -> int:
-    """0: only its decision-log row is left; 1: a session memory, nothing retired; 2: the rest."""
-    memory = synthesis["new_memory"]
-    retires = bool(synthesis["supersede_titles"] or synthesis["invalidate_titles"])
-    if retires:
-        return 2
-    if memory is None:
-        return 0
-    return 1 if memory.persistence is Persistence.EPHEMERAL else 2
-
-
-def _clock(row: Any) -> tuple[int, int]:
-    return row.episode, row.turn
-
-
-def _texts(values: Iterable[object]) -> int:
-    """The texts' size as Python holds them, each object once (the offline recorder's
-    answer is its decision)."""
-    seen: set[int] = set()
-    size = 0
-    for value in values:
-        if isinstance(value, str) and id(value) not in seen:
-            seen.add(id(value))
-            size += sys.getsizeof(value)
-    return size
-
-
-def _text(value: str | None) -> int:
-    return 0 if value is None else sys.getsizeof(value)
-
-
-def synthesis_bytes(synthesis: dict[str, Any]) -> int:
-    """A waiting synthesis's size, estimated."""
-    size = SYNTHESIS_OVERHEAD_BYTES + _texts(synthesis["log"].values())
-    size += _text(synthesis["invalidation_reason"])
-    size += _texts(synthesis["supersede_titles"]) + _texts(synthesis["invalidate_titles"])
-    memory = synthesis["new_memory"]
-    if memory is not None:
-        size += MEMORY_OVERHEAD_BYTES + _text(memory.title) + _text(memory.text)
-    return size
-
-
-def _decision_bytes(row: Any) -> int:
-    log_entry = row.log
-    return (
-        ROW_OVERHEAD_BYTES * 2
-        + _text(row.location_name)
-        + _texts((log_entry.raw_answer, log_entry.decision, log_entry.error, log_entry.model))
-    )
-
-
-def _turn_bytes(row: Any) -> int:
-    return ROW_OVERHEAD_BYTES + _text(row.action) + _text(row.triggers)
-
-
-def _visit_bytes(visit: tuple[int, str, int]) -> int:
-    return ROW_OVERHEAD_BYTES // 4  # its name is the map event's
-
-
-def _event_bytes(event: Any) -> int:
-    return ROW_OVERHEAD_BYTES // 2 + _texts((event.from_name, event.to_name))

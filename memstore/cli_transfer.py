@@ -124,13 +124,14 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
 
 def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> FileState:
     """Refuse (one CliError line) to replace the Memories.md at ``path`` when it holds
-    edits that were not imported (``memstore.export_file.edits_at_risk``); a missing file
+    edits that were not imported (``memstore.export_risk.edits_at_risk``); a missing file
     is fine. With ``final_only`` only an answer that the database's changes cannot alter
     refuses (a caller that will change the database first asks again afterwards).
 
     Returns the state of the file that was checked, for ``write_atomically(unchanged=)``:
     a save made after the check is not overwritten."""
-    from memstore.export_file import edits_at_risk, file_state
+    from memstore.export_file import file_state
+    from memstore.export_risk import edits_at_risk
 
     state = file_state(path)
     if not os.path.exists(path):  # nothing there (or a link to nothing): nothing to lose

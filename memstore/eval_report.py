@@ -20,11 +20,10 @@ from memstore.eval_results import (
     REPEAT_KINDS,
     REPEAT_LABELS,
     EpisodeResult,
-    EvalReport,
-    Target,
     fmt,
     not_played_text,
 )
+from memstore.eval_targets import EvalReport, Target
 from memstore.llm_agent import is_tool_refusal
 
 if TYPE_CHECKING:

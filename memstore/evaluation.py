@@ -20,7 +20,7 @@ episode's end), memory tokens given to the agent per turn (median, p95), the mem
 system's overhead per turn, LLM calls and failures (the agent's and synthesis'), and the
 LLM agent's turns whose command was the model's (``EpisodeResult.model_turns``: the others
 were its fallback's, the explorer's).
-``EvalReport`` holds it all (memstore.eval_results); ``report_json``, ``render_table``,
+``EvalReport`` holds it all (memstore.eval_targets); ``report_json``, ``render_table``,
 ``render_markdown`` and ``plot_report`` present it (memstore.eval_report). This module plays
 and computes; it prints nothing.
 """
@@ -37,8 +37,8 @@ from memstore.connection import DEFAULT_BUSY_TIMEOUT_S
 from memstore.errors import StoreBusy
 from memstore.eval_lock import EvalFolderInUse, folder_lock
 
-# the results and their presentation live in eval_results and eval_report; importable from
-# here too, as before the split
+# the results and their presentation live in eval_results, eval_targets and eval_report;
+# importable from here too, as before the split
 from memstore.eval_report import (
     PlotUnavailable,
     plot_report,
@@ -67,11 +67,10 @@ from memstore.eval_results import (
     WORKED,
     ArmSummary,
     EpisodeResult,
-    EvalReport,
-    Target,
     add_llm,
     empty_llm,
 )
+from memstore.eval_targets import EvalReport, Target
 from memstore.metrics import STATE, coverage_from_records, repeat_flags, turn_failed
 from memstore.outcome import Outcome, RefusalKind, classify_refusal
 

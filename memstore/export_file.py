@@ -1,5 +1,7 @@
 """Writing Memories.md atomically, checking a file against what the database would write,
-and finding the reviewer's edits that replacing a Memories.md would lose (``edits_at_risk``).
+and the one rule of what an export may replace (``foreign_file``;
+``memstore.export_risk.edits_at_risk`` finds the reviewer's edits that replacing a
+Memories.md would lose).
 
 ``write_atomically`` writes to a temporary file in the target's folder (named
 ``.{name}.XXXXXXXX.tmp``), flushes and fsyncs it, renames it over the target with
@@ -39,9 +41,8 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from memstore.errors import (
     FileChanged,
@@ -50,12 +51,10 @@ from memstore.errors import (
 
 __all__ = [
     "STALE_TEMP_SECONDS",
-    "EditsAtRisk",
     "FileState",
     "NotARegularFile",
     "check_target",
     "check_writable",
-    "edits_at_risk",
     "file_state",
     "file_kind",
     "export_check",
@@ -387,141 +386,3 @@ def foreign_file(text: str, is_kind: Callable[[str], bool]) -> bool:
     still recognised."""
     body = text.removeprefix(BOM)
     return bool(body.strip()) and not is_kind(body)
-
-
-# --- replacing a Memories.md that holds edits ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class EditsAtRisk:
-    """What replacing an existing Memories.md would lose, found by ``edits_at_risk``.
-
-    ``message`` is one line (naming the file, the edits and what to do). ``final`` is True
-    when the file is this database's export (compared 3-way against its base): its edits
-    stay edits whatever the database learns meanwhile. A file exported from another
-    database (or with a base this database never had) is compared 2-way against the
-    database now, so the answer can change as the database does.
-    """
-
-    message: str
-    final: bool
-
-
-def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None:
-    """None when replacing the file ``path`` (whose text is ``text``) with a fresh export
-    of ``store`` loses nothing; else what it would lose. Reads the database only.
-
-    The test is the dry run of ``memstore import`` of the file (the same parse, merge and
-    plan). A file with a base line (a memstore export) is at risk when that plan would
-    change anything: a changed, added or deleted memory, a changed location, a conflict
-    or a problem. A file that is exactly what was exported, or whose edits were imported,
-    is not, however the database changed since. A Memories.md with no base line
-    (hand-written, or an older memstore's export: compared 2-way) is at risk when it holds
-    a memory the database lacks or has otherwise, a conflict or a problem; not for the
-    memories the database learned after it was written. An empty file is not at risk; a
-    file that is no Memories.md at all (no ``# Location Memories`` title, no base line, no
-    location section) is (``foreign_file``: an export replaces only a file of its kind).
-    """
-    from exporters.parse import parse_memories_md_rows
-    from exporters.render import FILE_TITLE
-    from memstore.store_import import import_memories
-
-    parsed = parse_memories_md_rows(text)
-    with_base = parsed.base is not None
-    if foreign_file(
-        text, lambda body: with_base or body.startswith(FILE_TITLE) or bool(parsed.locations)
-    ):
-        return EditsAtRisk(
-            f"{path} is not a Memories.md (no {FILE_TITLE!r} title, no location section): "
-            "give another file, or pass --force to overwrite it",
-            final=True,
-        )
-    if not text.removeprefix(BOM).strip():
-        return None  # empty: nothing to lose
-    outcome = import_memories(store, text, apply=False, parsed=parsed)
-    plan = outcome.plan
-    # compared 2-way (a base this database cannot use), a memory only the database has
-    # was deleted in the file or learned after it was written: which, it cannot tell, so
-    # it is at risk, but it is no deletion to import (--prune would take the agents' too).
-    # A file with no base at all is not at risk for it (see above).
-    three_way = outcome.base is not None
-    unknown = len(plan.missing) if with_base and not three_way else 0
-    new_locations = sum(1 for change in plan.locations if change.is_new)
-    # a retitle, move or turns fix of a memory the file dropped is one edit, which only
-    # --prune imports (its problem and the old memory "deleted" are that one edit)
-    replaced = sum(1 for problem in plan.problems if problem.pruned) if three_way else 0
-    counts = (
-        (len(plan.changed) + len(plan.status_changed), "changed"),
-        (len(plan.added), "added"),
-        (
-            replaced,
-            "retitled, moved or with new turns (only --prune imports "
-            f"{'it' if replaced == 1 else 'them'})",
-        ),
-        (max(0, len(plan.missing) - replaced) if three_way else 0, "deleted"),
-        (
-            unknown,
-            "missing from the file (removed there, or learned by the database since: "
-            "compared 2-way, it cannot tell which)",
-        ),
-        (new_locations, "new location" if new_locations == 1 else "new locations"),
-        (len(plan.locations) - new_locations, "location(s) changed"),
-        (len(plan.conflicts), "in conflict with the database"),
-        (len(plan.problems) - replaced, "with problems"),
-    )
-    total = sum(count for count, _what in counts)
-    if not total:
-        return None
-    parts = ", ".join(f"{count} {what}" for count, what in counts if count)
-    prune = three_way and bool(plan.missing)
-    import_it = _import_advice(
-        path, plan, prune=prune, force=prune and outcome.prune_guard is not None
-    )
-    if not with_base:
-        return EditsAtRisk(
-            f"{path} has no export base line (hand-written, or an older memstore's export) "
-            f"and holds {total} edit(s) the database does not have ({parts}); {import_it}",
-            final=True,
-        )
-    if outcome.base is None:  # compared 2-way: not this database's export as it was
-        return EditsAtRisk(
-            f"{path} was exported from another database (or from this one restored from "
-            f"a backup) and differs from it: {total} edit(s) ({parts}) would be lost; "
-            f"{import_it}",
-            final=False,
-        )
-    return EditsAtRisk(
-        f"{path} holds {total} edit(s) that were not imported ({parts}); {import_it}",
-        final=True,
-    )
-
-
-def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool) -> str:
-    """What to do about a file's edits that were not imported: the import that takes them,
-    or ``--force``. A conflict stops a plain ``--apply``, and a problem stops any import
-    but ``--skip-invalid``; an import that resolved them by leaving those edits out
-    (``--ours``, ``--skip-invalid``) leaves them in the file, so only ``--force`` replaces
-    it then (the file is compared again, and they are still not in the database). A
-    problem ``--prune`` resolves (a retitle: ``ImportProblem.pruned``) needs no fixing;
-    ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...)."""
-    flags = (" --prune" if prune else "") + (" --force" if force else "")
-    command = f"memstore import {path} --apply{flags}"
-    problems = [p for p in plan.problems if not (prune and p.pruned)]
-    if not plan.conflicts and not problems:
-        return f"import it first ({command}) or pass --force to overwrite it"
-    if plan.conflicts:
-        command += " --theirs, to take the file's side of the conflicts"
-    if problems:
-        command = f"fix its problems, then {command}"
-    left_out = " and ".join(
-        what
-        for what, present in (
-            ("conflicts resolved with --ours", plan.conflicts),
-            ("problems skipped with --skip-invalid", problems),
-        )
-        if present
-    )
-    return (
-        f"import it first ({command}) or pass --force to overwrite it: the edits an import "
-        f"leaves out ({left_out}) stay in the file, and only --force replaces it"
-    )

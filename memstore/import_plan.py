@@ -8,6 +8,7 @@ fields.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ __all__ = [
     "MemoryKey",
     "MemoryLike",
     "LocationLike",
+    "change_kind",
+    "differences",
     "memory_key",
 ]
 
@@ -250,3 +253,23 @@ class ImportPlan:
             for change in self.missing
         )
         return "\n".join(lines)
+
+
+def differences(old: MemoryLike, new: MemoryLike) -> tuple[str, ...]:
+    """The fields (CONTENT_FIELDS, then STATUS_FIELDS) in which ``new`` differs from ``old``."""
+    if old == new and type(old) is type(new):
+        return ()  # the common case: the same row (every field, the key's too)
+    return tuple(
+        name
+        for name in (*CONTENT_FIELDS, *STATUS_FIELDS)
+        if getattr(old, name) != getattr(new, name)
+    )
+
+
+def change_kind(fields: Sequence[str]) -> ChangeKind:
+    """The kind of change that differs in ``fields`` (``differences``)."""
+    if any(name in CONTENT_FIELDS for name in fields):
+        return ChangeKind.CHANGED
+    if fields:
+        return ChangeKind.STATUS_CHANGED
+    return ChangeKind.UNCHANGED

@@ -79,12 +79,10 @@ from memstore.map_graph import (
 )
 
 # the reader, importable from here too
+from memstore.map_json_checks import MAX_COUNT, MAX_INTEGER
+from memstore.map_json_connections import CONFIDENCE_RULE, MAX_DERIVED_FAILURES
 from memstore.map_json_read import (
-    CONFIDENCE_RULE,
     FORMAT_VERSION,
-    MAX_COUNT,
-    MAX_DERIVED_FAILURES,
-    MAX_INTEGER,
     TOP_LEVEL_KEYS,
     ParsedMapState,
     parse_map_state,

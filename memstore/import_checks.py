@@ -1,0 +1,214 @@
+"""The checks ``plan_import`` makes of a file, each one's problem (``ImportProblem``) and
+its wording: a successor no memory will have, a title several live memories share, a
+location name no write could store, an episode past the last, supersession references
+that go round in a circle; and which of several database memories with one key a file's
+memory is (``twin_choices``). No SQL here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from memstore.import_lines import LineFinder
+from memstore.import_plan import (
+    MAX_EPISODE,
+    ImportProblem,
+    LocationLike,
+    MemoryChange,
+    MemoryKey,
+    MemoryLike,
+    memory_key,
+)
+from memstore.md_rows import LocationRow
+from memstore.models import Status, check_location_name
+from memstore.pairing import pair_by_content
+
+__all__ = [
+    "duplicate_message",
+    "episodes_in_range",
+    "file_says_superseded",
+    "no_successor",
+    "reference_cycles",
+    "twin_choices",
+    "unstorable_name",
+]
+
+
+def no_successor(
+    lines: LineFinder, location_id: int, title: str, successor: str, nth: int, prune: bool
+) -> ImportProblem:
+    """The problem of a memory superseded by a title no memory at its location will have."""
+    where = "the file" if prune else "the file or the database"
+    return ImportProblem(
+        lines.reference_line(location_id, title, nth),
+        f"memory {title!r} at location {location_id} is superseded by "
+        f"{successor!r}, but no other memory there in {where} has that title: "
+        f"with --skip-invalid it is imported with no successor",
+    )
+
+
+def file_says_superseded(lines: LineFinder, location_id: int, title: str, nth: int) -> bool:
+    """Whether the file's ``nth`` memory titled ``title`` at the location has a SUPERSEDED
+    header (True when it cannot be told: no source text)."""
+    number = lines.memory_line(location_id, title, nth)
+    for found, header in lines.sections.get(location_id, ()):
+        if found == number:
+            return "SUPERSEDED" in header.split("]", 1)[0].upper()
+    return True
+
+
+def duplicate_message(
+    location_id: int, title: str, memories: Sequence[MemoryLike], not_the_files: Collection[int]
+) -> str:
+    """The problem of a title several live memories of a location have: the file's, or the
+    file's beside the database's that the file does not hold (learned after the export:
+    the database's stays as it is, only the file's are skipped)."""
+    live = [
+        n
+        for n, memory in enumerate(memories)
+        if memory.title == title and memory.status is not Status.SUPERSEDED
+    ]
+    theirs = [memories[n] for n in live if n in not_the_files]
+    in_file = len(live) - len(theirs)
+    if not theirs or not in_file:
+        return (
+            f"location {location_id} has {len(live)} non-superseded memories titled "
+            f"{title!r} (one is allowed): all of them skipped"
+        )
+    old = theirs[0]
+    mine, are = ("memory", "is") if in_file == 1 else (f"{in_file} memories", "are")
+    return (
+        f"the file's {mine} titled {title!r} at location {location_id} would be live beside "
+        f"the database's memory with that title (Ep{old.episode}, T{old.turns}), which is not "
+        f"in the file (learned after the export): one live memory per title is allowed, so "
+        f"the file's {are} skipped and the database's stays"
+    )
+
+
+def twin_choices(
+    location_id: int,
+    memories: Sequence[MemoryLike],
+    db_memories: dict[MemoryKey, list[MemoryLike]],
+    twin_keys: set[MemoryKey],
+) -> dict[int, int | None]:
+    """For each memory of a section (by its place) whose key several database memories
+    have, which of them it is (``pair_by_content``; None: none left for it)."""
+    if not twin_keys:
+        return {}
+    places: dict[MemoryKey, list[int]] = {}
+    for position, memory in enumerate(memories):
+        key = memory_key(location_id, memory)
+        if key in twin_keys:
+            places.setdefault(key, []).append(position)
+    chosen: dict[int, int | None] = {}
+    for key, at in places.items():
+        found = pair_by_content([memories[n] for n in at], db_memories[key])
+        chosen.update(zip(at, found, strict=True))
+    return chosen
+
+
+def unstorable_name(location: LocationLike, stored: LocationLike | None) -> str | None:
+    """The problem of a location whose name a write could not store now (the one rule,
+    ``memstore.models.check_location_name``: a NUL, a lone surrogate, more than
+    LOCATION_NAME_MAX characters), or None. A name the database already holds for that
+    location is not written again, so it passes whatever it is: an older database whose
+    names are longer than the rule allows imports its own export."""
+    if stored is not None and stored.name == location.name:
+        return None
+    try:
+        check_location_name(location.name, "its name")
+    except (TypeError, ValueError) as exc:
+        return f"location {location.id}: {exc}: the location and its memories skipped"
+    return None
+
+
+def episodes_in_range(
+    location: LocationLike, lines: LineFinder, problems: list[ImportProblem]
+) -> LocationLike:
+    """``location`` without the episodes past MAX_EPISODE, each one a problem."""
+    too_large = [episode for episode in location.episodes if episode > MAX_EPISODE]
+    if not too_large:
+        return location
+    problems.append(
+        ImportProblem(
+            lines.location_lines.get(location.id, 0) + 1,
+            f"location {location.id} lists episode {too_large[0]}: at most {MAX_EPISODE} "
+            f"(the next episode must still be numbered): that episode skipped",
+        )
+    )
+    kept = tuple(episode for episode in location.episodes if episode <= MAX_EPISODE)
+    if isinstance(location, LocationRow):
+        return location._replace(episodes=kept)
+    return location.model_copy(update={"episodes": kept})
+
+
+def reference_cycles(
+    changes: Sequence[MemoryChange],
+    lines: LineFinder,
+    kept: Sequence[MemoryChange] = (),
+) -> list[ImportProblem]:
+    """Supersession references in the file that can only go round in a circle (A by B, B
+    by A): the database cannot link them (a problem at the first line).
+
+    Titles are not unique: a chain may come back to a title on another memory (A by B, B
+    by a newer A, which was invalidated) and end there. So a title *ends* a chain when some
+    memory with it is live (in the file, or ``kept`` from the database), has no successor
+    (invalidated, or superseded with none named), or names a successor that itself ends;
+    a circle is a set of titles none of which ends.
+    """
+    successors: dict[tuple[int, str], set[str]] = {}
+    ends: set[tuple[int, str]] = set()
+    for change in kept:
+        if change.memory.status is not Status.SUPERSEDED:
+            ends.add((change.location_id, change.memory.title))
+    superseded = Status.SUPERSEDED
+    for change in changes:
+        memory = change.new if change.new is not None else change.old
+        assert memory is not None
+        key = (change.location_id, memory.title)
+        if memory.status is not superseded or memory.superseded_by in (None, memory.title):
+            ends.add(key)  # live, no successor, or itself (reported above)
+        else:
+            successors.setdefault(key, set()).add(memory.superseded_by)
+    grown = True
+    while grown:
+        grown = False
+        for key, names in successors.items():
+            if key not in ends and any(
+                (key[0], name) in ends or (key[0], name) not in successors for name in names
+            ):  # a title no memory in the file has: reported above, not a circle
+                ends.add(key)
+                grown = True
+    problems = []
+    reported: set[tuple[int, str]] = set()
+    for start in successors:
+        if start in ends or start in reported:
+            continue
+        location_id, title = start
+        path = [title]
+        current = start
+        while True:  # follow successors that do not end (every title on a circle has one)
+            following = sorted(
+                name
+                for name in successors.get(current, ())
+                if (location_id, name) in successors and (location_id, name) not in ends
+            )
+            if not following:
+                break
+            current = (location_id, following[0])
+            if current[1] in path:
+                path = path[path.index(current[1]) :]
+                break
+            path.append(current[1])
+        reported.update((location_id, t) for t in path)
+        first = path[0]
+        circle = " -> ".join(repr(t[:60]) for t in [*path, first])
+        problems.append(
+            ImportProblem(
+                lines.reference_line(location_id, first),
+                f"supersession references at location {location_id} go round "
+                f"in a circle ({circle}): no memory ends it (with --skip-invalid "
+                f"the link that closes the circle is left out)",
+            )
+        )
+    return problems
