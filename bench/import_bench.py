@@ -50,6 +50,7 @@ from machine import describe  # noqa: E402
 from exporters import render_memories_md  # noqa: E402
 from memstore import executor  # noqa: E402
 from memstore.cli import main  # noqa: E402
+from memstore.ddl import ephemeral_ddl  # noqa: E402
 from memstore.export_file import write_atomically  # noqa: E402
 from memstore.md_store import export_memories_md  # noqa: E402
 from memstore.models import (  # noqa: E402
@@ -58,7 +59,6 @@ from memstore.models import (  # noqa: E402
     Memory,
     parse_turns,  # noqa: E402
 )
-from memstore.schema import ephemeral_ddl  # noqa: E402
 from memstore.store import MemoryStore  # noqa: E402
 from memstore.store_import import import_memories  # noqa: E402
 

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
+from memstore.ddl import ephemeral_ddl
 from memstore.errors import (
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
@@ -35,7 +36,6 @@ from memstore.errors import (
     UnsupportedDatabase,
 )
 from memstore.schema import HEAD_REVISION as HEAD_REVISION  # importable from here too
-from memstore.schema import ephemeral_ddl
 from memstore.sqlite_probe import (
     folder_writable,
     judge_schema,

@@ -48,6 +48,7 @@ DOWNGRADE_DROPS: dict[str, tuple[Drop, ...]] = {
     "0008": (),
     "0009": (("location_names", None),),
     "0010": (("location_names", "imported"),),
+    "0011": (("write_receipts", None),),
 }
 
 

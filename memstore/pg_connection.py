@@ -50,12 +50,9 @@ from memstore.connection import (
     store_tiers,
     watch_invalidation,
 )
+from memstore.ddl import ephemeral_ddl
 from memstore.errors import DatabaseUnavailable, ReadOnlyDatabase, UnsupportedDatabase
-from memstore.schema import (
-    EPHEMERAL_SCHEMA,
-    EPHEMERAL_SCHEMA_POSTGRESQL,
-    ephemeral_ddl,
-)
+from memstore.schema import EPHEMERAL_SCHEMA, EPHEMERAL_SCHEMA_POSTGRESQL
 
 #: the advisory locks memstore's writers take: this number's high 32 bits with the schema's
 #: CRC-32 below them (one memstore database per schema: two never block each other)

@@ -16,6 +16,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    delete,
     func,
     insert,
     literal_column,
@@ -36,6 +37,7 @@ from memstore.schema import (
     memory_links,
     synthesis_decisions,
     turn_records,
+    write_receipts,
 )
 
 # inline, so compiled SQL keeps only the ids
@@ -99,6 +101,13 @@ LOCATION_NAME = select(locations.c.name).where(locations.c.id == bindparam("id")
 VISIT_EPISODE = OnConflict(location_episodes)
 INSERT_DECISION = insert(synthesis_decisions)
 INSERT_TURNS = insert(turn_records)
+#: a write transaction's receipt (memstore.synthesis_runner: a COMMIT in doubt), and the
+#: writer's earlier receipts, which it no longer needs, deleted in the same transaction
+INSERT_RECEIPT = insert(write_receipts)
+DELETE_RECEIPT = delete(write_receipts).where(write_receipts.c.receipt == bindparam("receipt"))
+RECEIPT_FOUND = select(write_receipts.c.receipt).where(
+    write_receipts.c.receipt == bindparam("receipt")
+)
 
 
 # --- reads -----------------------------------------------------------------------

@@ -144,9 +144,15 @@ class Bookkeeping:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     map_events: list[MapEvent] = field(default_factory=list)
+    #: this transaction's receipt (``write_receipts``), and the writer's earlier ones it
+    #: no longer needs, deleted in it: for a COMMIT a lost connection leaves in doubt
+    receipt: str | None = None
+    forget_receipts: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
+        """Nothing to write but, perhaps, receipts (a transaction of its own for them alone
+        is not worth it: a receipt left over is one row, deleted by a later write)."""
         return not (self.visits or self.decisions or self.turns or self.map_events)
 
     def check(self) -> None:

@@ -8,8 +8,6 @@ the store's single connection, created at connect time and never written to disk
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -26,9 +24,6 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Dialect
-from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memstore.map_graph import DIRECTIONS
 from memstore.models import Category, Status
@@ -36,7 +31,7 @@ from memstore.outcome import Outcome
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
 #: databases at this revision and refuses older ones; a test checks it is alembic's head.
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 
 EPHEMERAL_SCHEMA = "ephemeral"
 
@@ -325,6 +320,19 @@ Index(
     location_names.c.location_id,
 )
 
+# --- revision 0011: receipts of writes a lost connection left in doubt ------------------------
+
+#: a write transaction's receipt, inserted in that transaction: when the connection to a
+#: server is lost during its COMMIT, the writer (memstore.synthesis_runner) asks whether
+#: the receipt is here before writing the same rows again; a writer deletes its receipt in
+#: its next transaction, so a table holds about one row per writer
+write_receipts = Table(
+    "write_receipts",
+    metadata,
+    Column("receipt", Text, primary_key=True),
+    Column("created_at", Text, nullable=False),
+)
+
 # --- revision 0006: the map (rooms by location id, connections, exit failures, pruned exits) ---
 # memstore.map_graph says what the rows mean; names are for display only (several rooms share
 # one); everything is on disk, so the map outlives episodes.
@@ -443,62 +451,3 @@ ephemeral_memory_links = Table(
 #: where the ephemeral tier lives on PostgreSQL: the connection's own temporary schema
 #: (tables there are visible to that connection only and dropped when it closes)
 EPHEMERAL_SCHEMA_POSTGRESQL = "pg_temp"
-
-
-def persistent_ddl(dialect: Dialect) -> tuple[str, ...]:
-    """The CREATE statements of the persistent tables and their indexes, in the order
-    ``metadata.create_all`` runs them (tables in dependency order, each with its indexes),
-    compiled once per dialect name and server version: a new database's schema costs its
-    statements, not SQLAlchemy compiling them again (about half of a new database's open)."""
-    return _compiled_once(_persistent_ddl, dialect)
-
-
-def _compiled_once(
-    compile_for: Callable[[Dialect], tuple[str, ...]], dialect: Dialect
-) -> tuple[str, ...]:
-    """``compile_for(dialect)``, cached by what the DDL depends on. Each engine has its own
-    dialect object, so the object itself is no key: cached by it, nothing was ever reused."""
-    key = (compile_for.__name__, dialect.name, dialect.server_version_info)
-    statements = _COMPILED.get(key)
-    if statements is None:
-        statements = _COMPILED[key] = compile_for(dialect)
-    return statements
-
-
-#: compiled DDL by (what, dialect name, server version); a handful of entries a process
-_COMPILED: dict[tuple[object, ...], tuple[str, ...]] = {}
-
-
-def _persistent_ddl(dialect: Dialect) -> tuple[str, ...]:
-    statements: list[str] = []
-    for table in metadata.sorted_tables:
-        statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
-        statements.extend(
-            str(CreateIndex(index).compile(dialect=dialect)).strip()
-            for index in sorted(table.indexes, key=lambda index: str(index.name))
-        )
-    return tuple(statements)
-
-
-def ephemeral_ddl(dialect: Dialect | None = None) -> list[str]:
-    """CREATE statements for the ephemeral tier, run on every new connection: in SQLite's
-    attached in-memory database, or in PostgreSQL's per-connection temporary schema
-    (compiled once per dialect name)."""
-    dialect = dialect or sqlite.dialect()
-    return list(_compiled_once(_ephemeral_ddl, dialect))
-
-
-def _ephemeral_ddl(dialect: Dialect) -> tuple[str, ...]:
-    schema = EPHEMERAL_SCHEMA_POSTGRESQL if dialect.name == "postgresql" else EPHEMERAL_SCHEMA
-    translate = {EPHEMERAL_SCHEMA: schema}
-    statements = [
-        str(CreateTable(table).compile(dialect=dialect, schema_translate_map=translate))
-        for table in ephemeral_metadata.sorted_tables
-    ]
-    for table in ephemeral_metadata.sorted_tables:
-        statements.extend(
-            str(CreateIndex(index).compile(dialect=dialect, schema_translate_map=translate))
-            for index in table.indexes
-        )
-    placeholder = f"__[SCHEMA_{EPHEMERAL_SCHEMA}]"
-    return tuple(statement.replace(placeholder, schema) for statement in statements)

@@ -44,13 +44,16 @@ from memstore.models import (
     plain_str,
 )
 from memstore.queries import (
+    DELETE_RECEIPT,
     ENSURE_LOCATION,
     INSERT_DECISION,
     INSERT_LINK,
     INSERT_MEMORY,
+    INSERT_RECEIPT,
     INSERT_TURNS,
     LOCATION_NAME,
     MARK_SUPERSEDED,
+    RECEIPT_FOUND,
     TIER_NUMBER,
     VISIT_EPISODE,
     VISIT_KNOWN,
@@ -67,6 +70,7 @@ from memstore.rows import (
     decision_row,
     link_turn,
     memory_row,
+    now,
     titles_of,
 )
 from memstore.schema import (
@@ -105,8 +109,22 @@ class MemoryStore(StoreReads):
         with self._write(forget=None) as conn:
             self._bookkeeping(conn, bookkeeping)
 
+    def has_receipt(self, receipt: str) -> bool:
+        """Whether a write transaction that inserted ``receipt`` (``Bookkeeping.receipt``)
+        was committed: the answer to a COMMIT a lost connection swallowed."""
+        with self._read() as conn:
+            return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
+
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
+        if bookkeeping.forget_receipts:
+            _run_many(
+                conn,
+                DELETE_RECEIPT,
+                [{"receipt": receipt} for receipt in bookkeeping.forget_receipts],
+            )
+        if bookkeeping.receipt is not None:
+            _run(conn, INSERT_RECEIPT, {"receipt": bookkeeping.receipt, "created_at": now()})
         for location_id, name, episode in bookkeeping.visits:
             visit = {"visit_id": location_id, "visit_name": name}
             if _run(conn, VISIT_KNOWN, visit).rowcount != 1:  # new, or renamed

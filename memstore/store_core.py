@@ -38,6 +38,7 @@ from memstore.connection import (
     store_transaction_begin,
     upgrade_to_write,
 )
+from memstore.ddl import persistent_ddl
 from memstore.dialect import holds_integer
 from memstore.errors import (
     DatabaseUnavailable,
@@ -58,7 +59,6 @@ from memstore.schema import (
     alembic_version,
     location_episodes,
     memories,
-    persistent_ddl,
 )
 from memstore.shown_memories import ShownMemories
 from memstore.versions import create_identity

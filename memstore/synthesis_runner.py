@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memstore.busy_buffer import BusyBuffer
+from memstore.commit_doubt import CommitDoubt
 from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
 from memstore.llm import last_usage_of
 from memstore.models import Memory, Persistence
@@ -76,6 +77,8 @@ class SynthesisRunner:
         #: what waits for a busy database (memstore.busy_buffer); ``numbered(provisional,
         #: episode)`` is told when an episode played unnumbered gets its number
         self.buffer = BusyBuffer(store, counters)
+        #: receipts of the writes on a server, for a COMMIT whose answer was lost
+        self.doubt = CommitDoubt(store, pending, counters)
         self.numbered = numbered
         #: a write was tried (or not, for a busy database) since the manager last reset it
         self.tried = False
@@ -96,6 +99,7 @@ class SynthesisRunner:
         self.tried = True
         if buffer.may_write():
             try:
+                self.doubt.settle(buffer)  # (numbering rewrites the rows that wait)
                 buffer.number_episodes(self.pending, self.numbered)
                 return self.store.allocate_episode()
             except (StoreBusy, DatabaseUnavailable) as exc:
@@ -121,6 +125,7 @@ class SynthesisRunner:
         buffer = self.buffer
         if buffer.unnumbered and buffer.may_write():
             try:
+                self.doubt.settle(buffer)
                 buffer.number_episodes(self.pending, self.numbered)
             except (StoreBusy, DatabaseUnavailable) as exc:
                 buffer.refused()
@@ -271,28 +276,40 @@ class SynthesisRunner:
                 buffer.syntheses.append(synthesis)
             return False, None
         waiting = buffer.syntheses
+        doubt = self.doubt
         try:
+            doubt.settle(buffer)  # first: a write in doubt may have been committed
             if buffer.unnumbered:
                 buffer.number_episodes(self.pending, self.numbered, synthesis)
             while waiting:
                 try:
-                    self._count_applied(self.store.apply_synthesis(**waiting[0]))
+                    self._count_applied(
+                        self.store.apply_synthesis(
+                            **waiting[0], bookkeeping=doubt.alone(waiting[0])
+                        )
+                    )
                 except (StoreBusy, DatabaseUnavailable):
                     raise  # the database's state, not the row's: it keeps waiting
                 except Exception:
+                    doubt.failed(connection_lost=False)
                     buffer.first_written()
                     raise
+                doubt.committed()
                 buffer.wrote(waiting[0])
                 buffer.first_written()  # (a Ctrl-C, say while waiting for the lock, keeps it)
             if synthesis is None:
-                self.store.write_bookkeeping(self.pending.bookkeeping())
+                self.store.write_bookkeeping(doubt.with_pending(None))
                 applied = None
             else:
                 applied = self._count_applied(
-                    self.store.apply_synthesis(**synthesis, bookkeeping=self.pending.bookkeeping())
+                    self.store.apply_synthesis(
+                        **synthesis, bookkeeping=doubt.with_pending(synthesis)
+                    )
                 )
                 buffer.wrote(synthesis)
+            doubt.committed()
         except (StoreBusy, DatabaseUnavailable) as exc:
+            doubt.failed(connection_lost=isinstance(exc, DatabaseUnavailable))
             if synthesis is not None:
                 waiting.append(synthesis)
             buffer.refused()

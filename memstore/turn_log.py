@@ -165,6 +165,18 @@ class PendingWrites:
             map_events=list(self.map_events),
         )
 
+    def snapshot(self) -> tuple[tuple[object, ...], ...]:
+        """The rows waiting now, list by list (the same objects: ``drop_written``)."""
+        return tuple(self.visits), tuple(self.decisions), tuple(self.turns), tuple(self.map_events)
+
+    def drop_written(self, written: tuple[tuple[object, ...], ...]) -> None:
+        """Take out the rows of a ``snapshot`` that were written after all (a COMMIT in
+        doubt that went through: memstore.commit_doubt); the rows buffered since stay."""
+        lists: tuple[list[Any], ...] = (self.visits, self.decisions, self.turns, self.map_events)
+        for rows, done in zip(lists, written, strict=True):
+            gone = {id(row) for row in done}
+            rows[:] = [row for row in rows if id(row) not in gone]
+
     def clear(self) -> None:
         self.visits.clear()
         self.decisions.clear()

@@ -24,7 +24,8 @@ MEMSTORE = Path(sys.executable).with_name("memstore")
 #: the tables the revisions after 0008 add, as ``values_of`` reads them on a database they
 #: upgraded: there, and empty
 ADDED_AFTER_0008 = {
-    "location_names": (["id", "location_id", "name", "replaced_version", "imported"], [])
+    "location_names": (["id", "location_id", "name", "replaced_version", "imported"], []),
+    "write_receipts": (["receipt", "created_at"], []),
 }
 
 

@@ -40,7 +40,8 @@ class FreezingProxy:
     ``trigger(connection_index, bytes_from_client)`` is asked about every chunk the client
     sends: "hold" stops everything (that chunk included, every connection, both ways)
     until ``thaw()``; "mute" passes the chunk on and then no answer of that connection's
-    server reaches its client any more.
+    server reaches its client any more; "cut" closes that connection's two ends without
+    passing the chunk on.
     """
 
     def __init__(self, port: int) -> None:
@@ -98,6 +99,8 @@ class FreezingProxy:
                         state["mute"] = True
                         dst.sendall(data)
                         continue
+                    elif action == "cut":
+                        break  # not passed on: both ends are closed (below)
                 while self._held(upstream, state) and not self.closed and not state["done"]:
                     time.sleep(0.01)
                 dst.sendall(data)

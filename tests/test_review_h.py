@@ -26,6 +26,7 @@ from memstore.prompt import (
     listed_handles,
     listed_memories,
 )
+from memstore.schema import HEAD_REVISION
 from memstore.store import MemoryStore
 from memstore.synthesis import number_memories, parse_synthesis_answer, resolve_decision
 from memstore.triggers import ZMachineContext
@@ -358,11 +359,11 @@ DAMAGES = {
     ),
     "two revisions": (
         "INSERT INTO alembic_version VALUES ('0009');",
-        "holds more than one revision ('0010', '0009')",
+        f"holds more than one revision ('{HEAD_REVISION}', '0009')",
     ),
     "a revision that is no name": (
-        "UPDATE alembic_version SET version_num = x'30303130';",
-        "holds a revision that is no name (b'0010')",
+        f"UPDATE alembic_version SET version_num = x'{HEAD_REVISION.encode().hex()}';",
+        f"holds a revision that is no name ({HEAD_REVISION.encode()!r})",
     ),
 }
 

@@ -205,7 +205,7 @@ def test_a_new_databases_ddl_is_compiled_once_a_process_not_once_an_engine() -> 
     # every engine has its own dialect object; the cache was keyed by it and never hit
     from sqlalchemy import create_engine
 
-    from memstore.schema import ephemeral_ddl, persistent_ddl
+    from memstore.ddl import ephemeral_ddl, persistent_ddl
 
     first, second = (create_engine("sqlite://").dialect for _ in range(2))
     assert first is not second

@@ -1,0 +1,118 @@
+"""Writes whose COMMIT's answer a lost connection swallowed, for memstore.synthesis_runner.
+
+When the connection to a PostgreSQL server is lost during a COMMIT, the writer cannot tell
+whether the transaction was committed: the store's DatabaseUnavailable says "may or may
+not have been committed". The manager keeps what it was writing and writes it again once
+the server answers; a memory is not stored twice (one live memory per title), but without
+a check its turn records, decision-log rows, visits and map events would be.
+
+So on a server each of the runner's write transactions inserts a receipt
+(``write_receipts``, ``Bookkeeping.receipt``). After a lost connection, before writing
+anything else, the runner asks whether that receipt is there (``CommitDoubt.settle``):
+
+* it is: the transaction was committed. The synthesis it applied waits no more, and the
+  buffered rows it carried are taken out of what waits (by identity: rows buffered since
+  stay). Counted (``counters["commits_in_doubt_found"]``).
+* it is not: nothing was written; everything is written again as it waits.
+
+A receipt is deleted by the writer's next committed transaction (``forget_receipts``), so
+the table holds about one row per writer. SQLite answers its COMMIT in the same process:
+no receipt is written there, and nothing here costs a turn anything.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memstore.busy_buffer import BusyBuffer
+from memstore.rows import Bookkeeping
+from memstore.store import MemoryStore
+from memstore.turn_log import PendingWrites
+
+__all__ = ["CommitDoubt"]
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One write transaction: its receipt, the synthesis it applies (None: the bookkeeping
+    alone) and the buffered rows it carries (empty for a waiting synthesis alone)."""
+
+    receipt: str
+    synthesis: dict[str, Any] | None
+    rows: tuple[tuple[object, ...], ...] = ()
+
+
+class CommitDoubt:
+    """The runner's receipts: ``with_pending`` or ``alone`` before each write, then
+    ``committed`` or ``failed``; ``settle`` before any write after a lost connection."""
+
+    def __init__(self, store: MemoryStore, pending: PendingWrites, counters: Counter[str]):
+        self.store = store
+        self.pending = pending
+        self.counters = counters
+        #: only a server's COMMIT can be lost on the way back
+        self.enabled = store.target.is_server
+        self._trying: _Attempt | None = None
+        self._doubt: _Attempt | None = None
+        #: receipts of committed transactions: the next write deletes them
+        self._forget: list[str] = []
+
+    @property
+    def in_doubt(self) -> bool:
+        return self._doubt is not None
+
+    def with_pending(self, synthesis: dict[str, Any] | None) -> Bookkeeping:
+        """What the store's write takes with ``synthesis`` (None: the bookkeeping alone):
+        the buffered rows, and on a server a new receipt (when there is a write at all)."""
+        rows = self.pending.bookkeeping()
+        if not self.enabled or (synthesis is None and rows.empty):
+            return rows  # (nothing to write: the store writes no transaction)
+        return self._receipted(rows, _Attempt("", synthesis, self.pending.snapshot()))
+
+    def alone(self, synthesis: dict[str, Any]) -> Bookkeeping | None:
+        """What the store's write of a waiting ``synthesis`` takes: on a server, a receipt."""
+        if not self.enabled:
+            return None
+        return self._receipted(Bookkeeping(), _Attempt("", synthesis))
+
+    def _receipted(self, rows: Bookkeeping, attempt: _Attempt) -> Bookkeeping:
+        attempt = replace(attempt, receipt=uuid.uuid4().hex)
+        self._trying = attempt
+        return replace(rows, receipt=attempt.receipt, forget_receipts=tuple(self._forget))
+
+    def committed(self) -> None:
+        """The write's COMMIT was answered: its receipt is no longer needed, nor the ones
+        it deleted."""
+        attempt, self._trying = self._trying, None
+        if attempt is not None:
+            self._forget = [attempt.receipt]
+
+    def failed(self, *, connection_lost: bool) -> None:
+        """The write raised. A lost connection leaves it in doubt (``settle`` asks); any
+        other refusal (a lock, a full disk) rolled it back."""
+        attempt, self._trying = self._trying, None
+        if connection_lost and attempt is not None:
+            self._doubt = attempt
+
+    def settle(self, buffer: BusyBuffer) -> None:
+        """Before any other write: was the write in doubt committed? (A read: StoreBusy or
+        DatabaseUnavailable pass through, and it stays in doubt.) If so, what it wrote
+        waits no more."""
+        attempt = self._doubt
+        if attempt is None:
+            return
+        landed = self.store.has_receipt(attempt.receipt)
+        self._doubt = None
+        if not landed:
+            return
+        self.counters["commits_in_doubt_found"] += 1
+        self._forget.append(attempt.receipt)
+        waiting = buffer.syntheses
+        if attempt.synthesis is not None and waiting and waiting[0] is attempt.synthesis:
+            buffer.wrote(attempt.synthesis)
+            buffer.first_written()
+        if attempt.rows:
+            self.pending.drop_written(attempt.rows)

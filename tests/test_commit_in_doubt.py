@@ -1,0 +1,169 @@
+"""A write whose COMMIT's answer a lost connection swallowed (review G, G1).
+
+The manager kept what it was writing and wrote it again once the server answered: the
+memory was not stored twice (one live memory per title), but its turn records and
+decision rows were (the reviewer's proxy: 42 turn records for 40 turns). Now every write
+of the manager on a server carries a receipt (memstore.commit_doubt), and after a lost
+connection the manager asks for it before writing anything again.
+
+Each run plays the same walkthrough turns through the offline recorder (deterministic),
+so a run with a lost answer must store exactly what a run without one stores. The real
+runs go through a proxy to a PostgreSQL cluster that passes a COMMIT on and then swallows
+the server's answers; a quick run on SQLite commits and then raises the store's
+DatabaseUnavailable, with the receipts switched on as a server has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pg_cluster import PgCluster
+
+from memstore.errors import DatabaseUnavailable
+from memstore.manager import SimpleMemoryManager
+from memstore.store import MemoryStore
+from tests.answer_watch_helpers import pg_url as pg_url  # a fixture
+from tests.test_answer_watch_frozen_network import FreezingProxy
+from tests.test_pg_outage_l import Turn, play, stored
+from tests.test_pg_outage_l import turns as turns  # a fixture
+
+#: the turn after which the next write's answer is lost
+ARMED_AT = 15
+#: turns played (the walkthrough's first ones)
+PLAYED = 60
+
+
+@pytest.fixture
+def proxy(pg_cluster: PgCluster) -> Iterator[FreezingProxy]:
+    made = FreezingProxy(pg_cluster.port)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def run(store: MemoryStore, turns: list[Turn], arm: Any = None) -> SimpleMemoryManager:
+    """Play ``turns`` through a manager over ``store`` (``arm()`` after turn ARMED_AT),
+    flush, and return the manager; nothing may reach the loop."""
+    manager = SimpleMemoryManager(store)
+    errors = play(
+        manager,
+        turns[:PLAYED],
+        lambda number: arm() if number == ARMED_AT and arm is not None else None,
+    )
+    assert errors == []
+    for _ in range(3):  # the backoff's clock may refuse the first flushes in a row
+        if manager.flush():
+            break
+    assert manager.flush()
+    return manager
+
+
+def expected(tmp_path: Path, turns: list[Turn]) -> dict[str, Any]:
+    with MemoryStore.open(tmp_path / "baseline.db") as store:
+        run(store, turns)
+        return stored(store)
+
+
+def writes_watched(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``state["writing"]`` is True while the manager's store writes (the proxy's threads
+    read it: a statement's text is no guide, psycopg prepares what it runs often)."""
+    state: dict[str, Any] = {"writing": False, "armed": False, "fired": 0}
+
+    def watched(write: Any) -> Any:
+        def writing(*args: Any, **kwargs: Any) -> Any:
+            state["writing"] = True
+            try:
+                return write(*args, **kwargs)
+            finally:
+                state["writing"] = False
+
+        return writing
+
+    for name in ("write_bookkeeping", "apply_synthesis"):
+        monkeypatch.setattr(store, name, watched(getattr(store, name)))
+    return state
+
+
+def on_a_writes_commit(state: dict[str, Any], action: str) -> Any:
+    """A proxy trigger: ``action`` on the first COMMIT of a write once ``state`` is armed."""
+
+    def trigger(_connection: int, data: bytes) -> str | None:
+        if state["armed"] and state["writing"] and b"COMMIT" in data:
+            state.update(armed=False, fired=state["fired"] + 1)
+            return action
+        return None
+
+    return trigger
+
+
+@pytest.mark.parametrize(
+    ("action", "committed"),
+    [
+        ("mute", True),  # the COMMIT reaches the server; its answer never comes back
+        ("cut", False),  # the connection is cut before the COMMIT reaches the server
+    ],
+)
+def test_a_write_whose_commits_answer_was_lost_is_stored_exactly_once(
+    tmp_path: Path,
+    pg_url: str,
+    proxy: FreezingProxy,
+    turns: list[Turn],
+    monkeypatch: pytest.MonkeyPatch,
+    action: str,
+    committed: bool,
+) -> None:
+    MemoryStore.open(pg_url).close()
+    with MemoryStore.open(proxy.url(pg_url), answer_timeout_s=1.5) as store:
+        state = writes_watched(store, monkeypatch)
+        proxy.trigger = on_a_writes_commit(state, action)
+        manager = run(store, turns, arm=lambda: state.update(armed=True))
+        assert state["fired"] == 1
+        assert manager.counters["store_unavailable"] >= 1
+        assert manager.counters["commits_in_doubt_found"] == int(committed)
+        got = stored(store)
+        with store.transaction(write=False) as conn:
+            receipts = conn.exec_driver_sql("SELECT count(*) FROM write_receipts").scalar()
+    want = expected(tmp_path, turns)
+    assert max(got["turns"].values()) == 1  # was: turns stored twice (42 records for 40)
+    assert got == want
+    assert receipts == 1  # the last write's (the next write deletes it)
+
+
+def test_on_sqlite_a_lost_answer_after_the_commit_is_found_by_its_receipt(
+    tmp_path: Path, turns: list[Turn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite answers its COMMIT in the process, so the manager writes no receipt there; with
+    # receipts on, a commit followed by the server's DatabaseUnavailable is what a lost
+    # answer looks like
+    with MemoryStore.open(tmp_path / "doubt.db") as store:
+        manager = SimpleMemoryManager(store)
+        doubt = manager._synthesis.doubt
+        doubt.enabled = True
+        lost = {"armed": False, "fired": 0}
+
+        def commit_then_lose_the_answer(write: Any) -> Any:
+            def written(*args: Any, **kwargs: Any) -> Any:
+                result = write(*args, **kwargs)
+                if lost["armed"]:
+                    lost.update(armed=False, fired=lost["fired"] + 1)
+                    raise DatabaseUnavailable("lost the connection (simulated) in the COMMIT")
+                return result
+
+            return written
+
+        for name in ("write_bookkeeping", "apply_synthesis"):
+            monkeypatch.setattr(store, name, commit_then_lose_the_answer(getattr(store, name)))
+        errors = play(
+            manager,
+            turns[:PLAYED],
+            lambda number: lost.update(armed=True) if number == ARMED_AT else None,
+        )
+        assert errors == []
+        assert manager.flush()  # (tries at once, whatever the backoff's clock says)
+        assert lost["fired"] == 1 and manager.counters["commits_in_doubt_found"] == 1
+        got = stored(store)
+    assert got == expected(tmp_path, turns)
