@@ -24,6 +24,9 @@ _Int = Annotated[int, Strict()]
 _Flag = Annotated[bool, Strict()]
 #: a Z-machine object number (an inventory item)
 _ObjectId = Annotated[int, Strict(), Field(ge=1, le=MAX_OBJECT_ID)]
+#: a location id, never negative (the store's rule, memstore.models.check_location_id; one
+#: past 64 bits is the manager's one-line ValueError, as every number of the context)
+_LocationId = Annotated[int, Strict(), Field(ge=0)]
 
 
 class Trigger(StrEnum):
@@ -41,19 +44,20 @@ class ZMachineContext(BaseModel):
     """Ground truth around one action: values before and after it.
 
     Inventories are Z-machine object numbers (1 to MAX_OBJECT_ID), given as any
-    collection of them. ``first_visit`` may be left as None: the manager then works it
-    out from the locations it has seen. Strict: scores, locations, object numbers and
-    ``response_length`` must be ints (a bool, a str such as ``"6"`` or a float such as
-    ``6.0`` is refused, never read as a number), ``died`` and ``first_visit`` bools; a
-    wrong value is a ValidationError (a ValueError) when the context is made.
+    collection of them; locations are never negative. ``first_visit`` may be left as
+    None: the manager then works it out from the locations it has seen. Strict: scores,
+    locations, object numbers and ``response_length`` must be ints (a bool, a str such as
+    ``"6"`` or a float such as ``6.0`` is refused, never read as a number), ``died`` and
+    ``first_visit`` bools; a wrong value is a ValidationError (a ValueError) when the
+    context is made.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     score_before: _Int = 0
     score_after: _Int = 0
-    location_before: _Int | None = None
-    location_after: _Int | None = None
+    location_before: _LocationId | None = None
+    location_after: _LocationId | None = None
     inventory_before: frozenset[_ObjectId] = Field(default_factory=frozenset)
     inventory_after: frozenset[_ObjectId] = Field(default_factory=frozenset)
     died: _Flag = False

@@ -243,6 +243,8 @@ WRONG_CONTEXTS = [
     {"location_before": True},
     {"location_after": "6"},
     {"location_after": 6.0},
+    {"location_after": -1},  # a location the store could never hold (was: a map room -1)
+    {"location_before": -5},
     {"score_before": "0"},
     {"score_after": True},
     {"died": "yes"},
