@@ -112,9 +112,17 @@ def unstorable_name(location: LocationLike, stored: LocationLike | None) -> str 
     ``memstore.models.check_location_name``: a NUL, a lone surrogate, more than
     LOCATION_NAME_MAX characters), or None. A name the database already holds for that
     location is not written again, so it passes whatever it is: an older database whose
-    names are longer than the rule allows imports its own export."""
+    names are longer than the rule allows imports its own export. A header that names the
+    location with nothing but blanks, where the database has a name, is no rename anyone
+    means (the name was deleted by mistake): a problem too."""
     if stored is not None and stored.name == location.name:
         return None
+    if stored is not None and stored.name.strip() and not location.name.strip():
+        return (
+            f"location {location.id}: its header gives no name (the database's is "
+            f"{stored.name[:60]!r}): give it back, or another one; the location and its "
+            f"memories skipped"
+        )
     try:
         check_location_name(location.name, "its name")
     except (TypeError, ValueError) as exc:

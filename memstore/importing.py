@@ -16,7 +16,8 @@ the same identity are matched to the file's in the order they were stored.
 
 Problems make the import unsafe: the parser's problems, and the plan's own (a location
 whose name a write could not store, ``memstore.models.check_location_name``, unless the
-database already holds that name there: the location and its memories are skipped; two
+database already holds that name there, or whose header lost the name the database has:
+the location and its memories are skipped; two
 non-superseded memories with the same title at one location, an EPHEMERAL memory, a new
 non-superseded memory whose title is already live in the database on a memory missing from
 the file - which only ``--prune`` can replace -, or that the 3-way merge paired as a retitle

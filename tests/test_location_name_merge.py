@@ -79,6 +79,26 @@ def test_a_reviewer_s_rename_is_imported(kitchen: MemoryStore) -> None:
     assert name_of(kitchen, 8) == "Attic"
 
 
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_header_whose_name_was_deleted_is_a_problem_never_a_rename_to_nothing(
+    kitchen: MemoryStore, mem: MakeMemory, blank: str
+) -> None:
+    text = exported(kitchen)
+    text = text.replace("## Location 7: Kitchen\n", f"## Location 7:{blank}\n")
+    assert f"## Location 7:{blank}\n" in text
+    outcome = import_memories(kitchen, text, apply=True)
+    assert not outcome.applied
+    assert [str(p) for p in outcome.plan.problems] == [
+        "line 4: location 7: its header gives no name (the database's is 'Kitchen'): give it "
+        "back, or another one; the location and its memories skipped"
+    ]
+    assert name_of(kitchen, 7) == "Kitchen"
+    # a location whose stored name is blank exports and imports as it is
+    kitchen.record_visit(9, "", 1)
+    kitchen.add_memory(9, "", mem("Nameless", text="a room with no name yet"))
+    assert import_memories(kitchen, exported(kitchen), apply=True).plan.problems == ()
+
+
 def test_an_older_export_does_not_undo_a_reviewer_s_imported_rename(kitchen: MemoryStore) -> None:
     older = exported(kitchen)
     import_memories(kitchen, renamed_in_file(older, 7, "Kitchen", "Galley"), apply=True)
