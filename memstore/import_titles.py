@@ -88,7 +88,15 @@ def drop_title_conflicts(
     for key, origin_key, origin in retitled:
         if origin_key in missing_keys:
             edits.setdefault(key, []).append((origin_key, origin))
-    if not held and not edits:
+    # the database's superseded memories missing from the file, by title and text: the
+    # file's added superseded memory with that title and text is one of them with its turns
+    # (or episode) fixed, which would stand beside it in the history
+    history: dict[tuple[int, str, str], list[MemoryLike]] = {}
+    for change in missing:
+        if change.memory.status is Status.SUPERSEDED:
+            where = (change.location_id, title_spelling(change.memory.title), change.memory.text)
+            history.setdefault(where, []).append(change.memory)
+    if not held and not edits and not history:
         return changes
     # the titles live in the database now, exactly: one the database already has beside a
     # differently spelled one brings no second spelling in
@@ -140,6 +148,30 @@ def drop_title_conflicts(
                 ImportProblem(
                     lines.memory_line(change.location_id, memory.title),
                     _edit_message(change.location_id, memory, origin_key, old, unpruned),
+                    pruned=not unpruned,
+                )
+            )
+            continue
+        fixed = (
+            history.get((change.location_id, title_spelling(memory.title), memory.text))
+            if change.old is None and memory.status is Status.SUPERSEDED
+            else None
+        )
+        if fixed:
+            old = fixed.pop(0)
+            advice = (
+                "--prune deletes nothing while the file has other problems"
+                if unpruned
+                else "use --prune to replace it, or keep its turns"
+            )
+            problems.append(
+                ImportProblem(
+                    lines.memory_line(change.location_id, memory.title),
+                    f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
+                    f"{change.location_id} is the database's superseded memory with that title "
+                    f"(the same text; Ep{old.episode}, T{old.turns}) with its turns changed, "
+                    f"which is not in the file: importing it would leave both in its history; "
+                    f"{advice}; memory skipped",
                     pruned=not unpruned,
                 )
             )

@@ -184,6 +184,38 @@ def test_a_retitle_of_a_superseded_memory_is_a_problem_without_prune_never_a_sec
     assert code == 0, err
 
 
+def test_a_turns_fix_of_a_superseded_memory_is_a_problem_without_prune_never_a_second_one(
+    capsys: pytest.CaptureFixture[str], db: Path, mem: MakeMemory, tmp_path: Path
+) -> None:
+    # was: exit 0 and two superseded 'Door shut' in the history (T5 and T4)
+    with_door(db, mem)
+    out = exported(capsys, db, tmp_path)
+    edit(out, "SUPERSEDED] Door shut** *(Ep1, T5", "SUPERSEDED] Door shut** *(Ep1, T4")
+
+    code, printed, err = import_(capsys, db, out, "--apply")
+
+    assert code == 1, err
+    problem = next(line for line in printed.splitlines() if "'Door shut' (Ep1, T4)" in line)
+    assert "superseded memory with that title" in problem and "--prune" in problem
+    with MemoryStore.open(db, read_only=True) as store:
+        assert [(m.title, m.turns) for m in store.history(64, "Door open")] == [
+            ("Door shut", "5"),
+            ("Door open", "8"),
+        ]
+        assert [m.turns for m in store.memories(64, True) if m.title == "Door shut"] == ["5"]
+
+    code, _printed, err = import_(capsys, db, out, "--apply", "--prune")
+    assert code == 0, err
+    with MemoryStore.open(db, read_only=True) as store:
+        assert [(m.title, m.turns) for m in store.history(64, "Door open")] == [
+            ("Door shut", "4"),
+            ("Door open", "8"),
+        ]
+        assert [m.turns for m in store.memories(64, True) if m.title == "Door shut"] == ["4"]
+    code, _printed, err = run(capsys, "--db", str(db), "export", "--out", str(out))
+    assert code == 0, err
+
+
 # --- D6: a malformed header's memories are not deletions -----------------------------------
 
 
