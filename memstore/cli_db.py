@@ -147,7 +147,7 @@ def _server_revision(url: Any) -> str | None:
     location = (
         url.render_as_string(hide_password=False) if hasattr(url, "render_as_string") else url
     )
-    _tables, version = server_tables(resolve_target(str(location)), answer_limit())
+    _tables, version, _columns = server_tables(resolve_target(str(location)), answer_limit())
     return version
 
 

@@ -220,8 +220,10 @@ def check_existing(
     if target.is_server:
         from memstore.pg_connection import server_tables
 
-        tables, version = server_tables(target, answer_limit(answer_timeout_s=answer_timeout_s))
-        return judge_schema(target.display, tables, version, kind="PostgreSQL")
+        tables, version, columns = server_tables(
+            target, answer_limit(answer_timeout_s=answer_timeout_s)
+        )
+        return judge_schema(target.display, tables, version, kind="PostgreSQL", columns=columns)
     path = target.path
     if path is None or not path.exists():
         return True

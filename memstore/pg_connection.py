@@ -52,7 +52,8 @@ from memstore.connection import (
 )
 from memstore.ddl import ephemeral_ddl
 from memstore.errors import DatabaseUnavailable, ReadOnlyDatabase, UnsupportedDatabase
-from memstore.schema import EPHEMERAL_SCHEMA, EPHEMERAL_SCHEMA_POSTGRESQL
+from memstore.schema import EPHEMERAL_SCHEMA, EPHEMERAL_SCHEMA_POSTGRESQL, metadata
+from memstore.sqlite_probe import single_revision
 
 #: the advisory locks memstore's writers take: this number's high 32 bits with the schema's
 #: CRC-32 below them (one memstore database per schema: two never block each other)
@@ -174,9 +175,13 @@ def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
     return DatabaseUnavailable(f"cannot connect to {target.display}: {detail}")
 
 
-def server_tables(target: Target, answer_timeout_s: float) -> tuple[set[str], str | None]:
-    """The tables of the database's schema and its alembic revision, read without writing
-    (each wait for the server's answer bounded by ``answer_timeout_s``)."""
+def server_tables(
+    target: Target, answer_timeout_s: float
+) -> tuple[set[str], str | None, dict[str, set[str]]]:
+    """The tables of the database's schema, its alembic revision (``single_revision``: an
+    alembic_version holding two rows, or no name, is NotAMemstoreDatabase) and the column
+    names of those of its tables that memstore's schema has, read without writing (each
+    wait for the server's answer bounded by ``answer_timeout_s``)."""
     try:
         import psycopg  # noqa: F401 - only to say what is missing
     except ImportError:
@@ -204,10 +209,22 @@ def server_tables(target: Target, answer_timeout_s: float) -> tuple[set[str], st
                     f"cannot use {target.display}: its search_path names no schema that "
                     f"exists there (create the schema, or name one that exists)"
                 )
+            columns: dict[str, set[str]] = {}
+            for table, column in conn.execute(
+                text(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema()"
+                )
+            ):
+                if table in metadata.tables:
+                    columns.setdefault(table, set()).add(column)
             version = None
             if "alembic_version" in tables:
-                version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-            return tables, version
+                version = single_revision(
+                    target.display,
+                    list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars()),
+                )
+            return tables, version, columns
     except DBAPIError as exc:
         raise unavailable(target, exc) from None
     finally:

@@ -32,6 +32,8 @@ from memstore.synthesis import number_memories, parse_synthesis_answer, resolve_
 from memstore.triggers import ZMachineContext
 from tests.cli_helpers import one_error_line, run
 from tests.conftest import note
+from tests.pg_attack_helpers import cluster as cluster  # a fixture
+from tests.pg_attack_helpers import pg_url as pg_url  # a fixture
 
 ROOM = 5
 MEGABYTE = 1_000_000
@@ -384,6 +386,35 @@ def test_b8_a_damaged_schema_is_one_plain_line_without_upgrade_advice(
     with pytest.raises(NotAMemstoreDatabase, match="is damaged"):
         MemoryStore.open(db_path)
     assert db_path.read_bytes() == before
+
+
+#: the damages a PostgreSQL database can have (its version column takes no bytes)
+PG_DAMAGES = [name for name in DAMAGES if name != "a revision that is no name"]
+
+
+@pytest.mark.parametrize("damage", PG_DAMAGES)
+def test_b8_a_damaged_postgresql_schema_is_the_same_one_line(
+    pg_url: str, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    # was: PostgreSQL read no columns and one revision of a doubled alembic_version
+    from sqlalchemy import create_engine
+
+    statement, reason = DAMAGES[damage]
+    with MemoryStore.open(pg_url) as store:
+        store.add_memory(64, "West of House", note("Mailbox here"))
+    engine = create_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(statement.rstrip(";"))
+    finally:
+        engine.dispose()
+    with pytest.raises(NotAMemstoreDatabase, match="is damaged") as refused:
+        MemoryStore.open(pg_url)
+    assert reason in str(refused.value) and "\n" not in str(refused.value)
+    code, _out, err = run(capsys, "--db", pg_url, "stats")
+    assert code == 1
+    line = one_error_line(err, "is damaged, not a sound memstore database", reason)
+    assert "upgrade" not in line and "internal error" not in line
 
 
 def test_b8_a_sound_database_still_opens_and_a_true_bug_is_still_one(
