@@ -12,9 +12,8 @@ refuses them unless confirmed (``alembic -x allow_data_loss=true``, ``memstore d
 - drops a table that holds a row, or a column that holds a value (not NULL), or the
   database cannot be looked at (``alembic downgrade --sql``).
 
-A step that drops nothing (0008 only rewrites constraints), only empty tables and
-columns (a map never recorded) or only what is no data (``NOT_DATA``: 0011's write
-receipts) runs without it.
+A step that drops nothing (0008 only rewrites constraints) or only empty tables and
+columns (a map never recorded) runs without it.
 """
 
 from __future__ import annotations
@@ -51,11 +50,6 @@ DOWNGRADE_DROPS: dict[str, tuple[Drop, ...]] = {
     "0010": (("location_names", "imported"),),
     "0011": (("write_receipts", None),),
 }
-
-
-#: drops that lose no data: the write receipts (0011) say only that a writer's last
-#: transaction was committed (memstore.commit_doubt); a writer that finds none writes again
-NOT_DATA: frozenset[Drop] = frozenset({("write_receipts", None)})
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -98,8 +92,6 @@ def data_at_risk(connection: Connection | None, revisions: Sequence[str]) -> lis
             lost.append(f"whatever revision {revision}'s downgrade drops (unknown to this list)")
             continue
         for drop in drops:
-            if drop in NOT_DATA:
-                continue
             if connection is None:
                 lost.append(".".join(part for part in drop if part is not None))
                 continue

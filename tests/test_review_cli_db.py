@@ -310,19 +310,6 @@ def test_db_downgrade_to_base_always_needs_allow_data_loss(
     assert revision(db) == "0001"
 
 
-def test_a_write_receipt_is_no_data_a_downgrade_asks_to_confirm(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # a receipt says only that a writer's last transaction was committed (0011)
-    db = tmp_path / "receipt.db"
-    MemoryStore.open(db).close()
-    with sqlite3.connect(db) as conn:
-        conn.execute("INSERT INTO write_receipts VALUES ('r1', '2026-11-25T00:00:00+00:00')")
-    code, out, err = run(capsys, "--db", str(db), "db", "downgrade", "0010")
-    assert code == 0, err
-    assert "revision after: 0010" in out and revision(db) == "0010"
-
-
 def test_db_downgrade_without_a_revision_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
