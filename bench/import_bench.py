@@ -395,6 +395,41 @@ def print_ratios(samples: dict[str, list[float]], runs: int) -> None:
     )
 
 
+def chain_file(length: int) -> str:
+    """One location whose memories supersede each other in one chain of ``length`` (the
+    last live): the plan's circle check followed it once per title (quadratic: 2.6 s at
+    4,000) before it spread from the chain's end."""
+    memories = [
+        Memory(
+            category="NOTE",
+            title=f"Fact {n}",
+            text=TEXT,
+            episode=1,
+            turns=str(n + 1),
+            persistence="permanent",
+            status="ACTIVE" if n == length - 1 else "SUPERSEDED",
+            superseded_by=None if n == length - 1 else f"Fact {n + 1}",
+            superseded_at_turn=None if n == length - 1 else n + 2,
+            superseded_at_episode=None if n == length - 1 else 1,
+        )
+        for n in range(length)
+    ]
+    location = LocationInfo(id=5, name="Cave", visit_count=1, episodes=(1,))
+    return render_memories_md([LocationMemories(location=location, memories=tuple(memories))])
+
+
+def chain_plans(folder: Path, lengths: tuple[int, ...]) -> list[tuple[int, float]]:
+    """The dry run (parse, merge, plan) of ``chain_file`` of each length, seconds."""
+    timed = []
+    for length in lengths:
+        text = chain_file(length)
+        with MemoryStore.open(folder / f"chain{length}.db") as store:
+            start = time.perf_counter()
+            import_memories(store, text, apply=False)
+            timed.append((length, time.perf_counter() - start))
+    return timed
+
+
 def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -420,6 +455,7 @@ def main_bench(argv: list[str] | None = None) -> int:
         creating = [command_run(folder, file, i, create=True) for i in range(args.runs)]
         three_way = [three_way_run(folder, text, i) for i in range(args.runs)]
         samples = ratio_samples(folder, text, args.runs)
+        chains = chain_plans(folder, (2_000, 20_000))
     total = LOCATIONS * PER_LOCATION
     print(
         f"import of {total} memories ({LOCATIONS} locations x {PER_LOCATION}) into an empty "
@@ -437,6 +473,12 @@ def main_bench(argv: list[str] | None = None) -> int:
             f"  {name:<48} {median:7.1f} ms   (target <= {TARGET_MS:.0f} ms: {verdict}; "
             f"min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})"
         )
+    (short, short_s), (long, long_s) = chains
+    print(
+        f"dry run of one supersession chain at one location: {short:,} memories "
+        f"{short_s * 1000:.0f} ms, {long:,} memories {long_s * 1000:.0f} ms "
+        f"({long_s / short_s:.1f}x for {long // short}x the memories: linear is {long // short}x)"
+    )
     print_ratios(samples, args.runs)
     print(describe("after"))
     return 0

@@ -178,24 +178,35 @@ def reference_cycles(
             ends.add(key)  # live, no successor, or itself (reported above)
         else:
             successors.setdefault(key, set()).add(memory.superseded_by)
-    grown = True
-    while grown:
-        grown = False
-        for key, names in successors.items():
-            if key not in ends and any(
-                (key[0], name) in ends or (key[0], name) not in successors for name in names
-            ):  # a title no memory in the file has: reported above, not a circle
+    # a title ends when one of its successors ends, or is no title the file has (reported
+    # above, not a circle): spread from the ends backwards, each reference once
+    waiting_on: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    found = list(ends)
+    for key, names in successors.items():
+        for name in names:
+            target = (key[0], name)
+            if target not in successors and target not in ends:
                 ends.add(key)
-                grown = True
+                found.append(key)
+            else:
+                waiting_on.setdefault(target, []).append(key)
+    while found:
+        for key in waiting_on.pop(found.pop(), ()):
+            if key not in ends:
+                ends.add(key)
+                found.append(key)
     problems = []
-    reported: set[tuple[int, str]] = set()
+    walked: set[tuple[int, str]] = set()  # every title a walk passed: its circle is known
     for start in successors:
-        if start in ends or start in reported:
+        if start in ends or start in walked:
             continue
         location_id, title = start
         path = [title]
+        on_path = {title}
         current = start
+        known = False
         while True:  # follow successors that do not end (every title on a circle has one)
+            walked.add(current)
             following = sorted(
                 name
                 for name in successors.get(current, ())
@@ -204,11 +215,16 @@ def reference_cycles(
             if not following:
                 break
             current = (location_id, following[0])
-            if current[1] in path:
+            if current[1] in on_path:
                 path = path[path.index(current[1]) :]
                 break
+            if current in walked:  # into a circle an earlier walk reported
+                known = True
+                break
             path.append(current[1])
-        reported.update((location_id, t) for t in path)
+            on_path.add(current[1])
+        if known:
+            continue
         first = path[0]
         circle = " -> ".join(repr(t[:60]) for t in [*path, first])
         problems.append(

@@ -408,3 +408,24 @@ def test_a_real_circle_behind_a_lead_in_is_reported_once(store: MemoryStore) -> 
     )
     problems = [p.message for p in import_memories(store, text, apply=False).plan.problems]
     assert len(problems) == 1 and "circle" in problems[0] and "'A'" not in problems[0], problems
+
+
+def test_a_lead_in_that_joins_a_circle_after_it_was_found_adds_no_second_report(
+    store: MemoryStore,
+) -> None:
+    # was: the circle again, from where the lead-in joins it ('C' -> 'B' -> 'C')
+    def block(title: str, successor: str, turn: int) -> str:
+        return (
+            f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
+            f'[Superseded at T{turn + 1} by "{successor}"]\n~~x~~\n\n'
+        )
+
+    text = (
+        "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n" + block("B", "C", 1) + block("C", "B", 2) + block("A", "C", 3) + "---\n"
+    )
+    problems = [p.message for p in import_memories(store, text, apply=False).plan.problems]
+    assert problems == [
+        "supersession references at location 5 go round in a circle ('B' -> 'C' -> 'B'): no "
+        "memory ends it (with --skip-invalid the link that closes the circle is left out)"
+    ]
