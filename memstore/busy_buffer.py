@@ -269,6 +269,9 @@ class BusyBuffer(EpisodeNumbering):
             # reads and writes that found no server (DatabaseUnavailable: a lost
             # connection), not counted in store_busy: what the turns wrote waits the same way
             "store_unavailable": self.counters["store_unavailable"],
+            # writes whose COMMIT's answer was lost, found committed by their receipt
+            # (memstore.commit_doubt): what they wrote is not counted in memories_written
+            "commits_in_doubt_found": self.counters["commits_in_doubt_found"],
         }
 
     # --- the bound ------------------------------------------------------------------------

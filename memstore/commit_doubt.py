@@ -15,8 +15,10 @@ anything else, the runner asks whether that receipt is there (``CommitDoubt.sett
   stay). Counted (``counters["commits_in_doubt_found"]``).
 * it is not: nothing was written; everything is written again as it waits.
 
-A receipt is deleted by the writer's next committed transaction (``forget_receipts``), so
-the table holds about one row per writer. SQLite answers its COMMIT in the same process:
+A receipt is deleted by the writer's next committed transaction (``forget_receipts``) and
+the last one at the manager's close; a receipt older than ``RECEIPTS_KEPT`` (a crashed
+writer's) by any writer's next receipt. So the table holds about one row per running
+writer. SQLite answers its COMMIT in the same process:
 no receipt is written there, and nothing here costs a turn anything.
 """
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memstore.busy_buffer import BusyBuffer
+from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.rows import Bookkeeping
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
@@ -96,6 +99,17 @@ class CommitDoubt:
         attempt, self._trying = self._trying, None
         if connection_lost and attempt is not None:
             self._doubt = attempt
+
+    def close(self) -> None:
+        """The manager closes with nothing waiting: delete its last receipt (one write;
+        a refusal leaves it to the age limit, ``memstore.rows.RECEIPTS_KEPT``)."""
+        if not self.enabled or not self._forget or self._doubt is not None:
+            return
+        try:
+            self.store.write_bookkeeping(Bookkeeping(forget_receipts=tuple(self._forget)))
+        except (StoreBusy, DatabaseUnavailable):
+            return
+        self._forget = []
 
     def settle(self, buffer: BusyBuffer) -> None:
         """Before any other write: was the write in doubt committed? (A read: StoreBusy or

@@ -221,7 +221,10 @@ class SimpleMemoryManager(ManagerReads):
         wait here. The lock probe's connection
         (memstore.lock_probe) is closed either way."""
         try:
-            return self.flush()
+            flushed = self.flush()
+            if flushed:
+                self._synthesis.doubt.close()  # its last write receipt (a server's)
+            return flushed
         finally:
             self._synthesis.buffer.probe.close()
 

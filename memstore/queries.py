@@ -105,6 +105,10 @@ INSERT_TURNS = insert(turn_records)
 #: writer's earlier receipts, which it no longer needs, deleted in the same transaction
 INSERT_RECEIPT = insert(write_receipts)
 DELETE_RECEIPT = delete(write_receipts).where(write_receipts.c.receipt == bindparam("receipt"))
+#: receipts older than the cutoff: a writer that crashed never deleted its last one
+DELETE_OLD_RECEIPTS = delete(write_receipts).where(
+    write_receipts.c.created_at < bindparam("cutoff")
+)
 RECEIPT_FOUND = select(write_receipts.c.receipt).where(
     write_receipts.c.receipt == bindparam("receipt")
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -39,6 +39,16 @@ from memstore.schema import synthesis_decisions
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+#: how long a write receipt is kept (memstore.commit_doubt): its writer asks for it at its
+#: next write, or deletes it at close; one a crashed writer left goes after this
+RECEIPTS_KEPT = timedelta(days=7)
+
+
+def receipts_cutoff() -> str:
+    """The ``created_at`` before which a receipt is deleted (the same format as ``now``)."""
+    return (datetime.now(UTC) - RECEIPTS_KEPT).isoformat(timespec="microseconds")
 
 
 def check_memory(memory: object) -> Memory:
@@ -151,9 +161,11 @@ class Bookkeeping:
 
     @property
     def empty(self) -> bool:
-        """Nothing to write but, perhaps, receipts (a transaction of its own for them alone
-        is not worth it: a receipt left over is one row, deleted by a later write)."""
-        return not (self.visits or self.decisions or self.turns or self.map_events)
+        """Nothing to write (a receipt alone is not worth a transaction; receipts to delete
+        are: a manager's close deletes its last one)."""
+        return not (
+            self.visits or self.decisions or self.turns or self.map_events or self.forget_receipts
+        )
 
     def check(self) -> None:
         """The visits' values, before any SQL: a location id and an episode the database

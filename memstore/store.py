@@ -44,6 +44,7 @@ from memstore.models import (
     plain_str,
 )
 from memstore.queries import (
+    DELETE_OLD_RECEIPTS,
     DELETE_RECEIPT,
     ENSURE_LOCATION,
     INSERT_DECISION,
@@ -71,6 +72,7 @@ from memstore.rows import (
     link_turn,
     memory_row,
     now,
+    receipts_cutoff,
     titles_of,
 )
 from memstore.schema import (
@@ -111,8 +113,11 @@ class MemoryStore(StoreReads):
 
     def has_receipt(self, receipt: str) -> bool:
         """Whether a write transaction that inserted ``receipt`` (``Bookkeeping.receipt``)
-        was committed: the answer to a COMMIT a lost connection swallowed."""
-        with self._read() as conn:
+        was committed: the answer to a COMMIT a lost connection swallowed. Asked under the
+        writers' lock, which that transaction holds until it has ended: a server process
+        stalled in its COMMIT cannot commit it after the answer "no" (StoreBusy while it
+        holds the lock past the busy timeout)."""
+        with self._write(forget=None) as conn:
             return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
 
     @staticmethod
@@ -125,6 +130,7 @@ class MemoryStore(StoreReads):
             )
         if bookkeeping.receipt is not None:
             _run(conn, INSERT_RECEIPT, {"receipt": bookkeeping.receipt, "created_at": now()})
+            _run(conn, DELETE_OLD_RECEIPTS, {"cutoff": receipts_cutoff()})
         for location_id, name, episode in bookkeeping.visits:
             visit = {"visit_id": location_id, "visit_name": name}
             if _run(conn, VISIT_KNOWN, visit).rowcount != 1:  # new, or renamed

@@ -310,6 +310,21 @@ def test_db_downgrade_to_base_always_needs_allow_data_loss(
     assert revision(db) == "0001"
 
 
+def test_a_downgrade_that_drops_write_receipts_asks_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # review H: a receipt is what a running manager asks for after a lost COMMIT answer;
+    # dropping it unasked would let that manager store the write twice
+    db = tmp_path / "receipt.db"
+    MemoryStore.open(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO write_receipts VALUES ('r1', '2026-11-25T00:00:00+00:00')")
+    code, _out, err = run(capsys, "--db", str(db), "db", "downgrade", "0010")
+    assert code == 1
+    one_error_line(err, "--allow-data-loss", "write_receipts (1 row)")
+    assert revision(db) == HEAD_REVISION
+
+
 def test_db_downgrade_without_a_revision_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
