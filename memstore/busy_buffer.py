@@ -79,6 +79,7 @@ from memstore.busy_rows import (
 from memstore.errors import DatabaseUnavailable, StorageFull
 from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
+from memstore.moved_names import forwarding
 from memstore.shown_memories import ShownMemories
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
@@ -405,3 +406,13 @@ class BusyBuffer(EpisodeNumbering):
                 kept = ShownMemories(rows=seen.rows)
                 kept.extend(m for m in seen if m.persistence is not Persistence.EPHEMERAL)
                 self.last_read[location_id] = kept
+
+
+#: names that moved when this module was split (issue 15), found here as before
+__getattr__ = forwarding(
+    __name__,
+    {
+        name: "memstore.busy_rows"
+        for name in ("MEMORY_OVERHEAD_BYTES", "ROW_OVERHEAD_BYTES", "SYNTHESIS_OVERHEAD_BYTES")
+    },
+)

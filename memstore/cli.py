@@ -3,7 +3,8 @@
 Commands are registered with the :func:`command` decorator into :data:`COMMANDS`; each has a
 ``configure(parser)`` that adds its arguments and a ``run(args, ctx) -> exit code``. Another
 module adds a subcommand without touching this one: create ``memstore/cli_<name>.py`` (it is
-imported when the parser is built) containing, for example::
+imported when the first parser is built: the package's folders are listed once per value of
+``memstore.__path__``) containing, for example::
 
     from memstore.cli import command
 
@@ -17,7 +18,11 @@ imported when the parser is built) containing, for example::
         return 0
 
 Heavy modules (SQLAlchemy, the store, the exporters) are imported inside the commands, and
-litellm never: ``memstore`` starts fast.
+litellm never: ``memstore`` starts fast. ``main`` builds its parser once and parses with it
+again while ``COMMANDS`` is unchanged (argparse looks up a translation of every help string
+as it builds: ~10 ms): as with any argparse parser parsed twice, an option's default object
+is the same in every call, so a command must not change a mutable default in place, and
+``configure`` runs once (what it reads then, it keeps).
 
 The built-in commands live in ``cli_transfer`` (export, import) and ``cli_inspect`` (show,
 history, stats, check, rom); the argument types in ``cli_args``; how an error becomes one

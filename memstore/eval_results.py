@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstore.metrics import percentile
+from memstore.moved_names import forwarding
 
 MEMORY, NO_MEMORY = "memory", "no_memory"
 ARMS = (MEMORY, NO_MEMORY)
@@ -288,3 +289,9 @@ def not_played_text(short: Sequence[EpisodeResult], who: str = "the model") -> s
         + "; ".join(parts)
         + (f"; and {more:,} more episode{'s' if more > 1 else ''}" if more > 0 else "")
     )
+
+
+#: names that moved when this module was split (issue 15), found here as before
+__getattr__ = forwarding(
+    __name__, {"EvalReport": "memstore.eval_targets", "Target": "memstore.eval_targets"}
+)

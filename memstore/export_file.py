@@ -48,6 +48,7 @@ from memstore.errors import (
     FileChanged,
     NotARegularFile,  # noqa: F401 - importable from here too
 )
+from memstore.moved_names import forwarding
 
 __all__ = [
     "STALE_TEMP_SECONDS",
@@ -386,3 +387,9 @@ def foreign_file(text: str, is_kind: Callable[[str], bool]) -> bool:
     still recognised."""
     body = text.removeprefix(BOM)
     return bool(body.strip()) and not is_kind(body)
+
+
+#: names that moved when this module was split (issue 15), found here as before
+__getattr__ = forwarding(
+    __name__, {"EditsAtRisk": "memstore.export_risk", "edits_at_risk": "memstore.export_risk"}
+)

@@ -65,6 +65,7 @@ from memstore.map_json_checks import (
 )
 from memstore.map_json_connections import ConnectionsReader
 from memstore.map_json_rules import count_failures, listed, unprune_taken
+from memstore.moved_names import forwarding
 
 #: metadata.version written (ZorkGPT's)
 FORMAT_VERSION = "1.0"
@@ -295,3 +296,15 @@ def parse_map_state(text: str, route: float = DEFAULT_ROUTE_CONFIDENCE) -> Parse
     (``map_route_confidence``), for a confidence that needs more failures than the reader
     works out (memstore.map_json_connections)."""
     return _Reader(load_json(text), route).read()
+
+
+#: names that moved when this module was split (issue 15), found here as before
+__getattr__ = forwarding(
+    __name__,
+    {
+        "MAX_COUNT": "memstore.map_json_checks",
+        "MAX_INTEGER": "memstore.map_json_checks",
+        "CONFIDENCE_RULE": "memstore.map_json_connections",
+        "MAX_DERIVED_FAILURES": "memstore.map_json_connections",
+    },
+)

@@ -27,6 +27,7 @@ from sqlalchemy import (
 
 from memstore.map_graph import DIRECTIONS
 from memstore.models import Category, Status
+from memstore.moved_names import forwarding
 from memstore.outcome import Outcome
 
 #: The alembic revision these definitions correspond to. MemoryStore.open creates new
@@ -451,3 +452,9 @@ ephemeral_memory_links = Table(
 #: where the ephemeral tier lives on PostgreSQL: the connection's own temporary schema
 #: (tables there are visible to that connection only and dropped when it closes)
 EPHEMERAL_SCHEMA_POSTGRESQL = "pg_temp"
+
+
+#: names that moved when this module was split (issue 15), found here as before
+__getattr__ = forwarding(
+    __name__, {"ephemeral_ddl": "memstore.ddl", "persistent_ddl": "memstore.ddl"}
+)
