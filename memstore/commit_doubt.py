@@ -16,26 +16,29 @@ anything else, the runner asks whether that receipt is there (``CommitDoubt.sett
 * it is not: nothing was written; everything is written again as it waits.
 
 A receipt is deleted by the writer's next committed transaction (``forget_receipts``) and
-the last one at the manager's close; a receipt older than ``RECEIPTS_KEPT`` (a crashed
-writer's) by any writer's next receipt. So the table holds about one row per running
-writer. SQLite answers its COMMIT in the same process:
-no receipt is written there, and nothing here costs a turn anything.
+the last one at the manager's close (best effort, no writers' lock); a receipt older than
+``RECEIPTS_KEPT`` (a crashed writer's) by the first write of every manager. So the table
+holds about one row per running writer, and one per writer that ended without a close.
+SQLite answers its COMMIT in the same process: no receipt is written there, and nothing
+here costs a turn anything.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memstore.busy_buffer import BusyBuffer
-from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.rows import Bookkeeping
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
 
 __all__ = ["CommitDoubt"]
+
+log = logging.getLogger("memstore.manager")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class CommitDoubt:
         self._doubt: _Attempt | None = None
         #: receipts of committed transactions: the next write deletes them
         self._forget: list[str] = []
+        #: the receipts older than RECEIPTS_KEPT were deleted (by this manager's first)
+        self._pruned = False
 
     @property
     def in_doubt(self) -> bool:
@@ -84,7 +89,12 @@ class CommitDoubt:
     def _receipted(self, rows: Bookkeeping, attempt: _Attempt) -> Bookkeeping:
         attempt = replace(attempt, receipt=uuid.uuid4().hex)
         self._trying = attempt
-        return replace(rows, receipt=attempt.receipt, forget_receipts=tuple(self._forget))
+        return replace(
+            rows,
+            receipt=attempt.receipt,
+            forget_receipts=tuple(self._forget),
+            prune_receipts=not self._pruned,
+        )
 
     def committed(self) -> None:
         """The write's COMMIT was answered: its receipt is no longer needed, nor the ones
@@ -92,6 +102,7 @@ class CommitDoubt:
         attempt, self._trying = self._trying, None
         if attempt is not None:
             self._forget = [attempt.receipt]
+            self._pruned = True
 
     def failed(self, *, connection_lost: bool) -> None:
         """The write raised. A lost connection leaves it in doubt (``settle`` asks); any
@@ -100,14 +111,23 @@ class CommitDoubt:
         if connection_lost and attempt is not None:
             self._doubt = attempt
 
-    def close(self) -> None:
-        """The manager closes with nothing waiting: delete its last receipt (one write;
-        a refusal leaves it to the age limit, ``memstore.rows.RECEIPTS_KEPT``)."""
-        if not self.enabled or not self._forget or self._doubt is not None:
+    def close(self, buffer: BusyBuffer) -> None:
+        """The manager closes with nothing waiting: delete its last receipt, best effort.
+        Not in an outage or a busy stretch, nor on a closed store; it takes no writers'
+        lock (``MemoryStore.forget_receipts``), and whatever the database answers, close
+        goes on: a receipt left is deleted after ``RECEIPTS_KEPT`` by another manager."""
+        if (
+            not self.enabled
+            or not self._forget
+            or self._doubt is not None
+            or buffer.busy
+            or self.store.closed
+        ):
             return
         try:
-            self.store.write_bookkeeping(Bookkeeping(forget_receipts=tuple(self._forget)))
-        except (StoreBusy, DatabaseUnavailable):
+            self.store.forget_receipts(self._forget)
+        except Exception as exc:  # noqa: BLE001 - a cleanup: the close must go on
+            log.debug("the last write receipt was left for later: %s", exc)
             return
         self._forget = []
 

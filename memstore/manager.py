@@ -223,7 +223,7 @@ class SimpleMemoryManager(ManagerReads):
         try:
             flushed = self.flush()
             if flushed:
-                self._synthesis.doubt.close()  # its last write receipt (a server's)
+                self._synthesis.doubt.close(self._synthesis.buffer)  # its last receipt
             return flushed
         finally:
             self._synthesis.buffer.probe.close()

@@ -270,6 +270,16 @@ def _watched_connection_class() -> Any:
     return _WatchedConnection
 
 
+#: the server's TCP keepalives for a memstore session: first probe after 10 s of silence,
+#: then every 5 s, the session ended after 3 unanswered (a live client's system answers
+#: them whatever its program is doing)
+SERVER_KEEPALIVES = (
+    ("tcp_keepalives_idle", 10),
+    ("tcp_keepalives_interval", 5),
+    ("tcp_keepalives_count", 3),
+)
+
+
 def create_server_engine(
     target: Target, busy_timeout_s: float, *, read_only: bool, answer_timeout_s: float | None
 ) -> Engine:
@@ -299,6 +309,12 @@ def create_server_engine(
         record.info[LOCK_KEY] = write_lock_key(schema)
         cursor.execute(f'SET search_path TO "{schema}", pg_temp')
         cursor.execute(f"SET lock_timeout = {busy_ms}")
+        # a session whose client is gone (a network cut, a killed host) ends within about
+        # 25 s, and with it a transaction it held the writers' lock in: another agent's
+        # writes wait for it no longer than that (without, until the server's own default,
+        # often the operating system's two hours)
+        for setting, seconds in SERVER_KEEPALIVES:
+            cursor.execute(f"SET {setting} = {seconds}")
         # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
         cursor.execute("SET synchronous_commit = on")
         if read_only:

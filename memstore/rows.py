@@ -42,8 +42,10 @@ def now() -> str:
 
 
 #: how long a write receipt is kept (memstore.commit_doubt): its writer asks for it at its
-#: next write, or deletes it at close; one a crashed writer left goes after this
-RECEIPTS_KEPT = timedelta(days=7)
+#: next write, or deletes it at close; one a crashed writer left goes after this (by the
+#: clock of the writer that deletes it: a writer whose clock runs this far ahead of another
+#: could delete that one's receipt while its write is in doubt)
+RECEIPTS_KEPT = timedelta(days=30)
 
 
 def receipts_cutoff() -> str:
@@ -158,14 +160,14 @@ class Bookkeeping:
     #: no longer needs, deleted in it: for a COMMIT a lost connection leaves in doubt
     receipt: str | None = None
     forget_receipts: tuple[str, ...] = ()
+    #: delete the receipts older than RECEIPTS_KEPT (a manager's first receipt does)
+    prune_receipts: bool = False
 
     @property
     def empty(self) -> bool:
-        """Nothing to write (a receipt alone is not worth a transaction; receipts to delete
-        are: a manager's close deletes its last one)."""
-        return not (
-            self.visits or self.decisions or self.turns or self.map_events or self.forget_receipts
-        )
+        """Nothing to write (receipts alone are not worth a transaction: a later write, or
+        the manager's close, deletes what is left)."""
+        return not (self.visits or self.decisions or self.turns or self.map_events)
 
     def check(self) -> None:
         """The visits' values, before any SQL: a location id and an episode the database

@@ -12,7 +12,7 @@ per-execute overhead would otherwise be most of its time budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -21,6 +21,7 @@ from sqlalchemy import (
     select,
 )
 
+from memstore.errors import DatabaseUnavailable
 from memstore.executor import insert_id
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
@@ -79,6 +80,7 @@ from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
 )
+from memstore.store_core import WRITE_IN_DOUBT
 from memstore.store_reads import StoreReads
 from memstore.versions import (
     WriteVersion,
@@ -113,12 +115,28 @@ class MemoryStore(StoreReads):
 
     def has_receipt(self, receipt: str) -> bool:
         """Whether a write transaction that inserted ``receipt`` (``Bookkeeping.receipt``)
-        was committed: the answer to a COMMIT a lost connection swallowed. Asked under the
-        writers' lock, which that transaction holds until it has ended: a server process
-        stalled in its COMMIT cannot commit it after the answer "no" (StoreBusy while it
-        holds the lock past the busy timeout)."""
-        with self._write(forget=None) as conn:
-            return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
+        was committed: the answer to a COMMIT a lost connection swallowed. A receipt seen
+        is a committed one. One not seen is looked for again under the writers' lock,
+        which that transaction holds until it has ended: a server process stalled in its
+        COMMIT cannot commit it after the answer "no" (StoreBusy while it holds the lock
+        past the busy timeout). Nothing is written either way."""
+        with self._read() as conn:
+            if _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None:
+                return True
+        try:
+            with self._write(forget=None) as conn:
+                return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
+        except DatabaseUnavailable as exc:  # a lookup, not a write: nothing is in doubt
+            raise DatabaseUnavailable(
+                str(exc).replace(WRITE_IN_DOUBT, "nothing was written (it looked for a receipt)")
+            ) from exc
+
+    def forget_receipts(self, receipts: Sequence[str]) -> None:
+        """Delete the writer's own ``receipts`` (memstore.commit_doubt, at the manager's
+        close). No rule of the database involves them and no other writer touches them, so
+        this takes no writers' lock: it never waits for another agent's write."""
+        with self._session_write(forget=None) as conn:
+            _run_many(conn, DELETE_RECEIPT, [{"receipt": receipt} for receipt in receipts])
 
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
@@ -130,6 +148,7 @@ class MemoryStore(StoreReads):
             )
         if bookkeeping.receipt is not None:
             _run(conn, INSERT_RECEIPT, {"receipt": bookkeeping.receipt, "created_at": now()})
+        if bookkeeping.prune_receipts:  # once a manager: crashed writers' receipts
             _run(conn, DELETE_OLD_RECEIPTS, {"cutoff": receipts_cutoff()})
         for location_id, name, episode in bookkeeping.visits:
             visit = {"visit_id": location_id, "visit_name": name}

@@ -330,12 +330,7 @@ class StoreCore:
                 pass
             self._data_version = None
             # lost in the middle of a commit, a write may have reached the disk: say so
-            outcome = (
-                "what this call was writing may or may not have been committed (look before "
-                "writing it again)"
-                if writing
-                else "nothing was written"
-            )
+            outcome = WRITE_IN_DOUBT if writing else "nothing was written"
             return DatabaseUnavailable(
                 f"lost the connection to {where} ({why}); {outcome}; this agent's "
                 f"ephemeral memories went with the connection; the next call connects again"
@@ -422,13 +417,21 @@ class StoreCore:
         return self._transaction("BEGIN IMMEDIATE", forget)
 
     def _session_write(self, forget: object = ALL) -> Any:
-        """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
-        (only a snapshot to read it), so session work never waits for another process's
-        write, whatever the busy timeout."""
+        """A write to the ephemeral tier only (and, on a server, a writer's own receipts:
+        ``forget_receipts``). A deferred BEGIN takes no lock on the file (only a snapshot to
+        read it), so session work never waits for another process's write, whatever the
+        busy timeout."""
         return self._transaction("BEGIN DEFERRED", forget)
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
+
+
+#: what a lost connection's message says of a write transaction: its COMMIT may have been
+#: answered by nobody (memstore.commit_doubt looks for the write's receipt)
+WRITE_IN_DOUBT = (
+    "what this call was writing may or may not have been committed (look before writing it again)"
+)
 
 
 #: SQLite's result codes (and their extended forms) for a write with no room or an I/O

@@ -145,7 +145,7 @@ def receipt_count(store: MemoryStore) -> int:
         return int(conn.exec_driver_sql("SELECT count(*) FROM write_receipts").scalar() or 0)
 
 
-def test_a_receipt_a_crashed_writer_left_goes_after_a_week(pg_url: str) -> None:
+def test_a_receipt_a_crashed_writer_left_goes_after_a_month(pg_url: str) -> None:
     from memstore.rows import Bookkeeping
 
     MemoryStore.open(pg_url).close()
@@ -155,7 +155,9 @@ def test_a_receipt_a_crashed_writer_left_goes_after_a_week(pg_url: str) -> None:
                 "INSERT INTO write_receipts VALUES ('crashed', '2026-01-01T00:00:00.000000+00:00'),"
                 " ('recent', '2999-01-01T00:00:00.000000+00:00')"
             )
-        store.write_bookkeeping(Bookkeeping(visits=[(5, "Cave", 1)], receipt="mine"))
+        store.write_bookkeeping(
+            Bookkeeping(visits=[(5, "Cave", 1)], receipt="mine", prune_receipts=True)
+        )
         with store.transaction(write=False) as conn:
             left = conn.exec_driver_sql("SELECT receipt FROM write_receipts ORDER BY 1").scalars()
             assert list(left) == ["mine", "recent"]
@@ -239,3 +241,46 @@ def test_on_sqlite_a_lost_answer_after_the_commit_is_found_by_its_receipt(
         assert lost["fired"] == 1 and manager.counters["commits_in_doubt_found"] == 1
         got = stored(store)
     assert got == expected(tmp_path, turns)
+
+
+def test_close_deletes_the_last_receipt_without_waiting_for_another_writer_or_raising(
+    pg_url: str, pg_cluster: PgCluster, turns: list[Turn]
+) -> None:
+    # review H2: close() waited the busy timeout for the writers' lock to delete its last
+    # receipt, and raised StoreClosed on a store closed first (it returned True before)
+    import psycopg
+
+    from memstore.pg_connection import write_lock_key
+
+    MemoryStore.open(pg_url).close()
+    schema = pg_url.rsplit("%3D", 1)[1]
+    with MemoryStore.open(pg_url, busy_timeout_s=5.0) as store:
+        manager = run(store, turns)
+        assert receipt_count(store) == 1
+        with psycopg.connect(pg_cluster.conninfo("review_watch"), autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", (write_lock_key(schema),))
+            began = time.monotonic()
+            assert manager.close()
+            assert time.monotonic() - began < 1.0  # not the 5 s busy timeout
+        assert receipt_count(store) == 0
+        again = SimpleMemoryManager(store)
+        assert play(again, turns[:5]) == [] and again.flush()
+    assert again.close()  # the store is closed: the receipt is left for later, no error
+
+
+def test_the_server_ends_a_session_whose_client_is_gone_within_half_a_minute(
+    pg_url: str,
+) -> None:
+    # review H2: a lost transaction holding the writers' lock (a receipt's lookup, or any
+    # write) kept every other agent waiting until the server noticed: its keepalives now
+    # probe a silent client after 10 s, every 5 s, and end the session after 3 unanswered
+    with MemoryStore.open(pg_url) as store, store.transaction(write=False) as conn:
+        shown = {
+            name: conn.exec_driver_sql(f"SHOW {name}").scalar()
+            for name in ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+        }
+    assert shown == {
+        "tcp_keepalives_idle": "10",
+        "tcp_keepalives_interval": "5",
+        "tcp_keepalives_count": "3",
+    }
