@@ -105,6 +105,13 @@ INSERT_TURNS = insert(turn_records)
 #: writer's earlier receipts, which it no longer needs, deleted in the same transaction
 INSERT_RECEIPT = insert(write_receipts)
 DELETE_RECEIPT = delete(write_receipts).where(write_receipts.c.receipt == bindparam("receipt"))
+#: the writer's previous receipt becomes this transaction's (one statement, where a delete
+#: and an insert would be two)
+REPLACE_RECEIPT = (
+    update(write_receipts)
+    .where(write_receipts.c.receipt == bindparam("old"))
+    .values(receipt=bindparam("receipt"), created_at=bindparam("created_at"))
+)
 #: receipts older than the cutoff: a writer that crashed never deleted its last one
 DELETE_OLD_RECEIPTS = delete(write_receipts).where(
     write_receipts.c.created_at < bindparam("cutoff")

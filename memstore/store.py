@@ -56,6 +56,7 @@ from memstore.queries import (
     LOCATION_NAME,
     MARK_SUPERSEDED,
     RECEIPT_FOUND,
+    REPLACE_RECEIPT,
     TIER_NUMBER,
     VISIT_EPISODE,
     VISIT_KNOWN,
@@ -140,14 +141,15 @@ class MemoryStore(StoreReads):
 
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
-        if bookkeeping.forget_receipts:
-            _run_many(
-                conn,
-                DELETE_RECEIPT,
-                [{"receipt": receipt} for receipt in bookkeeping.forget_receipts],
-            )
-        if bookkeeping.receipt is not None:
-            _run(conn, INSERT_RECEIPT, {"receipt": bookkeeping.receipt, "created_at": now()})
+        forget, receipt = bookkeeping.forget_receipts, bookkeeping.receipt
+        if receipt is not None and len(forget) == 1:  # the usual: one statement, not two
+            values = {"old": forget[0], "receipt": receipt, "created_at": now()}
+            if _run(conn, REPLACE_RECEIPT, values).rowcount == 1:
+                forget, receipt = (), None
+        if forget:
+            _run_many(conn, DELETE_RECEIPT, [{"receipt": old} for old in forget])
+        if receipt is not None:
+            _run(conn, INSERT_RECEIPT, {"receipt": receipt, "created_at": now()})
         if bookkeeping.prune_receipts:  # once a manager: crashed writers' receipts
             _run(conn, DELETE_OLD_RECEIPTS, {"cutoff": receipts_cutoff()})
         for location_id, name, episode in bookkeeping.visits:
