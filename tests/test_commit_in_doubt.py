@@ -19,7 +19,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from memstore.manager import SimpleMemoryManager
 from memstore.store import MemoryStore
 from tests.answer_watch_helpers import pg_url as pg_url  # a fixture
 from tests.test_answer_watch_frozen_network import FreezingProxy
+from tests.test_answer_watch_frozen_network import proxy as proxy  # a fixture
 from tests.test_pg_outage_l import Turn, play, stored
 from tests.test_pg_outage_l import turns as turns  # a fixture
 
@@ -38,15 +38,6 @@ from tests.test_pg_outage_l import turns as turns  # a fixture
 ARMED_AT = 15
 #: turns played (the walkthrough's first ones)
 PLAYED = 60
-
-
-@pytest.fixture
-def proxy(pg_cluster: PgCluster) -> Iterator[FreezingProxy]:
-    made = FreezingProxy(pg_cluster.port)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def run(store: MemoryStore, turns: list[Turn], arm: Any = None) -> SimpleMemoryManager:

@@ -395,13 +395,15 @@ def test_a_missing_successor_is_not_reported_as_a_circle_too(store: MemoryStore)
     assert len(problems) == 1 and "circle" not in problems[0], problems
 
 
-def test_a_real_circle_behind_a_lead_in_is_reported_once(store: MemoryStore) -> None:
-    def block(title: str, successor: str, turn: int) -> str:
-        return (
-            f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
-            f'[Superseded at T{turn + 1} by "{successor}"]\n~~x~~\n\n'
-        )
+def block(title: str, successor: str, turn: int) -> str:
+    """A superseded memory's block in Memories.md, superseded by ``successor``."""
+    return (
+        f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
+        f'[Superseded at T{turn + 1} by "{successor}"]\n~~x~~\n\n'
+    )
 
+
+def test_a_real_circle_behind_a_lead_in_is_reported_once(store: MemoryStore) -> None:
     text = (
         "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
         "### Memories\n\n" + block("A", "B", 1) + block("B", "C", 2) + block("C", "B", 3) + "---\n"
@@ -414,12 +416,6 @@ def test_a_lead_in_that_joins_a_circle_after_it_was_found_adds_no_second_report(
     store: MemoryStore,
 ) -> None:
     # was: the circle again, from where the lead-in joins it ('C' -> 'B' -> 'C')
-    def block(title: str, successor: str, turn: int) -> str:
-        return (
-            f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
-            f'[Superseded at T{turn + 1} by "{successor}"]\n~~x~~\n\n'
-        )
-
     text = (
         "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
         "### Memories\n\n" + block("B", "C", 1) + block("C", "B", 2) + block("A", "C", 3) + "---\n"
