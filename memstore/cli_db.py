@@ -143,11 +143,17 @@ def _server_revision(url: Any) -> str | None:
     one-line error (DatabaseUnavailable)."""
     from memstore.connection import answer_limit, resolve_target
     from memstore.pg_connection import server_tables
+    from memstore.schema import HEAD_REVISION
+    from memstore.sqlite_probe import judge_schema
 
     location = (
         url.render_as_string(hide_password=False) if hasattr(url, "render_as_string") else url
     )
-    _tables, version, _columns = server_tables(resolve_target(str(location)), answer_limit())
+    target = resolve_target(str(location))
+    tables, version, columns = server_tables(target, answer_limit())
+    if version == HEAD_REVISION or (version is None and "memories" in tables):
+        # damaged (at head, or its revision emptied): one line, as SQLite's probe says it
+        judge_schema(target.display, tables, version, kind="PostgreSQL", columns=columns)
     return version
 
 

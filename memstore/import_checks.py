@@ -22,6 +22,7 @@ from memstore.import_plan import (
 from memstore.md_rows import LocationRow
 from memstore.models import Status, check_location_name
 from memstore.pairing import pair_by_content
+from memstore.synthesis_answer import shows_nothing
 
 __all__ = [
     "duplicate_message",
@@ -113,11 +114,12 @@ def unstorable_name(location: LocationLike, stored: LocationLike | None) -> str 
     LOCATION_NAME_MAX characters), or None. A name the database already holds for that
     location is not written again, so it passes whatever it is: an older database whose
     names are longer than the rule allows imports its own export. A header that names the
-    location with nothing but blanks, where the database has a name, is no rename anyone
-    means (the name was deleted by mistake): a problem too."""
+    location with nothing a reader sees (blanks, zero-width characters), where the database
+    has a name, is no rename anyone means (the name was deleted by mistake): a problem
+    too."""
     if stored is not None and stored.name == location.name:
         return None
-    if stored is not None and stored.name.strip() and not location.name.strip():
+    if stored is not None and not shows_nothing(stored.name) and shows_nothing(location.name):
         return (
             f"location {location.id}: its header gives no name (the database's is "
             f"{stored.name[:60]!r}): give it back, or another one; the location and its "
@@ -148,6 +150,10 @@ def episodes_in_range(
     if isinstance(location, LocationRow):
         return location._replace(episodes=kept)
     return location.model_copy(update={"episodes": kept})
+
+
+#: the titles of a circle a problem names (a file's circle may hold thousands)
+CIRCLE_SHOWN = 10
 
 
 def reference_cycles(
@@ -226,7 +232,10 @@ def reference_cycles(
         if known:
             continue
         first = path[0]
-        circle = " -> ".join(repr(t[:60]) for t in [*path, first])
+        shown = [*path[:CIRCLE_SHOWN], first] if len(path) <= CIRCLE_SHOWN else path[:CIRCLE_SHOWN]
+        circle = " -> ".join(repr(t[:60]) for t in shown)
+        if len(path) > CIRCLE_SHOWN:
+            circle += f" -> ... ({len(path):,} titles in all)"
         problems.append(
             ImportProblem(
                 lines.reference_line(location_id, first),

@@ -88,14 +88,13 @@ def drop_title_conflicts(
     for key, origin_key, origin in retitled:
         if origin_key in missing_keys:
             edits.setdefault(key, []).append((origin_key, origin))
-    # the database's superseded memories missing from the file, by title and text: the
-    # file's added superseded memory with that title and text is one of them with its turns
-    # (or episode) fixed, which would stand beside it in the history
-    history: dict[tuple[int, str, str], list[MemoryLike]] = {}
+    # the database's memories missing from the file, by title: the file's added memory with
+    # that title is one of them edited (its turns, episode, text or status), which would
+    # stand beside it; live beside live is ``held``'s, above
+    history: dict[tuple[int, str], list[MemoryLike]] = {}
     for change in missing:
-        if change.memory.status is Status.SUPERSEDED:
-            where = (change.location_id, title_spelling(change.memory.title), change.memory.text)
-            history.setdefault(where, []).append(change.memory)
+        where = (change.location_id, title_spelling(change.memory.title))
+        history.setdefault(where, []).append(change.memory)
     if not held and not edits and not history:
         return changes
     # the titles live in the database now, exactly: one the database already has beside a
@@ -152,26 +151,12 @@ def drop_title_conflicts(
                 )
             )
             continue
-        fixed = (
-            history.get((change.location_id, title_spelling(memory.title), memory.text))
-            if change.old is None and memory.status is Status.SUPERSEDED
-            else None
-        )
-        if fixed:
-            old = fixed.pop(0)
-            advice = (
-                "--prune deletes nothing while the file has other problems"
-                if unpruned
-                else "use --prune to replace it, or keep its turns"
-            )
+        edited = _edited_from(history, change) if change.old is None else None
+        if edited is not None:
             problems.append(
                 ImportProblem(
                     lines.memory_line(change.location_id, memory.title),
-                    f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
-                    f"{change.location_id} is the database's superseded memory with that title "
-                    f"(the same text; Ep{old.episode}, T{old.turns}) with its turns changed, "
-                    f"which is not in the file: importing it would leave both in its history; "
-                    f"{advice}; memory skipped",
+                    _refix_message(change.location_id, memory, edited, unpruned),
                     pruned=not unpruned,
                 )
             )
@@ -180,6 +165,53 @@ def drop_title_conflicts(
     if skipped:
         kept = _keep_links(kept, skipped, problems, relinked)
     return kept
+
+
+def _edited_from(
+    history: dict[tuple[int, str], list[MemoryLike]], change: MemoryChange
+) -> MemoryLike | None:
+    """The database's memory missing from the file that the file's added memory is an edit
+    of, taken from ``history`` (the same title there; not both live: ``held``'s), or None."""
+    found = history.get((change.location_id, title_spelling(change.memory.title)), [])
+    live = change.memory.status is not Status.SUPERSEDED
+    for n, old in enumerate(found):
+        if not (live and old.status is not Status.SUPERSEDED):
+            return found.pop(n)
+    return None
+
+
+def _refix_message(location_id: int, memory: MemoryLike, old: MemoryLike, unpruned: bool) -> str:
+    """The problem of an added memory that is a database's memory missing from the file,
+    with the same title and other turns, episode, text or status."""
+    advice = (
+        "--prune deletes nothing while the file has other problems"
+        if unpruned
+        else "use --prune to replace it, or keep it as it was"
+    )
+    what = "live" if old.status is not Status.SUPERSEDED else "superseded"
+    changed = [
+        name
+        for name, differs in (
+            ("episode", old.episode != memory.episode),
+            ("turns", old.turns != memory.turns),
+            ("text", old.text != memory.text),
+            ("status", old.status != memory.status),
+        )
+        if differs
+    ]
+    return (
+        f"memory {memory.title!r} (Ep{memory.episode}, T{memory.turns}) at location "
+        f"{location_id} is the database's {what} memory with that title (Ep{old.episode}, "
+        f"T{old.turns}) with its {_listed(changed)} changed, which is not in the "
+        f"file: importing it would keep both; {advice}; memory skipped"
+    )
+
+
+def _listed(names: list[str]) -> str:
+    """``["turns", "text"]`` as "turns and text" (none: "place")."""
+    if len(names) < 2:
+        return names[0] if names else "place"
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _edit_message(

@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memstore.models import check_int, check_location_name, plain_str, unstorable_text
+from memstore.models import (
+    INT64_MIN,
+    check_int,
+    check_location_name,
+    plain_str,
+    unstorable_text,
+)
 from memstore.spec_context import context_from_mapping
 from memstore.synthesis import loggable_text
 from memstore.triggers import ZMachineContext
@@ -62,14 +68,15 @@ def _check_numbers(ctx: ZMachineContext) -> None:
     scores and locations go into the turn record and the map, their difference into a
     memory's score_change."""
     numbers = (
-        ("score_before", ctx.score_before, False),
-        ("score_after", ctx.score_after, False),
-        ("location_before", ctx.location_before, True),
-        ("location_after", ctx.location_after, True),
-        ("score_after - score_before", ctx.score_delta, False),
+        ("score_before", ctx.score_before, False, INT64_MIN),
+        ("score_after", ctx.score_after, False, INT64_MIN),
+        # never negative (ZMachineContext's rule, which model_copy and model_construct skip)
+        ("location_before", ctx.location_before, True, 0),
+        ("location_after", ctx.location_after, True, 0),
+        ("score_after - score_before", ctx.score_delta, False, INT64_MIN),
     )
-    for name, value, optional in numbers:
+    for name, value, optional, minimum in numbers:
         try:
-            check_int(name, value, optional=optional)
+            check_int(name, value, minimum, optional=optional)
         except ValueError as exc:
             raise ValueError(f"z_machine_context: {exc}") from None

@@ -175,6 +175,22 @@ def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
     return DatabaseUnavailable(f"cannot connect to {target.display}: {detail}")
 
 
+#: the tables (and views) of the session's schema, and their columns, as the catalog has
+#: them whatever this role may read
+_TABLES = (
+    "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+    "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+    "AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+)
+_COLUMNS = (
+    "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') "
+    "AND a.attnum > 0 AND NOT a.attisdropped"
+)
+
+
 def server_tables(
     target: Target, answer_timeout_s: float
 ) -> tuple[set[str], str | None, dict[str, set[str]]]:
@@ -196,26 +212,16 @@ def server_tables(
     watch = watched(engine, answer_timeout_s)
     try:
         with engine.connect() as conn:
-            tables = set(
-                conn.execute(
-                    text(
-                        "SELECT table_name FROM information_schema.tables "
-                        "WHERE table_schema = current_schema()"
-                    )
-                ).scalars()
-            )
+            # pg_catalog, not information_schema: that shows only what this role may read,
+            # and a table or column it may not would be taken for one missing (damage)
+            tables = set(conn.execute(text(_TABLES)).scalars())
             if conn.execute(text("SELECT current_schema()")).scalar() is None:
                 raise DatabaseUnavailable(
                     f"cannot use {target.display}: its search_path names no schema that "
                     f"exists there (create the schema, or name one that exists)"
                 )
             columns: dict[str, set[str]] = {}
-            for table, column in conn.execute(
-                text(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = current_schema()"
-                )
-            ):
+            for table, column in conn.execute(text(_COLUMNS)):
                 if table in metadata.tables:
                     columns.setdefault(table, set()).add(column)
             version = None

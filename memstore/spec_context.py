@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from memstore.triggers import Trigger, ZMachineContext
 
 __all__ = ["SPEC_KEYS", "context_from_mapping"]
@@ -97,4 +99,13 @@ def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tup
             fields[missing] = fields[have]  # the flag says nothing changed
         elif _flag(value, key) and not given:
             reported.add(trigger)
-    return ZMachineContext(**fields, reported=frozenset(reported)), tuple(ignored)
+    try:
+        return ZMachineContext(**fields, reported=frozenset(reported)), tuple(ignored)
+    except ValidationError as exc:  # pydantic's report is a paragraph: the first in one line
+        errors = exc.errors()
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ValueError(
+            f"z_machine_context[{where!r}]: {first['msg']}, got {first.get('input')!r:.60}{more}"
+        ) from None

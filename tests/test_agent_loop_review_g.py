@@ -283,6 +283,25 @@ def test_a_context_value_of_the_wrong_type_is_refused_before_the_turn_counts(
     assert MapStore(store).exits(1).exits == ()  # no room 1 made up from True
 
 
+def test_a_negative_location_is_refused_in_one_line_however_the_context_was_made(
+    store: MemoryStore,
+) -> None:
+    # review J: model_copy skips the model's rule, and a dict's refusal was pydantic's
+    # paragraph of four to seven lines
+    made = ZMachineContext(location_before=5, location_after=5)
+    manager = SimpleMemoryManager(store, episode=1)
+    for context in (
+        made.model_copy(update={"location_after": -1}),
+        {"location_before": 5, "location_after": -3},
+    ):
+        with pytest.raises(ValueError, match="location_after") as refused:
+            manager.record_action_outcome(5, "R", "go north", "You go.", context)
+        assert "\n" not in str(refused.value)
+    assert manager.turn == 0
+    manager.close()
+    assert MapStore(store).exits(5).exits == ()
+
+
 def test_a_context_dict_may_give_its_inventories_as_lists(store: MemoryStore) -> None:
     manager = SimpleMemoryManager(store, episode=1)
     context = {

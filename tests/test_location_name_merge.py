@@ -79,7 +79,7 @@ def test_a_reviewer_s_rename_is_imported(kitchen: MemoryStore) -> None:
     assert name_of(kitchen, 8) == "Attic"
 
 
-@pytest.mark.parametrize("blank", ["", "   "])
+@pytest.mark.parametrize("blank", ["", "   ", " \u200b", " \u00a0\u200d"])
 def test_a_header_whose_name_was_deleted_is_a_problem_never_a_rename_to_nothing(
     kitchen: MemoryStore, mem: MakeMemory, blank: str
 ) -> None:

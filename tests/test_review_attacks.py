@@ -425,3 +425,20 @@ def test_a_lead_in_that_joins_a_circle_after_it_was_found_adds_no_second_report(
         "supersession references at location 5 go round in a circle ('B' -> 'C' -> 'B'): no "
         "memory ends it (with --skip-invalid the link that closes the circle is left out)"
     ]
+
+
+def test_a_long_circle_is_named_by_its_first_titles_in_one_short_line(
+    store: MemoryStore,
+) -> None:
+    # review J: a 50,000-memory circle was one problem line of 789,055 characters
+    titles = [f"Fact {n}" for n in range(30)]
+    blocks = "".join(
+        block(title, titles[(n + 1) % len(titles)], n + 1) for n, title in enumerate(titles)
+    )
+    text = (
+        "# Location Memories\n\n## Location 5: Cave\n**Visits:** 1 | **Episodes:** 1\n\n"
+        "### Memories\n\n" + blocks + "---\n"
+    )
+    (problem,) = [p.message for p in import_memories(store, text, apply=False).plan.problems]
+    assert "'Fact 0' -> 'Fact 1'" in problem and "(30 titles in all)" in problem
+    assert "'Fact 29'" not in problem and len(problem) < 400

@@ -411,10 +411,11 @@ def test_b8_a_damaged_postgresql_schema_is_the_same_one_line(
     with pytest.raises(NotAMemstoreDatabase, match="is damaged") as refused:
         MemoryStore.open(pg_url)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
-    code, _out, err = run(capsys, "--db", pg_url, "stats")
-    assert code == 1
-    line = one_error_line(err, "is damaged, not a sound memstore database", reason)
-    assert "upgrade" not in line and "internal error" not in line
+    for command in (["stats"], ["db", "current"]):  # (db current gave the revision)
+        code, _out, err = run(capsys, "--db", pg_url, *command)
+        assert code == 1, command
+        line = one_error_line(err, "is damaged, not a sound memstore database", reason)
+        assert "upgrade" not in line and "internal error" not in line
 
 
 def test_b8_a_sound_database_still_opens_and_a_true_bug_is_still_one(

@@ -216,6 +216,48 @@ def test_a_turns_fix_of_a_superseded_memory_is_a_problem_without_prune_never_a_s
     assert code == 0, err
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "changed"),
+    [
+        # turns and text at once (was: exit 0, two superseded 'Door shut')
+        (
+            'SUPERSEDED] Door shut** *(Ep1, T5, +0)*\n[Superseded at T8 by "Door open"]\n~~Shut.~~',
+            "SUPERSEDED] Door shut** *(Ep1, T4, +0)*\n"
+            '[Superseded at T8 by "Door open"]\n~~Closed.~~',
+            "turns and text",
+        ),
+        # made live with new turns (was: exit 0, 'Door shut' live and in the history)
+        (
+            "[NOTE - PERMANENT - SUPERSEDED] Door shut** *(Ep1, T5, +0)*\n"
+            '[Superseded at T8 by "Door open"]\n~~Shut.~~',
+            "[NOTE - PERMANENT] Door shut** *(Ep1, T4, +0)*\nShut.",
+            "turns and status",
+        ),
+    ],
+    ids=["turns-and-text", "made-live"],
+)
+def test_an_edit_of_a_memory_under_its_own_title_is_a_problem_without_prune(
+    capsys: pytest.CaptureFixture[str],
+    db: Path,
+    mem: MakeMemory,
+    tmp_path: Path,
+    old: str,
+    new: str,
+    changed: str,
+) -> None:
+    with_door(db, mem)
+    out = exported(capsys, db, tmp_path)
+    edit(out, old, new)
+    before = stored(db, 64)
+
+    code, printed, err = import_(capsys, db, out, "--apply")
+
+    assert code == 1, err
+    problem = next(line for line in printed.splitlines() if "'Door shut' (Ep1, T4)" in line)
+    assert f"with its {changed} changed" in problem and "--prune" in problem, problem
+    assert stored(db, 64) == before
+
+
 # --- D6: a malformed header's memories are not deletions -----------------------------------
 
 
