@@ -15,17 +15,17 @@ anything else, the runner asks whether that receipt is there (``CommitDoubt.sett
   stay). Counted (``counters["commits_in_doubt_found"]``).
 * it is not: nothing was written; everything is written again as it waits.
 
-A receipt is deleted by the writer's next committed transaction (``forget_receipts``) and
-the last one at the manager's close (best effort, no writers' lock); a receipt older than
-``RECEIPTS_KEPT`` (a crashed writer's) by the first write of every manager. So the table
-holds about one row per running writer, and one per writer that ended without a close.
+A receipt is replaced by the writer's next committed transaction (``forget_receipts``);
+the last one of a manager stays (a close that wrote to the server once more could wait
+for a server that stopped answering), and the first write of every manager deletes the
+receipts older than ``RECEIPTS_KEPT``. So the table holds one row per manager run in that
+time.
 SQLite answers its COMMIT in the same process: no receipt is written there, and nothing
 here costs a turn anything.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -37,8 +37,6 @@ from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
 
 __all__ = ["CommitDoubt"]
-
-log = logging.getLogger("memstore.manager")
 
 
 @dataclass(frozen=True)
@@ -110,26 +108,6 @@ class CommitDoubt:
         attempt, self._trying = self._trying, None
         if connection_lost and attempt is not None:
             self._doubt = attempt
-
-    def close(self, buffer: BusyBuffer) -> None:
-        """The manager closes with nothing waiting: delete its last receipt, best effort.
-        Not in an outage or a busy stretch, nor on a closed store; it takes no writers'
-        lock (``MemoryStore.forget_receipts``), and whatever the database answers, close
-        goes on: a receipt left is deleted after ``RECEIPTS_KEPT`` by another manager."""
-        if (
-            not self.enabled
-            or not self._forget
-            or self._doubt is not None
-            or buffer.busy
-            or self.store.closed
-        ):
-            return
-        try:
-            self.store.forget_receipts(self._forget)
-        except Exception as exc:  # noqa: BLE001 - a cleanup: the close must go on
-            log.debug("the last write receipt was left for later: %s", exc)
-            return
-        self._forget = []
 
     def settle(self, buffer: BusyBuffer) -> None:
         """Before any other write: was the write in doubt committed? (A read: StoreBusy or

@@ -221,10 +221,7 @@ class SimpleMemoryManager(ManagerReads):
         wait here. The lock probe's connection
         (memstore.lock_probe) is closed either way."""
         try:
-            flushed = self.flush()
-            if flushed:
-                self._synthesis.doubt.close(self._synthesis.buffer)  # its last receipt
-            return flushed
+            return self.flush()
         finally:
             self._synthesis.buffer.probe.close()
 

@@ -276,13 +276,17 @@ def _watched_connection_class() -> Any:
     return _WatchedConnection
 
 
-#: the server's TCP keepalives for a memstore session: first probe after 10 s of silence,
-#: then every 5 s, the session ended after 3 unanswered (a live client's system answers
-#: them whatever its program is doing)
+#: the server's TCP keepalives for a memstore session: first probe after 30 s of silence,
+#: then every 10 s, the session ended after 3 unanswered (a live client's system answers
+#: them whatever its program is doing): about a minute. An outage longer than that ends an
+#: idle agent's session, and its ephemeral memories with it, as a reconnect does
 SERVER_KEEPALIVES = (
-    ("tcp_keepalives_idle", 10),
-    ("tcp_keepalives_interval", 5),
+    ("tcp_keepalives_idle", 30),
+    ("tcp_keepalives_interval", 10),
     ("tcp_keepalives_count", 3),
+    # and an answer of the server's left unacknowledged that long (milliseconds): the
+    # keepalives wait while TCP retransmits it
+    ("tcp_user_timeout", 60_000),
 )
 
 
@@ -316,7 +320,7 @@ def create_server_engine(
         cursor.execute(f'SET search_path TO "{schema}", pg_temp')
         cursor.execute(f"SET lock_timeout = {busy_ms}")
         # a session whose client is gone (a network cut, a killed host) ends within about
-        # 25 s, and with it a transaction it held the writers' lock in: another agent's
+        # a minute, and with it a transaction it held the writers' lock in: another agent's
         # writes wait for it no longer than that (without, until the server's own default,
         # often the operating system's two hours)
         for setting, seconds in SERVER_KEEPALIVES:
@@ -372,7 +376,10 @@ def begin_server_transaction(pooled: Any, begin: str) -> None:
     if begin == "BEGIN":
         driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         return
-    driver.execute("BEGIN")
+    # READ COMMITTED whatever the server's default: each statement sees what was committed
+    # before it, so a write sees what the writer it waited for behind the lock committed
+    # (a default of REPEATABLE READ would take the snapshot as the lock is asked for)
+    driver.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
     if begin == "BEGIN IMMEDIATE":
         try:
             take_write_lock(pooled)

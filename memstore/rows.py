@@ -42,7 +42,7 @@ def now() -> str:
 
 
 #: how long a write receipt is kept (memstore.commit_doubt): its writer asks for it at its
-#: next write, or deletes it at close; one a crashed writer left goes after this (by the
+#: next write, which replaces it; a manager's last one goes after this (by the
 #: clock of the writer that deletes it: a writer whose clock runs this far ahead of another
 #: could delete that one's receipt while its write is in doubt)
 RECEIPTS_KEPT = timedelta(days=30)
@@ -165,8 +165,8 @@ class Bookkeeping:
 
     @property
     def empty(self) -> bool:
-        """Nothing to write (receipts alone are not worth a transaction: a later write, or
-        the manager's close, deletes what is left)."""
+        """Nothing to write (receipts alone are not worth a transaction: a later write
+        replaces what is left)."""
         return not (self.visits or self.decisions or self.turns or self.map_events)
 
     def check(self) -> None:

@@ -12,7 +12,7 @@ per-execute overhead would otherwise be most of its time budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -131,13 +131,6 @@ class MemoryStore(StoreReads):
             raise DatabaseUnavailable(
                 str(exc).replace(WRITE_IN_DOUBT, "nothing was written (it looked for a receipt)")
             ) from exc
-
-    def forget_receipts(self, receipts: Sequence[str]) -> None:
-        """Delete the writer's own ``receipts`` (memstore.commit_doubt, at the manager's
-        close). No rule of the database involves them and no other writer touches them, so
-        this takes no writers' lock: it never waits for another agent's write."""
-        with self._session_write(forget=None) as conn:
-            _run_many(conn, DELETE_RECEIPT, [{"receipt": receipt} for receipt in receipts])
 
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:

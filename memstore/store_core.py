@@ -417,10 +417,9 @@ class StoreCore:
         return self._transaction("BEGIN IMMEDIATE", forget)
 
     def _session_write(self, forget: object = ALL) -> Any:
-        """A write to the ephemeral tier only (and, on a server, a writer's own receipts:
-        ``forget_receipts``). A deferred BEGIN takes no lock on the file (only a snapshot to
-        read it), so session work never waits for another process's write, whatever the
-        busy timeout."""
+        """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
+        (only a snapshot to read it), so session work never waits for another process's
+        write, whatever the busy timeout."""
         return self._transaction("BEGIN DEFERRED", forget)
 
     def _read(self) -> Any:
