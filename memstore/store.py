@@ -21,7 +21,6 @@ from sqlalchemy import (
     select,
 )
 
-from memstore.errors import DatabaseUnavailable
 from memstore.executor import insert_id
 from memstore.executor import run as _run
 from memstore.executor import run_many as _run_many
@@ -55,7 +54,6 @@ from memstore.queries import (
     INSERT_TURNS,
     LOCATION_NAME,
     MARK_SUPERSEDED,
-    RECEIPT_FOUND,
     REPLACE_RECEIPT,
     TIER_NUMBER,
     VISIT_EPISODE,
@@ -81,7 +79,6 @@ from memstore.schema import (
     ephemeral_memories,
     ephemeral_memory_links,
 )
-from memstore.store_core import WRITE_IN_DOUBT
 from memstore.store_reads import StoreReads
 from memstore.versions import (
     WriteVersion,
@@ -113,24 +110,6 @@ class MemoryStore(StoreReads):
             return
         with self._write(forget=None) as conn:
             self._bookkeeping(conn, bookkeeping)
-
-    def has_receipt(self, receipt: str) -> bool:
-        """Whether a write transaction that inserted ``receipt`` (``Bookkeeping.receipt``)
-        was committed: the answer to a COMMIT a lost connection swallowed. A receipt seen
-        is a committed one. One not seen is looked for again under the writers' lock,
-        which that transaction holds until it has ended: a server process stalled in its
-        COMMIT cannot commit it after the answer "no" (StoreBusy while it holds the lock
-        past the busy timeout). Nothing is written either way."""
-        with self._read() as conn:
-            if _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None:
-                return True
-        try:
-            with self._write(forget=None) as conn:
-                return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
-        except DatabaseUnavailable as exc:  # a lookup, not a write: nothing is in doubt
-            raise DatabaseUnavailable(
-                str(exc).replace(WRITE_IN_DOUBT, "nothing was written (it looked for a receipt)")
-            ) from exc
 
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:

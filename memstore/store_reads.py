@@ -15,6 +15,7 @@ from sqlalchemy import Connection, func, select, text, union_all
 
 from exporters.base_line import ExportBase
 from memstore.dialect import json_text
+from memstore.errors import DatabaseUnavailable
 from memstore.executor import run as _run
 from memstore.history import oldest_first
 from memstore.merge import StoredMemory
@@ -30,6 +31,7 @@ from memstore.models import (
 from memstore.queries import (
     EPHEMERAL_LIVE,
     LIVE,
+    RECEIPT_FOUND,
     TIER_NUMBER,
     VIEW_QUERY,
     load_query,
@@ -50,7 +52,7 @@ from memstore.schema import (
     turn_records,
 )
 from memstore.shown_memories import ShownMemories
-from memstore.store_core import StoreCore
+from memstore.store_core import WRITE_IN_DOUBT, StoreCore
 from memstore.versions import identity, rows_fingerprint, state_at
 
 
@@ -419,3 +421,21 @@ class StoreReads(StoreCore):
             "database_bytes": size,
             "current_episode": self.current_episode,
         }
+
+    def has_receipt(self, receipt: str) -> bool:
+        """Whether a write transaction that inserted ``receipt`` (``Bookkeeping.receipt``)
+        was committed: the answer to a COMMIT a lost connection swallowed. A receipt seen
+        is a committed one. One not seen is looked for again under the writers' lock,
+        which that transaction holds until it has ended: a server process stalled in its
+        COMMIT cannot commit it after the answer "no" (StoreBusy while it holds the lock
+        past the busy timeout). Nothing is written either way."""
+        with self._read() as conn:
+            if _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None:
+                return True
+        try:
+            with self._write(forget=None) as conn:
+                return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
+        except DatabaseUnavailable as exc:  # a lookup, not a write: nothing is in doubt
+            raise DatabaseUnavailable(
+                str(exc).replace(WRITE_IN_DOUBT, "nothing was written (it looked for a receipt)")
+            ) from exc
