@@ -324,7 +324,8 @@ def create_server_engine(
         # writes wait for it no longer than that (without, until the server's own default,
         # often the operating system's two hours)
         for setting, seconds in SERVER_KEEPALIVES:
-            cursor.execute(f"SET {setting} = {seconds}")
+            if setting != "tcp_user_timeout" or dbapi_connection.info.server_version >= 120000:
+                cursor.execute(f"SET {setting} = {seconds}")  # (tcp_user_timeout: 12 and later)
         # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
         cursor.execute("SET synchronous_commit = on")
         if read_only:
