@@ -66,10 +66,6 @@ class CommitDoubt:
         #: the receipts older than RECEIPTS_KEPT were deleted (by this manager's first)
         self._pruned = False
 
-    @property
-    def in_doubt(self) -> bool:
-        return self._doubt is not None
-
     def with_pending(self, synthesis: dict[str, Any] | None) -> Bookkeeping:
         """What the store's write takes with ``synthesis`` (None: the bookkeeping alone):
         the buffered rows, and on a server a new receipt (when there is a write at all)."""

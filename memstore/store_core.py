@@ -240,7 +240,9 @@ class StoreCore:
     # --- transactions --------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, begin: str, forget: object = ALL) -> Iterator[Connection]:
+    def _transaction(
+        self, begin: str, forget: object = ALL, *, writes: bool = True
+    ) -> Iterator[Connection]:
         """One transaction. A write then drops the cached views it may have changed:
         ``forget`` is a location id, None (no memory changed) or ALL (the default). A
         write rolled back drops everything this store keeps from the database, as it may
@@ -284,7 +286,7 @@ class StoreCore:
                 end_transaction(conn, commit=True)
                 committed = True
             except Exception as exc:
-                refused = self.refusal(exc, writing=begin != "BEGIN")
+                refused = self.refusal(exc, writing=writes and begin != "BEGIN")
                 if refused is None:
                     raise
                 raise refused from exc
@@ -330,7 +332,12 @@ class StoreCore:
                 pass
             self._data_version = None
             # lost in the middle of a commit, a write may have reached the disk: say so
-            outcome = WRITE_IN_DOUBT if writing else "nothing was written"
+            outcome = (
+                "what this call was writing may or may not have been committed (look before "
+                "writing it again)"
+                if writing
+                else "nothing was written"
+            )
             return DatabaseUnavailable(
                 f"lost the connection to {where} ({why}); {outcome}; this agent's "
                 f"ephemeral memories went with the connection; the next call connects again"
@@ -413,8 +420,10 @@ class StoreCore:
         with self._transaction(begin, ALL if changes_memories else None) as conn:
             yield conn
 
-    def _write(self, forget: object = ALL) -> Any:
-        return self._transaction("BEGIN IMMEDIATE", forget)
+    def _write(self, forget: object = ALL, *, writes: bool = True) -> Any:
+        """A write transaction (the writers' lock); ``writes`` False: one that only reads
+        under the lock, so a connection lost in it left nothing in doubt."""
+        return self._transaction("BEGIN IMMEDIATE", forget, writes=writes)
 
     def _session_write(self, forget: object = ALL) -> Any:
         """A write to the ephemeral tier only. A deferred BEGIN takes no lock on the file
@@ -424,13 +433,6 @@ class StoreCore:
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
-
-
-#: what a lost connection's message says of a write transaction: its COMMIT may have been
-#: answered by nobody (memstore.commit_doubt looks for the write's receipt)
-WRITE_IN_DOUBT = (
-    "what this call was writing may or may not have been committed (look before writing it again)"
-)
 
 
 #: SQLite's result codes (and their extended forms) for a write with no room or an I/O

@@ -15,7 +15,6 @@ from sqlalchemy import Connection, func, select, text, union_all
 
 from exporters.base_line import ExportBase
 from memstore.dialect import json_text
-from memstore.errors import DatabaseUnavailable
 from memstore.executor import run as _run
 from memstore.history import oldest_first
 from memstore.merge import StoredMemory
@@ -52,7 +51,7 @@ from memstore.schema import (
     turn_records,
 )
 from memstore.shown_memories import ShownMemories
-from memstore.store_core import WRITE_IN_DOUBT, StoreCore
+from memstore.store_core import StoreCore
 from memstore.versions import identity, rows_fingerprint, state_at
 
 
@@ -432,10 +431,5 @@ class StoreReads(StoreCore):
         with self._read() as conn:
             if _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None:
                 return True
-        try:
-            with self._write(forget=None) as conn:
-                return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
-        except DatabaseUnavailable as exc:  # a lookup, not a write: nothing is in doubt
-            raise DatabaseUnavailable(
-                str(exc).replace(WRITE_IN_DOUBT, "nothing was written (it looked for a receipt)")
-            ) from exc
+        with self._write(forget=None, writes=False) as conn:
+            return _run(conn, RECEIPT_FOUND, {"receipt": receipt}).fetchone() is not None
