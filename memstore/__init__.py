@@ -21,6 +21,7 @@ _EXPORTS = {
     "SchemaTooNew": "memstore.errors",
     "StoreBusy": "memstore.errors",
     "StorageFull": "memstore.errors",
+    "SchemaChanged": "memstore.errors",
     "DatabaseUnavailable": "memstore.errors",
     "StoreClosed": "memstore.errors",
     "TransactionAborted": "memstore.errors",

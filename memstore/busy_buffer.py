@@ -76,7 +76,7 @@ from memstore.busy_rows import (
     turn_bytes,
     visit_bytes,
 )
-from memstore.errors import DatabaseUnavailable, StorageFull
+from memstore.errors import DatabaseUnavailable, SchemaChanged, StorageFull
 from memstore.lock_probe import LockProbe
 from memstore.models import MAX_EPISODE, Memory, Persistence
 from memstore.moved_names import forwarding
@@ -196,12 +196,15 @@ class BusyBuffer(EpisodeNumbering):
         """A write was refused (StoreBusy), or a read or write found no server
         (DatabaseUnavailable): back off. ``exc`` is the refusal (by default the exception
         being handled: this is called from its ``except`` block); one that says the
-        database had no room (StorageFull, a StoreBusy) is counted too (``store_full``), a
-        lost connection apart (``store_unavailable``)."""
+        database had no room (StorageFull, a StoreBusy) is counted too (``store_full``), so
+        is one that found the schema changed (SchemaChanged, a StoreBusy:
+        ``store_schema_changed``), a lost connection apart (``store_unavailable``)."""
         refusal = exc if exc is not None else sys.exception()
         self.no_room = refusal if isinstance(refusal, StorageFull) else None
         if self.no_room is not None:
             self.counters["store_full"] += 1
+        if isinstance(refusal, SchemaChanged):
+            self.counters["store_schema_changed"] += 1
         self.unavailable = refusal if isinstance(refusal, DatabaseUnavailable) else None
         if self.unavailable is not None:
             self.counters["store_unavailable"] += 1
@@ -267,6 +270,10 @@ class BusyBuffer(EpisodeNumbering):
             # writes the database refused for want of room (StorageFull: a full disk, an
             # I/O error), counted in store_busy too: what they wrote waits the same way
             "store_full": self.counters["store_full"],
+            # calls refused because a table or column was gone (SchemaChanged: the schema
+            # changed under the open store), counted in store_busy too: what they wrote
+            # waits the same way, for ``memstore db upgrade``
+            "store_schema_changed": self.counters["store_schema_changed"],
             # reads and writes that found no server (DatabaseUnavailable: a lost
             # connection), not counted in store_busy: what the turns wrote waits the same way
             "store_unavailable": self.counters["store_unavailable"],

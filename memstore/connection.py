@@ -286,6 +286,7 @@ def create_store_engine(
             poolclass=StaticPool,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
         )
+    engine = engine.execution_options(schema_translate_map=SQLITE_TRANSLATE)
     ddl = ephemeral_ddl()
     busy_ms = int(busy_timeout_s * 1000)
 
@@ -315,6 +316,14 @@ def create_store_engine(
             driver_of(connection).execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
 
     return engine
+
+
+#: every persistent table named as ``main.`` in the statements the store runs. Unqualified,
+#: a name SQLite looks up in main, then in the attached databases: while a table was gone
+#: from main (a downgrade under an open store), a statement would bind to the ephemeral
+#: tier's table of that name, and SQLite's cached statement kept reading and writing it
+#: after the table was back (it checks only the schemas a statement uses)
+SQLITE_TRANSLATE: dict[str | None, str] = {None: "main"}
 
 
 class ConnectionLost(Exception):

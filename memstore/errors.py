@@ -40,6 +40,14 @@ class StorageFull(StoreBusy):
     manager treats it as one: counted (``store_full``), what waits waits, never raised."""
 
 
+class SchemaChanged(StoreBusy):
+    """A table or column this store uses is gone: the schema changed under the open store
+    (a confirmed ``memstore db downgrade`` while it ran, a table dropped by hand); nothing
+    was written. A StoreBusy, so the manager treats it as one: counted
+    (``store_schema_changed``), what waits waits (for ``memstore db upgrade``), never
+    raised into the agent loop."""
+
+
 class UnsupportedDatabase(MemstoreError):
     """Not a database memstore runs on: a SQLite path or URL, or a PostgreSQL URL."""
 

@@ -9,6 +9,7 @@ inside the caller's transaction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -18,7 +19,7 @@ from sqlalchemy import Connection
 from memstore.connection import driver_of
 from memstore.dialect import resolve
 
-__all__ = ["insert_id", "run", "run_many", "run_rows"]
+__all__ = ["compiled_for", "insert_id", "run", "run_many", "run_rows"]
 
 #: a compiled statement: its SQL, and the function that turns a row of parameters (by
 #: name) into what the driver takes (a tuple in SQLite's order, or a dict for psycopg)
@@ -32,30 +33,54 @@ _IN_KEY_ORDER: set[tuple[int, str, tuple[str, ...]]] = set()
 TRACERS: dict[int, Callable[[str], object]] = {}
 
 
+def compiled_for(conn: Connection) -> str:
+    """What a statement is compiled for on ``conn`` (the compiled cache's key): its dialect,
+    and on a server the schema its persistent tables are named in (each store's own: the
+    engine's schema translation, memstore.pg_connection). Every SQLite store names them
+    ``main``."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        return name
+    translate = conn.get_execution_options().get("schema_translate_map") or {}
+    return f"{name}:{translate.get(None, '')}"
+
+
 def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compiled:
-    """A statement compiled once per dialect and key set."""
-    entry = _COMPILED.get((id(statement), conn.dialect.name, keys))
+    """A statement compiled once per dialect (and schema) and key set."""
+    entry = _COMPILED.get((id(statement), compiled_for(conn), keys))
     return entry if entry is not None else _compile(conn, statement, keys)
 
 
 def _compile(conn: Connection, statement: Any, keys: tuple[str, ...]) -> _Compiled:
     """Compile ``statement`` for ``conn``'s dialect and keep it. The schema translation
-    the engine applies to Core statements (the ephemeral tier's schema on PostgreSQL) is
-    applied here too."""
-    dialect = conn.dialect.name
+    the engine applies to Core statements (every persistent table named in its schema;
+    the ephemeral tier's schema on PostgreSQL) is applied here too."""
+    target = compiled_for(conn)
     translate = conn.get_execution_options().get("schema_translate_map") or {}
     compiled = resolve(conn, statement).compile(
         dialect=conn.dialect, column_keys=list(keys), schema_translate_map=translate or None
     )
     sql = str(compiled)
-    for schema, actual in translate.items():
-        sql = sql.replace(f"__[SCHEMA_{schema}]", actual)
+    if translate:
+        quote = conn.dialect.identifier_preparer.quote_schema
+        sql = _PLACEHOLDER.sub(lambda found: quote(_schema_of(found[1], translate)), sql)
     order = tuple(compiled.positiontup) if compiled.positiontup is not None else None
     entry = (sql, _arranger(order, dict(compiled.params), keys))
-    _COMPILED[(id(statement), dialect, keys)] = entry
+    _COMPILED[(id(statement), target, keys)] = entry
     if order == keys:  # a tuple of the keys' values is the driver's parameters already
-        _IN_KEY_ORDER.add((id(statement), dialect, keys))
+        _IN_KEY_ORDER.add((id(statement), target, keys))
     return entry
+
+
+#: how SQLAlchemy writes a table's schema in a statement compiled with a translate map
+#: (``__[SCHEMA_name]``; a table with no schema: ``__[SCHEMA__none]``)
+_PLACEHOLDER = re.compile(r"__\[SCHEMA_([^\]]+)\]")
+
+
+def _schema_of(name: str, translate: dict[str | None, str]) -> str:
+    """The schema a placeholder stands for: the translate map's, else its own name."""
+    key = None if name == "_none" else name
+    return translate[key] if key in translate else name
 
 
 def _arranger(
@@ -86,7 +111,7 @@ def run(conn: Connection, statement: Any, params: dict[str, Any]) -> Any:
     forms are cached by its id.
     """
     keys = tuple(params)
-    entry = _COMPILED.get((id(statement), conn.dialect.name, keys))
+    entry = _COMPILED.get((id(statement), compiled_for(conn), keys))
     sql, arrange = entry if entry is not None else _compile(conn, statement, keys)
     driver = driver_of(conn)
     if TRACERS and id(driver) in TRACERS:
@@ -128,7 +153,7 @@ def run_rows(
     if not rows:
         return
     sql, arrange = _compiled(conn, statement, keys)
-    if (id(statement), conn.dialect.name, keys) in _IN_KEY_ORDER:
+    if (id(statement), compiled_for(conn), keys) in _IN_KEY_ORDER:
         _executemany(conn, sql, rows)
     else:
         _executemany(conn, sql, [arrange(dict(zip(keys, row, strict=True))) for row in rows])

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from memstore.errors import DatabaseUnavailable, StorageFull, StoreBusy
+from memstore.errors import DatabaseUnavailable, SchemaChanged, StorageFull, StoreBusy
 from memstore.models import Memory, check_location_id, check_location_name, plain_str
 from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
@@ -63,20 +63,24 @@ class SpecMemoryApi:
 
     def _refused(self, exc: StoreBusy | DatabaseUnavailable, what: str) -> None:
         """Count and log (one line) a call the database refused for now: busy, or with no
-        room (StorageFull, a StoreBusy: counted in ``store_full`` too), or a server that
-        cannot be reached (DatabaseUnavailable: counted in ``store_unavailable`` alone)."""
+        room (StorageFull, a StoreBusy: counted in ``store_full`` too), or with its schema
+        changed under the store (SchemaChanged, a StoreBusy: ``store_schema_changed`` too),
+        or a server that cannot be reached (DatabaseUnavailable: counted in
+        ``store_unavailable`` alone)."""
         buffer = self._synthesis.buffer
         buffer.refused(exc)  # a busy stretch: the turns wait for nothing now
         if isinstance(exc, StoreBusy):
             self.counters["store_busy"] += 1
         why = (
-            "unreachable"
+            "the database is unreachable"
             if isinstance(exc, DatabaseUnavailable)
-            else "no room"
+            else "the database has no room"
             if isinstance(exc, StorageFull)
-            else "busy"
+            else "the database's schema changed"
+            if isinstance(exc, SchemaChanged)
+            else "the database is busy"
         )
-        log.warning("%s: not done (the database is %s): %s%s", what, why, exc, buffer.retry_note())
+        log.warning("%s: not done (%s): %s%s", what, why, exc, buffer.retry_note())
 
     def _ready(self) -> bool:
         """Whether to write now: outside a busy stretch, yes; in one, once what waits is

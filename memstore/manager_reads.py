@@ -174,7 +174,7 @@ class ManagerReads(SpecMemoryApi):
             try:
                 store_status = self.store.get_status()
                 flagged = FlaggedMemories(self.store).stats()
-            except DatabaseUnavailable as exc:
+            except (DatabaseUnavailable, StoreBusy) as exc:
                 self._refused(exc, "get_status")
             else:
                 buffer.answered()

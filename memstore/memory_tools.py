@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstore.config import MemstoreConfig
-from memstore.errors import LLMDeadlineExceeded, StorageFull, StoreBusy
+from memstore.errors import LLMDeadlineExceeded, SchemaChanged, StorageFull, StoreBusy
 from memstore.flagged import FlaggedMemories, FlaggedMemory
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
@@ -209,7 +209,13 @@ class MemoryToolkit:
                 episode=episode,
             )
         except StoreBusy as exc:
-            kind = "store_full" if isinstance(exc, StorageFull) else "store_busy"
+            kind = (
+                "store_full"
+                if isinstance(exc, StorageFull)
+                else "store_schema_changed"
+                if isinstance(exc, SchemaChanged)
+                else "store_busy"
+            )
             self.failures[kind] += 1
             log.warning("add_memory: not stored (%s): %s", kind, exc)
             return False

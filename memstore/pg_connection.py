@@ -317,6 +317,11 @@ def create_server_engine(
                 f"cannot use {target.display}: its search_path names no schema that exists"
             )
         record.info[LOCK_KEY] = write_lock_key(schema)
+        # every persistent table named in its schema: unqualified, a name the session's
+        # temporary schema also has (the ephemeral tier's memory_links, memories) is found
+        # there while the persistent one is gone (a downgrade under an open store), and a
+        # persistent row written there is lost with the session
+        engine.update_execution_options(schema_translate_map={None: schema, **TRANSLATE})
         cursor.execute(f'SET search_path TO "{schema}", pg_temp')
         cursor.execute(f"SET lock_timeout = {busy_ms}")
         # a session whose client is gone (a network cut, a killed host) ends within about

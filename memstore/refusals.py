@@ -18,13 +18,15 @@ __all__ = ["failure_kind", "one_line", "store_busy"]
 def failure_kind(exc: BaseException) -> str | None:
     """What a database refused, in memstore's terms (SQLite's and PostgreSQL's errors alike):
 
-    "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
-    cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
-    conflict with recovery): nothing happened, try again; "read-only" a write the database
-    or the role may not make; "gone" the server connection was lost (the server stopped,
-    restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
-    bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
-    one of PostgreSQL's index entries; None for anything else (a bug: raised as it is).
+        "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
+        cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
+        conflict with recovery): nothing happened, try again; "read-only" a write the database
+        or the role may not make; "gone" the server connection was lost (the server stopped,
+        restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
+        bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
+        one of PostgreSQL's index entries; "schema" a table or column the statement names is
+    not there (the schema changed under the store); None for anything else (a bug: raised
+    as it is).
     """
     if getattr(exc, "connection_invalidated", False):
         return "gone"
@@ -44,6 +46,8 @@ def failure_kind(exc: BaseException) -> str | None:
             "42501": "read-only",  # insufficient_privilege
             "22003": "overflow",  # numeric_value_out_of_range
             "54000": "too-long",  # program_limit_exceeded: an index entry past a page
+            "42P01": "schema",  # undefined_table
+            "42703": "schema",  # undefined_column
         }.get(code)
     if type(orig).__module__.startswith("psycopg") and any(
         base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
@@ -58,7 +62,13 @@ def failure_kind(exc: BaseException) -> str | None:
         return "read-only"
     if "locked" in message or "busy" in message:
         return "busy"
+    if message.startswith(_SCHEMA_GONE) or " has no column named " in message:
+        return "schema"
     return None
+
+
+#: SQLite's words for a table or column a statement names that is not there
+_SCHEMA_GONE = ("no such table:", "no such column:")
 
 
 def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:

@@ -44,6 +44,7 @@ from memstore.errors import (
     DatabaseUnavailable,
     NotAMemstoreDatabase,
     ReadOnlyDatabase,
+    SchemaChanged,
     StorageFull,
     StoreClosed,
     UnstorableText,
@@ -358,6 +359,12 @@ class StoreCore:
         if kind == "read-only":
             because = f" ({why})" if why else ""
             return ReadOnlyDatabase(f"read-only database: {where}{because}; nothing was written")
+        if kind == "schema":
+            return SchemaChanged(
+                f"the schema of {where} changed while this store had it open ({one_line(exc)}: "
+                f"a downgrade, or a table altered by hand?); nothing was written; "
+                f"`memstore db current` says where it is, `memstore db upgrade` brings it back"
+            )
         return store_busy(where, kind, why)
 
     @contextmanager

@@ -15,6 +15,7 @@ again).
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -32,6 +33,9 @@ from memstore.store_import import import_memories
 from tests.answer_watch_helpers import MARGIN_S, memories_md, one_line_memstore_error, start
 from tests.answer_watch_helpers import pg_url as pg_url  # a fixture
 from tests.pg_attack_helpers import note
+
+#: an INSERT into the persistent memories table, in the store's schema (never pg_temp's)
+PERSISTENT_INSERT = re.compile(rb"INSERT INTO (?!pg_temp\.)(?:\S+\.)?memories \(")
 
 
 class FreezingProxy:
@@ -222,7 +226,7 @@ def test_a_commit_whose_answer_never_comes_is_in_doubt_and_the_retry_writes_noth
     def mute_after_commit(connection: int, data: bytes) -> str | None:
         """The answer to the COMMIT of a transaction that inserted a memory never comes
         (a reconnect commits its settings: that COMMIT passes)."""
-        if b"INSERT INTO memories" in data:
+        if PERSISTENT_INSERT.search(data):
             wrote.add(connection)
         return "mute" if b"COMMIT" in data and connection in wrote else None
 
@@ -252,7 +256,7 @@ def test_an_import_whose_inserts_are_never_answered_writes_nothing_and_can_be_ru
     text = memories_md(20, 100)
     MemoryStore.open(pg_url).close()
     with MemoryStore.open(proxy.url(pg_url), answer_timeout_s=1.5) as store:
-        proxy.trigger = lambda _i, data: "hold" if b"INSERT INTO memories" in data else None
+        proxy.trigger = lambda _i, data: "hold" if PERSISTENT_INSERT.search(data) else None
         outcome = start(lambda: import_memories(store, text, apply=True))
         try:
             assert outcome.finished.wait(1.5 + MARGIN_S)

@@ -359,9 +359,13 @@ def traced_statements(store: MemoryStore, action: Callable[[], object]) -> list[
 
 
 def query_plan(db_path: Path, statement: str) -> list[str]:
+    """The plan's steps, each table named without the ``main.`` the store's statements
+    qualify it with (``SCAN flagged_memories``)."""
     conn = sqlite3.connect(db_path)
     try:
-        return [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
+        return [
+            row[3].replace(" main.", " ") for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")
+        ]
     finally:
         conn.close()
 

@@ -1,0 +1,122 @@
+"""The schema changed under an open store (a confirmed downgrade while an agent ran, a table
+altered by hand): a one-line refusal (SchemaChanged, a StoreBusy) that the agent loop rides
+out like a lock held too long, and no persistent row ever read from or written to the
+ephemeral tier's table of the same name."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from memstore import MemoryStore, SchemaChanged, SimpleMemoryManager, StoreBusy
+from memstore.cli import main
+from tests.conftest import MakeMemory
+
+
+def alter(database: str | Path, *statements: str) -> None:
+    """Run ``statements`` through a connection of another process's kind (not the store's)."""
+    if isinstance(database, Path):
+        conn = sqlite3.connect(database, isolation_level=None)
+        try:
+            conn.execute("PRAGMA foreign_keys = OFF")
+            for statement in statements:
+                conn.execute(statement)
+        finally:
+            conn.close()
+        return
+    engine = create_engine(database)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def test_a_column_dropped_under_an_open_store_is_a_one_line_refusal(
+    database: str | Path, mem: MakeMemory
+) -> None:
+    with MemoryStore.open(database) as store:
+        assert store.add_memory(3, "Kitchen", mem("Sack on the table"))
+        alter(database, "ALTER TABLE memories DROP COLUMN changed_version")
+        with pytest.raises(SchemaChanged) as raised:
+            store.add_memory(3, "Kitchen", mem("Window ajar"))
+        message = str(raised.value)
+        assert isinstance(raised.value, StoreBusy)
+        assert "\n" not in message
+        assert "changed while this store had it open" in message
+        assert "changed_version" in message and "nothing was written" in message
+        assert "memstore db upgrade" in message
+    alter(database, "ALTER TABLE memories ADD COLUMN changed_version INTEGER DEFAULT 0 NOT NULL")
+    with MemoryStore.open(database) as store:
+        assert [m.title for m in store.memories(3)] == ["Sack on the table"]
+
+
+def test_a_supersession_never_goes_to_the_ephemeral_tier_while_the_links_table_is_gone(
+    database: str | Path, mem: MakeMemory
+) -> None:
+    # unqualified, ``memory_links`` named the ephemeral tier's table once the persistent
+    # one was gone (SQLite's attached database, PostgreSQL's pg_temp): the acknowledged
+    # link was written there and went with the episode or the session
+    ephemeral = "ephemeral" if isinstance(database, Path) else "pg_temp"
+    with MemoryStore.open(database) as store:
+        assert store.add_memory(3, "Kitchen", mem("Sack closed"))
+        alter(database, "DROP TABLE memory_links")
+        with pytest.raises(SchemaChanged, match="memory_links"):
+            store.supersede_memory(3, "Kitchen", "Sack closed", mem("Sack open"))
+        with store.transaction(write=False) as conn:
+            for table in ("memory_links", "memories"):
+                count = conn.exec_driver_sql(f"SELECT count(*) FROM {ephemeral}.{table}")
+                assert count.scalar() == 0, table
+    alter(
+        database,
+        "CREATE TABLE memory_links (id INTEGER PRIMARY KEY, memory_id INTEGER NOT NULL, "
+        "superseded_by_id INTEGER, episode INTEGER NOT NULL, turn INTEGER NOT NULL, "
+        "reason TEXT, created_at TEXT NOT NULL)",
+    )
+    with MemoryStore.open(database) as store:
+        assert [(m.title, m.status.value) for m in store.memories(3)] == [("Sack closed", "ACTIVE")]
+
+
+def turn(manager: SimpleMemoryManager, action: str, moves: int) -> object:
+    """One refused action at West of House (the offline recorder keeps a FAILURE)."""
+    return manager.record_action_outcome(
+        5, "West of House", action, "You can't go that way.", {"score": 0, "moves": moves}
+    )
+
+
+def test_the_agent_loop_rides_out_a_downgrade_to_base_and_reads_its_memories_after_the_upgrade(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore.open(db_path)
+    manager = SimpleMemoryManager(store)
+    try:
+        turn(manager, "go north", 1)
+        assert "'go north' is no exit" in manager.get_location_memory(5)
+        assert main(["--db", str(db_path), "db", "downgrade", "base", "--allow-data-loss"]) == 0
+        caplog.set_level(logging.WARNING)
+        # nothing raises into the loop: each call is refused, counted and logged
+        assert turn(manager, "go east", 2) is None
+        assert manager.get_location_memory(5) == ""
+        status = manager.get_status()
+        assert status["store_schema_changed"] >= 2
+        assert status["store_busy"] >= status["store_schema_changed"]
+        assert status["memories_by_tier"] is None
+        manager.reset_episode()
+        assert manager.flush() is False  # what waits still waits
+        assert "the database's schema changed" in caplog.text
+        assert main(["--db", str(db_path), "db", "upgrade"]) == 0
+        assert manager.flush() is True
+        turn(manager, "go south", 3)
+        # read from main's table again, not from the ephemeral tier's statement SQLite kept
+        assert "'go south' is no exit" in manager.get_location_memory(5)
+        assert manager.get_status()["memories_by_tier"] is not None
+    finally:
+        manager.close()
+        store.close()
+    with MemoryStore.open(db_path) as again:
+        assert "'go south' is no exit" in [m.title for m in again.memories(5)]
