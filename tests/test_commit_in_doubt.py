@@ -131,6 +131,72 @@ def test_a_write_whose_commits_answer_was_lost_is_stored_exactly_once(
     assert receipts == [1, 1]
 
 
+@pytest.mark.parametrize(
+    ("action", "committed", "cut_on"),
+    [
+        # committed: the lookup's plain read finds the receipt, so it is the one cut
+        ("mute", True, b"write_receipts"),
+        # not committed: the plain read does not find it; the locked lookup is cut
+        ("cut", False, b"pg_advisory_xact_lock"),
+    ],
+    ids=["committed-plain-read-cut", "not-committed-locked-lookup-cut"],
+)
+def test_a_connection_lost_again_in_the_receipts_lookup_leaves_it_in_doubt_until_answered(
+    tmp_path: Path,
+    pg_url: str,
+    proxy: FreezingProxy,
+    turns: list[Turn],
+    monkeypatch: pytest.MonkeyPatch,
+    action: str,
+    committed: bool,
+    cut_on: bytes,
+) -> None:
+    # the lookup itself lost its connection: nothing is taken as an answer, what waits
+    # still waits, and the next try asks again
+    MemoryStore.open(pg_url).close()
+    with MemoryStore.open(proxy.url(pg_url), answer_timeout_s=1.5) as store:
+        state = writes_watched(store, monkeypatch)
+        state.update(looking=False, lookups=0, cut_lookups=0)
+        lookup = store.has_receipt
+
+        def has_receipt(receipt: str) -> bool:
+            state.update(looking=True, lookups=state["lookups"] + 1)
+            try:
+                return lookup(receipt)
+            finally:
+                state["looking"] = False
+
+        monkeypatch.setattr(store, "has_receipt", has_receipt)
+        on_commit = on_a_writes_commit(state, action)
+
+        def trigger(connection: int, data: bytes) -> str | None:
+            if state["looking"] and state["cut_lookups"] == 0 and cut_on in data:
+                state["cut_lookups"] += 1  # the first lookup, in the part named: cut
+                return "cut"
+            return on_commit(connection, data)
+
+        proxy.trigger = trigger
+        manager = SimpleMemoryManager(store)
+        arm = lambda number: state.update(armed=True) if number == ARMED_AT else None  # noqa: E731
+        assert play(manager, turns[:PLAYED], arm) == []
+        flushed = False
+        for _ in range(5):  # flush raises the lost connection it met (one line), and retries
+            try:
+                flushed = manager.flush()
+            except DatabaseUnavailable:
+                flushed = False
+            if flushed:
+                break
+        assert flushed
+        assert state["fired"] == 1 and state["cut_lookups"] == 1
+        assert state["lookups"] >= 2  # asked again after the lookup's own loss
+        assert manager.counters["store_unavailable"] >= 2
+        assert manager.counters["commits_in_doubt_found"] == int(committed)
+        got = stored(store)
+        assert manager.close()
+    assert got == expected(tmp_path, turns)
+
+
 def receipt_count(store: MemoryStore) -> int:
     with store.transaction(write=False) as conn:
         return int(conn.exec_driver_sql("SELECT count(*) FROM write_receipts").scalar() or 0)
