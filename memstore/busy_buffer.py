@@ -31,7 +31,10 @@ number yet. None of it costs a turn anything while the database takes every writ
   (StorageFull: SQLITE_FULL or SQLITE_IOERR, PostgreSQL's disk_full or io_error) is a
   StoreBusy, and waits the same way, within the same bound; counted apart too
   (``store_full``). The probe sees the lock free, so the write refused after it makes
-  the clock decide: the doubling backoff, until the database has room again.
+  the clock decide: the doubling backoff, until the database has room again. So does a
+  write refused because a table or column it names is gone (SchemaChanged: a downgrade
+  under the open store), counted apart too (``store_schema_changed``), until ``memstore
+  db upgrade`` brings it back.
 * **No server.** A lost connection (DatabaseUnavailable: a PostgreSQL server stopped,
   restarted or out of reach) on the turn's way, a read's or a write's, waits the same way,
   within the same bound; counted apart (``store_unavailable``, not in ``store_busy``).
@@ -125,6 +128,9 @@ class BusyBuffer(EpisodeNumbering):
         #: the last refusal, when it was for want of room (StorageFull), until a write
         #: succeeds
         self.no_room: StorageFull | None = None
+        #: the last refusal, when a table or column was gone (SchemaChanged), until a
+        #: write succeeds
+        self.schema_changed: SchemaChanged | None = None
         #: the last refusal, when it was a lost connection (DatabaseUnavailable), until
         #: the server answers again (a read or a write)
         self.unavailable: DatabaseUnavailable | None = None
@@ -203,7 +209,8 @@ class BusyBuffer(EpisodeNumbering):
         self.no_room = refusal if isinstance(refusal, StorageFull) else None
         if self.no_room is not None:
             self.counters["store_full"] += 1
-        if isinstance(refusal, SchemaChanged):
+        self.schema_changed = refusal if isinstance(refusal, SchemaChanged) else None
+        if self.schema_changed is not None:
             self.counters["store_schema_changed"] += 1
         self.unavailable = refusal if isinstance(refusal, DatabaseUnavailable) else None
         if self.unavailable is not None:
@@ -219,7 +226,7 @@ class BusyBuffer(EpisodeNumbering):
 
     def written(self) -> None:
         """Everything that waited was written: the busy stretch is over."""
-        self.no_room = self.unavailable = None
+        self.no_room = self.schema_changed = self.unavailable = None
         if self.busy:
             self.busy = False
             self._bound_logged = False

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memstore.config import MemstoreConfig, load_config
-from memstore.errors import DatabaseUnavailable, StorageFull, StoreBusy
+from memstore.errors import DatabaseUnavailable, SchemaChanged, StorageFull, StoreBusy
 from memstore.manager_args import as_context, check_turn, written_out
 from memstore.manager_reads import MAP_RECHECK_S, ManagerReads
 from memstore.map_graph import action_key, event_for_turn, stored_action
@@ -174,6 +174,8 @@ class SimpleMemoryManager(ManagerReads):
             dropped = self.store.reset_episode()
         except DatabaseUnavailable as exc:  # gone with the connection
             self._refused(exc, f"episode {ended}'s end (its session memories went with it)")
+        except StoreBusy as exc:  # (an I/O error): the next episode's writes try again
+            self._refused(exc, f"episode {ended}'s end (its session memories not dropped)")
         else:
             buffer.answered()
         log.info("episode %s ended: %d ephemeral memories dropped", ended, dropped)
@@ -193,6 +195,8 @@ class SimpleMemoryManager(ManagerReads):
         So is a server that cannot be reached (DatabaseUnavailable: tried at once, whatever
         the turns' backoff, each try bounded by the connect timeout): one line, and
         everything still waits, for the next ``flush`` or the turns once the server answers.
+        So is a table or column gone from under the store (SchemaChanged: a downgrade while
+        it ran), until ``memstore db upgrade`` brings it back.
         """
         written = self._flush(wait=True)
         buffer = self._synthesis.buffer
@@ -200,6 +204,11 @@ class SimpleMemoryManager(ManagerReads):
             raise StorageFull(
                 f"{buffer.no_room}; what waits stays in this manager (flush again once there "
                 f"is room; it is lost if the process ends first)"
+            )
+        if not written and buffer.schema_changed is not None:
+            raise SchemaChanged(
+                f"{buffer.schema_changed}; what waits stays in this manager (flush again "
+                f"after the upgrade; it is lost if the process ends first)"
             )
         if not written and buffer.unavailable is not None:
             raise DatabaseUnavailable(
@@ -217,7 +226,8 @@ class SimpleMemoryManager(ManagerReads):
 
     def close(self) -> bool:
         """``flush``: False when the database refused it (StorageFull raised when it had no
-        room, DatabaseUnavailable when the server could not be reached), and the rows still
+        room, DatabaseUnavailable when the server could not be reached, SchemaChanged when
+        a table or column was gone), and the rows still
         wait here. The lock probe's connection
         (memstore.lock_probe) is closed either way."""
         try:

@@ -168,6 +168,11 @@ def write_lock_key(schema: str) -> int:
 TRANSLATE = {EPHEMERAL_SCHEMA: EPHEMERAL_SCHEMA_POSTGRESQL}
 
 
+def quoted_identifier(name: str) -> str:
+    """``name`` as a PostgreSQL identifier in SQL: double-quoted, a ``"`` in it doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def unavailable(target: Target, exc: BaseException) -> DatabaseUnavailable:
     """A one-line error for a server that refused us (down, wrong password, no database)."""
     orig = getattr(exc, "orig", exc)
@@ -308,21 +313,32 @@ def create_server_engine(
     ddl = ephemeral_ddl(engine.dialect)
     busy_ms = max(1, int(busy_timeout_s * 1000))
 
+    #: the schema the first connection found (current_schema()): every later connection
+    #: of the store works in it too, whatever its search_path finds then (a schema named
+    #: after the role made since, a changed default), so its statements, its writers' lock
+    #: and its probe never part ways
+    pinned: list[str] = []
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
         cursor = dbapi_connection.cursor()
-        schema = cursor.execute("SELECT current_schema()").fetchone()[0]
-        if schema is None:
-            raise DatabaseUnavailable(
-                f"cannot use {target.display}: its search_path names no schema that exists"
-            )
+        if pinned:
+            schema = pinned[0]
+        else:
+            schema = cursor.execute("SELECT current_schema()").fetchone()[0]
+            if schema is None:
+                raise DatabaseUnavailable(
+                    f"cannot use {target.display}: its search_path names no schema that exists"
+                )
+            pinned.append(schema)
+            # every persistent table named in its schema: unqualified, a name the session's
+            # temporary schema also has (the ephemeral tier's memory_links, memories) is
+            # found there while the persistent one is gone (a downgrade under an open
+            # store), and a persistent row written there is lost with the session. (Set
+            # before the store's connection copies the engine's options.)
+            engine.update_execution_options(schema_translate_map={None: schema, **TRANSLATE})
         record.info[LOCK_KEY] = write_lock_key(schema)
-        # every persistent table named in its schema: unqualified, a name the session's
-        # temporary schema also has (the ephemeral tier's memory_links, memories) is found
-        # there while the persistent one is gone (a downgrade under an open store), and a
-        # persistent row written there is lost with the session
-        engine.update_execution_options(schema_translate_map={None: schema, **TRANSLATE})
-        cursor.execute(f'SET search_path TO "{schema}", pg_temp')
+        cursor.execute(f"SET search_path TO {quoted_identifier(schema)}, pg_temp")
         cursor.execute(f"SET lock_timeout = {busy_ms}")
         # a session whose client is gone (a network cut, a killed host) ends within about
         # a minute, and with it a transaction it held the writers' lock in: another agent's

@@ -11,21 +11,23 @@ from __future__ import annotations
 import sqlite3
 
 from memstore.errors import StoreBusy
+from memstore.schema import EPHEMERAL_SCHEMA, EPHEMERAL_SCHEMA_POSTGRESQL
 
-__all__ = ["failure_kind", "one_line", "store_busy"]
+__all__ = ["failure_kind", "first_line", "one_line", "store_busy"]
 
 
 def failure_kind(exc: BaseException) -> str | None:
     """What a database refused, in memstore's terms (SQLite's and PostgreSQL's errors alike):
 
-        "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
-        cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
-        conflict with recovery): nothing happened, try again; "read-only" a write the database
-        or the role may not make; "gone" the server connection was lost (the server stopped,
-        restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
-        bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
-        one of PostgreSQL's index entries; "schema" a table or column the statement names is
-    not there (the schema changed under the store); None for anything else (a bug: raised
+    "busy" a lock not granted within the busy timeout; "conflict" a transaction the server
+    cancelled for a conflict (a serialization failure or deadlock; on a hot standby, a
+    conflict with recovery): nothing happened, try again; "read-only" a write the database
+    or the role may not make; "gone" the server connection was lost (the server stopped,
+    restarted, or dropped us; a connection attempt timed out); "overflow" a number past 64
+    bits; "nul" text PostgreSQL cannot hold (a NUL character); "too-long" text too long for
+    one of PostgreSQL's index entries; "schema" a table or column the statement names is
+    not there (the schema changed under the store); "tier-gone" a table of the
+    connection's own ephemeral tier is not there; None for anything else (a bug: raised
     as it is).
     """
     if getattr(exc, "connection_invalidated", False):
@@ -38,7 +40,7 @@ def failure_kind(exc: BaseException) -> str | None:
     if code is not None:  # PostgreSQL
         if code.startswith("08") or code in ("57P01", "57P02", "57P03"):
             return "gone"
-        return {
+        refusal = {
             "55P03": "busy",  # lock_not_available (lock_timeout)
             "40001": "conflict",  # serialization_failure (a standby: conflict with recovery)
             "40P01": "conflict",  # deadlock_detected
@@ -49,6 +51,7 @@ def failure_kind(exc: BaseException) -> str | None:
             "42P01": "schema",  # undefined_table
             "42703": "schema",  # undefined_column
         }.get(code)
+        return _tier_or_schema(refusal, str(orig))
     if type(orig).__module__.startswith("psycopg") and any(
         base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
     ):
@@ -63,12 +66,24 @@ def failure_kind(exc: BaseException) -> str | None:
     if "locked" in message or "busy" in message:
         return "busy"
     if message.startswith(_SCHEMA_GONE) or " has no column named " in message:
-        return "schema"
+        return _tier_or_schema("schema", message)
     return None
 
 
 #: SQLite's words for a table or column a statement names that is not there
 _SCHEMA_GONE = ("no such table:", "no such column:")
+#: how an error names a table of the ephemeral tier: SQLite's ``no such table:
+#: ephemeral.memories``, PostgreSQL's ``relation "pg_temp.memories" does not exist``
+_TIER_TABLE = (f"no such table: {EPHEMERAL_SCHEMA}.", f'relation "{EPHEMERAL_SCHEMA_POSTGRESQL}.')
+
+
+def _tier_or_schema(kind: str | None, message: str) -> str | None:
+    """A "schema" refusal that names a table of the ephemeral tier is "tier-gone": the
+    connection's own tier was lost (PostgreSQL: a pooler's session reset, DISCARD TEMP),
+    not the database's schema; a new connection makes it anew."""
+    if kind == "schema" and any(words in message for words in _TIER_TABLE):
+        return "tier-gone"
+    return kind
 
 
 def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:
@@ -84,6 +99,14 @@ def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:
         f"{where} stayed locked by another process for longer than the busy timeout; "
         f"nothing was written"
     )
+
+
+def first_line(exc: BaseException) -> str:
+    """A driver error's own message, its first line only (a server's later lines quote
+    the statement: ``LINE 2: FROM ... ^``)."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return " ".join(lines[0].split()) if lines else type(orig).__name__
 
 
 def one_line(exc: BaseException) -> str:

@@ -53,7 +53,7 @@ from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
 from memstore.pg_connection import answer_watch
-from memstore.refusals import failure_kind, one_line, store_busy
+from memstore.refusals import failure_kind, first_line, one_line, store_busy
 from memstore.retrieval import EXITS_RESERVE
 from memstore.schema import (
     HEAD_REVISION,
@@ -321,17 +321,20 @@ class StoreCore:
         self._forget()
         where = self.target.display
         why = one_line(exc) if self.target.is_server else ""
+        if kind == "tier-gone":  # the connection's own tier: a new connection makes it
+            self._invalidate()
+            return DatabaseUnavailable(
+                f"the ephemeral tier of {where} was gone ({first_line(exc)}: a connection "
+                f"pooler's session reset, or DISCARD TEMP?); nothing was written; this "
+                f"agent's ephemeral memories went with it; the next call connects again"
+            )
         if kind == "gone":
             if self._watch is not None and self._watch.fired:
                 self._watch.fired = False
                 why = f"it did not answer within {self._watch.limit_s:g} s"
             if not connected:
                 return DatabaseUnavailable(f"cannot connect to {where}: {why}")
-            try:
-                self._conn.invalidate()  # the next call connects again (a new ephemeral tier)
-            except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
-                pass
-            self._data_version = None
+            self._invalidate()
             # lost in the middle of a commit, a write may have reached the disk: say so
             outcome = (
                 "what this call was writing may or may not have been committed (look before "
@@ -361,11 +364,19 @@ class StoreCore:
             return ReadOnlyDatabase(f"read-only database: {where}{because}; nothing was written")
         if kind == "schema":
             return SchemaChanged(
-                f"the schema of {where} changed while this store had it open ({one_line(exc)}: "
+                f"the schema of {where} changed while this store had it open ({first_line(exc)}: "
                 f"a downgrade, or a table altered by hand?); nothing was written; "
                 f"`memstore db current` says where it is, `memstore db upgrade` brings it back"
             )
         return store_busy(where, kind, why)
+
+    def _invalidate(self) -> None:
+        """The next call connects again (and makes a new ephemeral tier)."""
+        try:
+            self._conn.invalidate()
+        except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
+            pass
+        self._data_version = None
 
     @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:
@@ -464,6 +475,4 @@ def storage_full(exc: BaseException) -> str | None:
         if code not in _FULL_SQLSTATES:
             return None
         shown = f"SQLSTATE {code}"
-    lines = str(orig).strip().splitlines()
-    message = " ".join(lines[0].split()) if lines else type(orig).__name__
-    return f"{message} ({shown})"
+    return f"{first_line(orig)} ({shown})"

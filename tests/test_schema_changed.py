@@ -7,14 +7,22 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import uuid
 from pathlib import Path
 
 import pytest
+from pg_cluster import PgCluster
 from sqlalchemy import create_engine, text
 
-from memstore import MemoryStore, SchemaChanged, SimpleMemoryManager, StoreBusy
+from memstore import (
+    DatabaseUnavailable,
+    MemoryStore,
+    SchemaChanged,
+    SimpleMemoryManager,
+    StoreBusy,
+)
 from memstore.cli import main
-from tests.conftest import MakeMemory
+from tests.conftest import MakeMemory, note
 
 
 def alter(database: str | Path, *statements: str) -> None:
@@ -107,7 +115,8 @@ def test_the_agent_loop_rides_out_a_downgrade_to_base_and_reads_its_memories_aft
         assert status["store_busy"] >= status["store_schema_changed"]
         assert status["memories_by_tier"] is None
         manager.reset_episode()
-        assert manager.flush() is False  # what waits still waits
+        with pytest.raises(SchemaChanged, match="what waits stays in this manager"):
+            manager.flush()  # the call that asks for the write says why, in one line
         assert "the database's schema changed" in caplog.text
         assert main(["--db", str(db_path), "db", "upgrade"]) == 0
         assert manager.flush() is True
@@ -120,3 +129,86 @@ def test_the_agent_loop_rides_out_a_downgrade_to_base_and_reads_its_memories_aft
         store.close()
     with MemoryStore.open(db_path) as again:
         assert "'go south' is no exit" in [m.title for m in again.memories(5)]
+
+
+def test_a_lost_ephemeral_tier_is_a_lost_connection_and_the_next_call_makes_it_anew(
+    database: str | Path,
+) -> None:
+    # review K1 M2: the session's tier gone (PostgreSQL: a pooler's DISCARD TEMP) was taken
+    # for a schema change: every turn refused for good ("memstore db upgrade"), nothing
+    # stored again, and reset_episode raised SchemaChanged into the agent loop
+    store = MemoryStore.open(database)
+    manager = SimpleMemoryManager(store)
+    try:
+        turn(manager, "go north", 1)
+        with store.transaction() as conn:
+            if isinstance(database, Path):
+                conn.exec_driver_sql("DROP TABLE ephemeral.memory_links")
+                conn.exec_driver_sql("DROP TABLE ephemeral.memories")
+            else:
+                conn.exec_driver_sql("DISCARD TEMP")
+        manager.reset_episode()  # drops the tier's memories: never raises
+        assert manager.get_status()["store_unavailable"] == 1
+        assert manager.get_status()["store_schema_changed"] == 0
+        turn(manager, "go east", 1)
+        assert manager.flush() is True  # (at once, whatever the backoff) on a new connection
+        turn(manager, "go south", 2)
+        shown = manager.get_location_memory(5)
+        assert "'go east' is no exit" in shown and "'go south' is no exit" in shown
+        assert store.add_memory(5, "West of House", note("Session fact", "ephemeral"))
+        assert store.get_ephemeral_count(5) == 1
+    finally:
+        manager.close()
+        store.close()
+
+
+def test_a_store_keeps_the_schema_it_opened_in_after_a_reconnect(pg_cluster: PgCluster) -> None:
+    # review K1 M1: a reconnect took the schema current_schema() found then (a database
+    # default changed since): the rows still went to the first schema, but the writers'
+    # lock was taken in the other, so another writer's lock did not hold this one back
+    import psycopg
+
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    url = pg_cluster.create_database(name)
+    try:
+        with MemoryStore.open(url, busy_timeout_s=0.5) as store:
+            assert store.add_memory(3, "Kitchen", note("Sack"))
+            with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+                admin.execute("CREATE SCHEMA other")
+                admin.execute(f"ALTER DATABASE {name} SET search_path = other")
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (name,),
+                )
+            with pytest.raises(DatabaseUnavailable):
+                store.add_memory(3, "Kitchen", note("Window"))  # the connection was lost
+            public = url + "?options=-csearch_path%3Dpublic"
+            with MemoryStore.open(public) as other, other.transaction():  # its writers' lock
+                with pytest.raises(StoreBusy):
+                    store.add_memory(3, "Kitchen", note("Window"))
+            assert store.add_memory(3, "Kitchen", note("Window"))
+            assert [m.title for m in store.memories(3)] == ["Sack", "Window"]
+        with MemoryStore.open(public) as again:
+            assert [m.title for m in again.memories(3)] == ["Sack", "Window"]
+    finally:
+        pg_cluster.drop_database(name)
+
+
+def test_a_schema_whose_name_holds_a_double_quote_opens(pg_cluster: PgCluster) -> None:
+    # review K1 L1: the name went into SET search_path unescaped (a raw ProgrammingError)
+    import psycopg
+
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    url = pg_cluster.create_database(name)
+    try:
+        with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+            admin.execute('CREATE SCHEMA "quo""te"')
+        quoted = url + "?options=-csearch_path%3D%22quo%22%22te%22"
+        with MemoryStore.open(quoted) as store:
+            assert store.add_memory(3, "Kitchen", note("Sack"))
+        with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+            titles = admin.execute('SELECT title FROM "quo""te".memories').fetchall()
+        assert titles == [("Sack",)]
+    finally:
+        pg_cluster.drop_database(name)
