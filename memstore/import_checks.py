@@ -7,7 +7,7 @@ memory is (``twin_choices``). No SQL here.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import (
@@ -91,9 +91,13 @@ def twin_choices(
     memories: Sequence[MemoryLike],
     db_memories: dict[MemoryKey, list[MemoryLike]],
     twin_keys: set[MemoryKey],
+    rows: Mapping[int, tuple[MemoryKey, int]] | None = None,
 ) -> dict[int, int | None]:
     """For each memory of a section (by its place) whose key several database memories
-    have, which of them it is (``pair_by_content``; None: none left for it)."""
+    have, which of them it is (None: none left for it). ``rows``: the database memory a
+    memory stands for, by its place, as (its key, its index among that key's), where the
+    3-way merge knows it (``MergeResult.row_ids``): taken as it is; the others are paired
+    by what they say (``pair_by_content``) among the rest."""
     if not twin_keys:
         return {}
     places: dict[MemoryKey, list[int]] = {}
@@ -103,8 +107,21 @@ def twin_choices(
             places.setdefault(key, []).append(position)
     chosen: dict[int, int | None] = {}
     for key, at in places.items():
-        found = pair_by_content([memories[n] for n in at], db_memories[key])
-        chosen.update(zip(at, found, strict=True))
+        stored = db_memories[key]
+        known = {}
+        if rows:
+            for position in at:
+                row = rows.get(position)
+                if row is not None and row[0] == key:
+                    known[position] = row[1]
+        rest = [position for position in at if position not in known]
+        free = [index for index in range(len(stored)) if index not in known.values()]
+        found = pair_by_content([memories[n] for n in rest], [stored[k] for k in free])
+        chosen.update(known)
+        chosen.update(
+            (position, None if index is None else free[index])
+            for position, index in zip(rest, found, strict=True)
+        )
     return chosen
 
 

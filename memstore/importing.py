@@ -115,6 +115,8 @@ def plan_import(
     lines: LineFinder | None = None,
     retitled: Sequence[tuple[MemoryKey, MemoryKey, MemoryLike]] = (),
     unseen: Mapping[int, Collection[int]] | None = None,
+    row_ids: Mapping[int, Sequence[int | None]] | None = None,
+    current_ids: Mapping[int, Sequence[int]] | None = None,
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
 
@@ -129,7 +131,10 @@ def plan_import(
     without ``prune`` each is a problem while the old title is live and missing from the
     file. ``unseen``: per location, the places among ``incoming``'s memories there of the
     database's memories the merge kept that the file does not hold
-    (``MergeResult.unseen``): not counted as the file's unchanged memories. The memories
+    (``MergeResult.unseen``): not counted as the file's unchanged memories. ``row_ids``:
+    per location, the database row each of ``incoming``'s memories there stands for
+    (``MergeResult.row_ids``), with ``current_ids`` the row ids of ``current``'s memories
+    (per location, in its order): twins are paired by these rows. The memories
     of the plan are those given: plain rows
     (``memstore.models.MemoryRow``) or the public models.
     """
@@ -160,11 +165,18 @@ def plan_import(
     # key -> the database memories with that key, in stored order
     db_memories: dict[MemoryKey, list[MemoryLike]] = {}
     db_order: list[tuple[int, str, MemoryKey]] = []  # (location id, name, key) in stored order
+    # row id -> (its key, its index among that key's memories): the merge's rows
+    db_rows: dict[int, tuple[MemoryKey, int]] = {}
+    by_rows = bool(row_ids) and current_ids is not None
     for entry in current:
         db_locations[entry.location.id] = entry.location
-        for memory in entry.memories:
+        ids = current_ids.get(entry.location.id, ()) if by_rows and current_ids else ()
+        for n, memory in enumerate(entry.memories):
             key = memory_key(entry.location.id, memory)
-            db_memories.setdefault(key, []).append(memory)
+            same_key = db_memories.setdefault(key, [])
+            if ids:
+                db_rows[ids[n]] = (key, len(same_key))
+            same_key.append(memory)
             db_order.append((entry.location.id, entry.location.name, key))
 
     changes: list[MemoryChange] = []
@@ -219,7 +231,14 @@ def plan_import(
             )
 
         section: Sequence[MemoryLike] = entry.memories
-        twins = twin_choices(location_id, section, db_memories, twin_keys)
+        rows = None
+        if twin_keys and db_rows and row_ids:
+            rows = {
+                place: db_rows[row_id]
+                for place, row_id in enumerate(row_ids.get(location_id, ()))
+                if row_id is not None and row_id in db_rows
+            }
+        twins = twin_choices(location_id, section, db_memories, twin_keys, rows)
         titled: dict[str, int] = {}  # memories so far in this section, by title
         for position, memory in enumerate(section):
             title = memory.title

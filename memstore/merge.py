@@ -365,6 +365,7 @@ def merge_import(
 
     locations = []
     unseen: dict[int, frozenset[int]] = {}
+    row_ids: dict[int, tuple[int | None, ...]] = {}
     earlier = base_names or {}
     theirs = resolution is Resolution.THEIRS
     for location_id in sorted(set(kept) | set(added) | set(names)):
@@ -378,12 +379,18 @@ def merge_import(
         here = sorted(kept.get(location_id, ()))
         ordered = [memory for _id, memory in here]
         ordered.extend(added.get(location_id, ()))
+        row_ids[location_id] = (
+            *(row_id for row_id, _m in here),
+            *(None for _m in added.get(location_id, ())),
+        )
         if database_only:
             places = frozenset(n for n, (row_id, _m) in enumerate(here) if row_id in database_only)
             if places:
                 unseen[location_id] = places
         locations.append(LocationRows(info, tuple(ordered)))
-    return MergeResult(tuple(locations), tuple(conflicts), tuple(warnings), tuple(retitled), unseen)
+    return MergeResult(
+        tuple(locations), tuple(conflicts), tuple(warnings), tuple(retitled), unseen, row_ids
+    )
 
 
 def _two_way(

@@ -135,3 +135,7 @@ class MergeResult:
     #: database's memories the merge kept that the file does not hold (learned after the
     #: export, or kept for a conflict): not the file's, so not counted as its unchanged ones
     unseen: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    #: location id -> the database row each of that location's ``locations`` memories
+    #: stands for, by place (None: new in the file): twins (one key) are paired by these
+    #: rows, never again by what they say (an agent's write may have made two say the same)
+    row_ids: Mapping[int, tuple[int | None, ...]] = field(default_factory=dict)

@@ -125,8 +125,9 @@ def import_memories(
             warnings=warnings,
             base_names=names_since(conn, base.version) if base is not None else None,
         )
+        grouped, current_ids = _grouped(current, current_locations)
         plan = plan_import(
-            _grouped(current, current_locations),
+            grouped,
             merged.locations,
             parsed.problems,
             lines=lines,
@@ -135,6 +136,8 @@ def import_memories(
             warnings=merged.warnings,
             retitled=merged.retitled,
             unseen=merged.unseen,
+            row_ids=merged.row_ids,
+            current_ids=current_ids,
         )
         guard = _prune_guard(plan, parsed, len(current), two_way=base is None)
         refused = _refusal(plan, prune, resolution, skip_invalid, force, guard)
@@ -181,14 +184,18 @@ def _usable_base(
 
 def _grouped(
     current: list[StoredMemory[MemoryRow]], locations: dict[int, LocationRow]
-) -> list[LocationRows]:
+) -> tuple[list[LocationRows], dict[int, list[int]]]:
+    """The memories by location (locations by id), and their row ids in the same order."""
     by_location: dict[int, list[MemoryRow]] = {}
+    ids: dict[int, list[int]] = {}
     for stored in current:
         by_location.setdefault(stored.location_id, []).append(stored.memory)
-    return [
+        ids.setdefault(stored.location_id, []).append(stored.id)
+    grouped = [
         LocationRows(info, tuple(by_location.get(location_id, ())))
         for location_id, info in sorted(locations.items())
     ]
+    return grouped, ids
 
 
 def _refusal(

@@ -1,0 +1,107 @@
+"""Review K2: twins the 3-way merge told apart were paired again by what they say.
+
+Twins are memories with one key (location, title, episode, turns). The merge knows which
+database row each of its memories stands for; the plan paired a key's memories again by
+content, so once an agent's write after the export made two twins say the same, the file's
+change for one landed on the other: an agent's supersession link was dropped, ``--prune``
+deleted the row the agent changed, a text edit went to the wrong row. The plan now takes
+the merge's rows. Every test ends with ``memstore check``'s rules (the ``store`` fixture).
+"""
+
+from __future__ import annotations
+
+from exporters import render_memories_md
+from memstore.store import MemoryStore
+from memstore.store_import import ImportOutcome, import_memories
+from tests.conftest import MakeMemory
+
+KITCHEN = (79, "Kitchen")
+
+
+def exported(store: MemoryStore) -> str:
+    return render_memories_md(*store.export_snapshot())
+
+
+def run(store: MemoryStore, text: str, **options: object) -> ImportOutcome:
+    dry = import_memories(store, text, apply=False, **options)  # type: ignore[arg-type]
+    applied = import_memories(store, text, apply=True, **options)  # type: ignore[arg-type]
+    assert dry.plan.summary() == applied.plan.summary(), "the dry run plans what --apply does"
+    assert applied.applied, applied.refused
+    again = import_memories(store, text, apply=False, **options)  # type: ignore[arg-type]
+    assert not again.plan.has_changes, again.plan.summary()  # a re-run finds nothing to do
+    return applied
+
+
+def rows(store: MemoryStore) -> list[tuple[int, str, str, str, int | None, str | None]]:
+    """(id, title, text, status, successor's id, invalidation reason) of every memory at
+    the Kitchen, by row id."""
+    with store.transaction(write=False) as conn:
+        found = conn.exec_driver_sql(
+            "SELECT m.id, m.title, m.text, m.status, l.superseded_by_id, l.reason "
+            "FROM memories m LEFT JOIN memory_links l ON l.memory_id = m.id "
+            "WHERE m.location_id = 79 ORDER BY m.id"
+        )
+        return [tuple(row) for row in found]  # type: ignore[misc]
+
+
+def test_an_invalidation_of_one_twin_never_replaces_the_agent_s_supersession_of_the_other(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))  # 1
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+    )  # 2, a twin of 1
+    text = exported(store).replace(
+        '[Superseded at T4 by "Window"]', '[Invalidated at T9: "duplicate sighting"]'
+    )
+    # after the export an agent supersedes the live twin: its state is now the old one's
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is open now.", turns="4")
+    )  # 3
+    run(store, text)
+    assert rows(store) == [
+        (1, "Window", "The window is ajar.", "SUPERSEDED", None, "duplicate sighting"),
+        (2, "Window", "The window is ajar.", "SUPERSEDED", 3, None),  # was: None, the reason
+        (3, "Window", "The window is open now.", "ACTIVE", None, None),
+    ]
+
+
+def test_prune_deletes_the_twin_the_reviewer_removed_never_the_one_an_agent_changed(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    store.add_memory(*KITCHEN, mem("Leaflet", text="A leaflet.", turns="2"))  # 1
+    assert store.invalidate_memory(79, "Leaflet", "gone", turn=3)
+    store.add_memory(*KITCHEN, mem("Old note", text="On the table.", turns="1"))  # 2
+    assert store.supersede_memory(
+        *KITCHEN, "Old note", mem("Leaflet", text="A leaflet.", turns="2")
+    )  # 3, a twin of 1
+    for n in range(12):  # a deletion of one stays under the 10% guard
+        store.add_memory(64, "West of House", mem(f"Fact {n}"))
+    stale = (
+        '**[NOTE - PERMANENT - SUPERSEDED] Leaflet** *(Ep1, T2, +0)*\n[Invalidated at T3: "gone"]'
+    )
+    text = exported(store)
+    start = text.index(stale)
+    text = text[:start] + text[text.index("\n\n", start) + 2 :]  # the reviewer deletes 1
+    assert store.invalidate_memory(79, "Leaflet", "gone", turn=3)  # an agent retires 3
+    outcome = run(store, text, prune=True)
+    assert len(outcome.plan.missing) == 1
+    assert rows(store) == [
+        (2, "Old note", "On the table.", "SUPERSEDED", 3, None),  # was: moved onto row 1
+        (3, "Leaflet", "A leaflet.", "SUPERSEDED", None, "gone"),  # was: deleted
+    ]
+
+
+def test_a_text_edit_of_one_twin_lands_on_that_row_and_a_re_run_finds_nothing(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    store.add_memory(*KITCHEN, mem("Leaflet", text="A leaflet.", turns="2"))  # 1
+    assert store.invalidate_memory(79, "Leaflet", "gone", turn=3)
+    store.add_memory(*KITCHEN, mem("Leaflet", text="A leaflet.", turns="2"))  # 2, same key
+    text = exported(store).replace("~~A leaflet.~~", "~~A leaflet (old copy).~~")
+    assert store.invalidate_memory(79, "Leaflet", "gone", turn=3)  # an agent retires 2
+    run(store, text)
+    assert rows(store) == [
+        (1, "Leaflet", "A leaflet (old copy).", "SUPERSEDED", None, "gone"),
+        (2, "Leaflet", "A leaflet.", "SUPERSEDED", None, "gone"),  # was: the edit here
+    ]
