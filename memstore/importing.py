@@ -171,11 +171,13 @@ def plan_import(
     for entry in current:
         db_locations[entry.location.id] = entry.location
         ids = current_ids.get(entry.location.id, ()) if by_rows and current_ids else ()
-        for n, memory in enumerate(entry.memories):
+        n = 0
+        for memory in entry.memories:
             key = memory_key(entry.location.id, memory)
             same_key = db_memories.setdefault(key, [])
             if ids:
                 db_rows[ids[n]] = (key, len(same_key))
+                n += 1
             same_key.append(memory)
             db_order.append((entry.location.id, entry.location.name, key))
 
