@@ -46,7 +46,14 @@ from exporters.memory_block import (
     memory_numbers_problem,
 )
 from memstore.md_rows import MemoryRow, memory_row_problem
-from memstore.models import MEMORY_RULES, Status, reason_problem, title_problem, turns_problem
+from memstore.models import (
+    MEMORY_RULES,
+    Status,
+    canonical_turns,
+    reason_problem,
+    title_problem,
+    turns_problem,
+)
 
 __all__ = [
     "LOCATION_BLOCK_START",
@@ -187,7 +194,7 @@ def read_memory_run(blocks: list[str], start: int) -> tuple[list[MemoryRow], int
                             title,
                             body,
                             episodes[raw_episode],
-                            turns,
+                            canonical_turns(turns),
                             scores[raw_score],
                             persistence,
                             status,
@@ -247,7 +254,7 @@ def _read_struck_block(block: str) -> MemoryRow | None:
             title,
             body,
             episode,
-            turns,
+            canonical_turns(turns),
             _SCORES[raw_score],
             persistence,
             status,
@@ -300,6 +307,7 @@ def read_general_memory_block(block: str) -> MemoryRow | None:
     if match is None:
         return None
     kind_text, title, raw_episode, turns, raw_score, body = match.groups()
+    turns = canonical_turns(turns)
     title = title[:-1]
     kind = _KINDS.get(kind_text)
     if kind is None:

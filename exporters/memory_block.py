@@ -25,7 +25,15 @@ from pydantic import ValidationError
 
 from exporters.escaping import unescape, unescape_lines
 from memstore.md_rows import MemoryRow, memory_of_row, memory_row_problem
-from memstore.models import INT64_MAX, INT64_MIN, MEMORY_RULES, Category, Persistence, Status
+from memstore.models import (
+    INT64_MAX,
+    INT64_MIN,
+    MEMORY_RULES,
+    Category,
+    Persistence,
+    Status,
+    canonical_turns,
+)
 
 #: Well-formed headers as written by the renderer, read in one match; older or broken
 #: headers go through the detailed checks of the line parser, which say what is wrong.
@@ -242,7 +250,7 @@ def build_memory(
         title,
         unescape_lines(escaped_text),
         episode,
-        turns,
+        canonical_turns(turns),
         score_change,
         persistence,
         status,

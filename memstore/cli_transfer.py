@@ -278,6 +278,14 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
             "nothing to apply: the problems listed were skipped, and the database already "
             "has the rest of the file"
         )
+    elif args.apply and plan.lowered:
+        shown = ", ".join(str(n) for n in plan.lowered[:10])
+        more = f" and {len(plan.lowered) - 10} more" if len(plan.lowered) > 10 else ""
+        ctx.print(
+            f"nothing to apply: the database already has the rest of the file (visits "
+            f"and episodes only grow: the fewer the file lists at location(s) {shown}{more} "
+            f"are not applied)"
+        )
     elif args.apply:
         ctx.print("nothing to apply: the database already matches the file")
     else:

@@ -179,6 +179,10 @@ class ImportPlan:
     #: how many of the unchanged memories are the database's that the file does not hold
     #: (the 3-way merge kept them: learned after the export, or kept for a conflict)
     unseen: int = 0
+    #: locations whose visits or episodes the file lists lower than the database has
+    #: them: never applied (they only grow), so "the database matches the file" is no
+    #: answer there
+    lowered: tuple[int, ...] = ()
 
     def _of(self, kind: ChangeKind) -> tuple[MemoryChange, ...]:
         return tuple(change for change in self.memories if change.kind is kind)

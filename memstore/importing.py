@@ -184,6 +184,7 @@ def plan_import(
     changes: list[MemoryChange] = []
     database_only = 0  # unchanged memories the merge kept that the file does not hold
     location_changes: list[LocationChange] = []
+    lowered: list[int] = []  # locations whose visits or episodes the file lowers
     file_ids: set[int] = set()
     # (key, occurrence): the database memories matched, by their place among their key's
     taken: set[tuple[MemoryKey, int]] = set()
@@ -207,9 +208,15 @@ def plan_import(
         location = episodes_in_range(entry.location, lines, all_problems)
         location_id, location_name = location.id, location.name
         file_ids.add(location_id)
-        location_change = _location_change(db_locations.get(location_id), location)
+        stored_location = db_locations.get(location_id)
+        location_change = _location_change(stored_location, location)
         if location_change is not None:
             location_changes.append(location_change)
+        if stored_location is not None and (
+            location.visit_count < stored_location.visit_count
+            or not set(stored_location.episodes).issubset(location.episodes)
+        ):
+            lowered.append(location_id)
 
         live_titles: dict[str, int] = {}
         for memory in entry.memories:
@@ -374,4 +381,5 @@ def plan_import(
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
         unseen=database_only,
+        lowered=tuple(lowered),
     )

@@ -107,6 +107,19 @@ def parse_turns(turns: str) -> tuple[int, int | None]:
     return start, end
 
 
+def canonical_turns(turns: str) -> str:
+    """A well-formed turn string as the database gives it back: no leading zeros ("05" is
+    "5", "05-07" is "5-7"), as ``Ep01`` is episode 1. A turn is compared by this string
+    (a memory's key), so a file's ``T05`` is the stored ``T5``."""
+    if turns[:1] != "0" and "-0" not in turns or turns == "0":
+        return turns
+    try:
+        start, end = parse_turns(turns)
+    except ValueError:  # not well-formed: refused where it is checked, as it is
+        return turns
+    return str(start) if end is None else f"{start}-{end}"
+
+
 def unstorable_text(value: str) -> str | None:
     """Why neither database could store ``value`` as it is (a NUL: PostgreSQL holds none in
     text; a lone surrogate: not Unicode, so not UTF-8), or None."""
@@ -390,6 +403,7 @@ class Memory(BaseModel):
             problem = turns_problem(value)
             if problem is not None:
                 raise ValueError(problem)
+            return canonical_turns(value)
         return value
 
     @model_validator(mode="after")

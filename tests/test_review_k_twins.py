@@ -10,7 +10,12 @@ the merge's rows. Every test ends with ``memstore check``'s rules (the ``store``
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from exporters import render_memories_md
+from memstore.cli import main
 from memstore.store import MemoryStore
 from memstore.store_import import ImportOutcome, import_memories
 from tests.conftest import MakeMemory
@@ -105,3 +110,44 @@ def test_a_text_edit_of_one_twin_lands_on_that_row_and_a_re_run_finds_nothing(
         (1, "Leaflet", "A leaflet (old copy).", "SUPERSEDED", None, "gone"),
         (2, "Leaflet", "A leaflet.", "SUPERSEDED", None, "gone"),  # was: the edit here
     ]
+
+
+def test_a_turn_written_with_a_leading_zero_is_that_turn(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review K2 #4: T05 was another key than the stored T5: the reviewer's text edit was a
+    # problem ("would replace" the memory), with --prune a deletion and a new row, and
+    # every later import of the file a conflict with the import's own write
+    store.add_memory(64, "West of House", mem("Mailbox", text="A small mailbox.", turns="5"))
+    text = exported(store).replace("Mailbox** *(Ep1, T5,", "Mailbox** *(Ep1, T05,")
+    assert "T05" in text
+    text = text.replace("A small mailbox.", "A small white mailbox.")
+    outcome = run(store, text)
+    assert outcome.plan.problems == ()
+    [memory] = store.memories(64)
+    assert (memory.title, memory.turns, memory.text) == ("Mailbox", "5", "A small white mailbox.")
+    assert [m.turns for m in store.memories(64, include_superseded=True)] == ["5"]  # one row
+
+
+def test_an_import_that_only_lowers_visits_says_they_are_not_applied(
+    db_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review K2 #5: "the database already matches the file", and the next export replaced
+    # the reviewer's edit without a word
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(64, "West of House", mem("Mailbox"))
+        for episode in (1, 2, 3):
+            store.record_visit(64, "West of House", episode)
+    out = db_path.parent / "Memories.md"
+    assert main(["--db", str(db_path), "export", "--out", str(out)]) == 0
+    text = out.read_text()
+    lowered = text.replace(
+        "**Visits:** 3 | **Episodes:** 1, 2, 3", "**Visits:** 1 | **Episodes:** 1"
+    )
+    assert lowered != text
+    out.write_text(lowered)
+    capsys.readouterr()
+    assert main(["--db", str(db_path), "import", str(out), "--apply"]) == 0
+    said = capsys.readouterr().out
+    assert "already matches" not in said
+    assert "visits and episodes only grow" in said and "location(s) 64 are not applied" in said
