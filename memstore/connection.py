@@ -35,6 +35,7 @@ from memstore.errors import (
     TransactionAborted,
     UnsupportedDatabase,
 )
+from memstore.schema import EPHEMERAL_SCHEMA
 from memstore.schema import HEAD_REVISION as HEAD_REVISION  # importable from here too
 from memstore.sqlite_probe import (
     folder_writable,
@@ -301,9 +302,7 @@ def create_store_engine(
             cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("ATTACH DATABASE ':memory:' AS ephemeral")
-        for statement in ddl:
-            cursor.execute(statement)
+        make_ephemeral_tier(cursor, ddl)
         cursor.close()
 
     watch_invalidation(engine)
@@ -324,6 +323,18 @@ def create_store_engine(
 #: tier's table of that name, and SQLite's cached statement kept reading and writing it
 #: after the table was back (it checks only the schemas a statement uses)
 SQLITE_TRANSLATE: dict[str | None, str] = {None: "main"}
+
+
+def make_ephemeral_tier(cursor: Any, ddl: list[str] | None = None) -> None:
+    """The ephemeral tier of a SQLite connection: an in-memory database attached as
+    ``ephemeral``, with its tables; made anew (what it held is gone) when it was lost (a
+    table dropped, the database detached)."""
+    attached = {row[1] for row in cursor.execute("PRAGMA database_list").fetchall()}
+    if EPHEMERAL_SCHEMA in attached:
+        cursor.execute(f"DETACH DATABASE {EPHEMERAL_SCHEMA}")
+    cursor.execute(f"ATTACH DATABASE ':memory:' AS {EPHEMERAL_SCHEMA}")
+    for statement in ephemeral_ddl() if ddl is None else ddl:
+        cursor.execute(statement)
 
 
 class ConnectionLost(Exception):

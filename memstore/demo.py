@@ -33,7 +33,7 @@ from typing import TextIO
 
 from memstore.config import MemstoreConfig
 from memstore.demo_report import LONG_RUN_EPISODES, DemoReport  # noqa: F401 - importable here
-from memstore.errors import CliError, MemstoreError, StoreBusy
+from memstore.errors import CliError, MemstoreError
 from memstore.export_file import FileState, check_writable
 from memstore.game import ZorkGame, z_machine_context, zork1_walkthrough
 from memstore.manager import SimpleMemoryManager
@@ -184,12 +184,7 @@ def run_demo(
                 stream.write("\n")
             manager.flush()  # the turns played so far
             store.reset_episode()  # the session memories end with the episode
-        if not manager.close():
-            raise StoreBusy(
-                f"{store.target.display} stayed locked by another writer past the busy "
-                f"timeout: the last turns could not be written, and nothing was exported "
-                f"(run the demo again once the other writer is done)"
-            )
+        manager.close_final("nothing was exported (run the demo again once that is mended)")
         _finish_report(store, manager, report, out, before_export)
         if map_path is not None:
             _export_map(store, report, map_path, map_unchanged)

@@ -396,14 +396,10 @@ def _close(manager: SimpleMemoryManager, store: Any, llm: dict[str, Any]) -> Non
         llm,
         {"synthesis_calls": status["llm_calls"], "synthesis_failures": status["failures"]},
     )
-    written = manager.close()
-    store.close()
-    if not written:
-        raise StoreBusy(
-            f"{store.target.display} stayed locked by another writer past the busy timeout: "
-            f"the last turns of this arm could not be written, so the evaluation stopped "
-            f"(its figures would leave them out)"
-        )
+    try:
+        manager.close_final("the evaluation stopped (its figures would leave them out)")
+    finally:
+        store.close()
 
 
 def _episode_result(

@@ -204,17 +204,17 @@ class SimpleMemoryManager(ManagerReads):
             raise StorageFull(
                 f"{buffer.no_room}; what waits stays in this manager (flush again once there "
                 f"is room; it is lost if the process ends first)"
-            )
+            ) from buffer.no_room
         if not written and buffer.schema_changed is not None:
             raise SchemaChanged(
                 f"{buffer.schema_changed}; what waits stays in this manager (flush again "
                 f"after the upgrade; it is lost if the process ends first)"
-            )
+            ) from buffer.schema_changed
         if not written and buffer.unavailable is not None:
             raise DatabaseUnavailable(
                 f"{buffer.unavailable}; what waits stays in this manager (flush again once the "
                 f"server answers; it is lost if the process ends first)"
-            )
+            ) from buffer.unavailable
         return written
 
     def _flush(self, *, wait: bool) -> bool:
@@ -234,6 +234,24 @@ class SimpleMemoryManager(ManagerReads):
             return self.flush()
         finally:
             self._synthesis.buffer.probe.close()
+
+    def close_final(self, consequence: str) -> None:
+        """``close`` for a process about to end (a command): what could not be written is
+        lost with it, so the refusal is raised in one line saying so, and ``consequence``
+        (what the caller leaves undone because of it): StorageFull, SchemaChanged,
+        DatabaseUnavailable, or StoreBusy for a lock held past the busy timeout."""
+        try:
+            written = self.close()
+        except (StorageFull, SchemaChanged, DatabaseUnavailable) as exc:
+            refusal = exc.__cause__ if isinstance(exc.__cause__, type(exc)) else exc
+            raise type(exc)(
+                f"{refusal}; the last turns could not be written and are lost: {consequence}"
+            ) from exc
+        if not written:
+            raise StoreBusy(
+                f"{self.store.target.display} stayed locked by another writer past the busy "
+                f"timeout: the last turns could not be written and are lost: {consequence}"
+            )
 
     # --- the agent loop's calls ------------------------------------------------------------
 

@@ -42,7 +42,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstore.config import MemstoreConfig
-from memstore.errors import LLMDeadlineExceeded, SchemaChanged, StorageFull, StoreBusy
+from memstore.errors import (
+    DatabaseUnavailable,
+    LLMDeadlineExceeded,
+    SchemaChanged,
+    StorageFull,
+    StoreBusy,
+)
 from memstore.flagged import FlaggedMemories, FlaggedMemory
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
@@ -194,9 +200,11 @@ class MemoryToolkit:
         """Store what the agent flagged this turn (``FlaggedMemories.add_flagged_memory``):
         True if stored, False if empty or a near-duplicate. Raises on invalid arguments
         (TypeError, ValueError). False too, never raised, when the database refused the
-        write for now: locked past the busy timeout (StoreBusy) or with no room
-        (StorageFull, a StoreBusy); counted (``failures["store_busy"]``,
-        ``["store_full"]``) and logged in one line."""
+        write for now: locked past the busy timeout (StoreBusy), with no room (StorageFull,
+        a StoreBusy), its schema changed (SchemaChanged, a StoreBusy) or its server out of
+        reach (DatabaseUnavailable); counted (``failures["store_busy"]``, ``["store_full"]``,
+        ``["store_schema_changed"]``, ``["store_unavailable"]``) and logged in one line.
+        ``get_memory_count`` and ``get_summary_stats`` raise those in one line."""
         try:
             return self.memories.add_flagged_memory(
                 content,
@@ -208,9 +216,11 @@ class MemoryToolkit:
                 moves=moves,
                 episode=episode,
             )
-        except StoreBusy as exc:
+        except (StoreBusy, DatabaseUnavailable) as exc:
             kind = (
-                "store_full"
+                "store_unavailable"
+                if isinstance(exc, DatabaseUnavailable)
+                else "store_full"
                 if isinstance(exc, StorageFull)
                 else "store_schema_changed"
                 if isinstance(exc, SchemaChanged)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from memstore.errors import StoreBusy
-from memstore.schema import EPHEMERAL_SCHEMA, EPHEMERAL_SCHEMA_POSTGRESQL
+from memstore.schema import EPHEMERAL_SCHEMA
 
 __all__ = ["failure_kind", "first_line", "one_line", "store_busy"]
 
@@ -38,7 +38,10 @@ def failure_kind(exc: BaseException) -> str | None:
         return "nul"
     code = getattr(orig, "sqlstate", None)
     if code is not None:  # PostgreSQL
-        if code.startswith("08") or code in ("57P01", "57P02", "57P03"):
+        if code.startswith("08") or code in ("57P01", "57P02", "57P03", "26000"):
+            # (26000, invalid_sql_statement_name: the session's prepared statements are
+            # gone, a pooler's DISCARD ALL or a transaction pooler's other session: a new
+            # connection prepares them again)
             return "gone"
         refusal = {
             "55P03": "busy",  # lock_not_available (lock_timeout)
@@ -51,7 +54,7 @@ def failure_kind(exc: BaseException) -> str | None:
             "42P01": "schema",  # undefined_table
             "42703": "schema",  # undefined_column
         }.get(code)
-        return _tier_or_schema(refusal, str(orig))
+        return refusal  # (a missing table of the tier: the store asks the catalog)
     if type(orig).__module__.startswith("psycopg") and any(
         base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
     ):
@@ -72,16 +75,15 @@ def failure_kind(exc: BaseException) -> str | None:
 
 #: SQLite's words for a table or column a statement names that is not there
 _SCHEMA_GONE = ("no such table:", "no such column:")
-#: how an error names a table of the ephemeral tier: SQLite's ``no such table:
-#: ephemeral.memories``, PostgreSQL's ``relation "pg_temp.memories" does not exist``
-_TIER_TABLE = (f"no such table: {EPHEMERAL_SCHEMA}.", f'relation "{EPHEMERAL_SCHEMA_POSTGRESQL}.')
+#: how SQLite names a table of the ephemeral tier it cannot find (a server's error is in
+#: its own language: the store asks its catalog instead)
+_TIER_TABLE = f"no such table: {EPHEMERAL_SCHEMA}."
 
 
 def _tier_or_schema(kind: str | None, message: str) -> str | None:
     """A "schema" refusal that names a table of the ephemeral tier is "tier-gone": the
-    connection's own tier was lost (PostgreSQL: a pooler's session reset, DISCARD TEMP),
-    not the database's schema; a new connection makes it anew."""
-    if kind == "schema" and any(words in message for words in _TIER_TABLE):
+    connection's own tier was lost, not the database's schema."""
+    if kind == "schema" and _TIER_TABLE in message:
         return "tier-gone"
     return kind
 

@@ -33,6 +33,7 @@ from memstore.connection import (
     create_store_engine,
     driver_of,
     end_transaction,
+    make_ephemeral_tier,
     resolve_target,
     store_tiers,
     store_transaction_begin,
@@ -321,12 +322,19 @@ class StoreCore:
         self._forget()
         where = self.target.display
         why = one_line(exc) if self.target.is_server else ""
-        if kind == "tier-gone":  # the connection's own tier: a new connection makes it
-            self._invalidate()
+        if kind == "schema" and self.target.is_server and not self._tier_present():
+            kind = "tier-gone"  # (asked of the catalog: the server's message is localised)
+        if kind == "tier-gone":  # the connection's own tier, not the database's schema
+            if self.target.is_server:  # a new session makes it (and its prepared statements)
+                self._invalidate()
+                anew = "the next call connects again"
+            else:  # on the same connection: an in-memory database goes with its connection
+                make_ephemeral_tier(driver_of(self._conn).cursor())
+                anew = "it was made anew"
             return DatabaseUnavailable(
                 f"the ephemeral tier of {where} was gone ({first_line(exc)}: a connection "
-                f"pooler's session reset, or DISCARD TEMP?); nothing was written; this "
-                f"agent's ephemeral memories went with it; the next call connects again"
+                f"pooler's session reset, DISCARD TEMP?); nothing was written; this agent's "
+                f"ephemeral memories went with it; {anew}"
             )
         if kind == "gone":
             if self._watch is not None and self._watch.fired:
@@ -369,6 +377,21 @@ class StoreCore:
                 f"`memstore db current` says where it is, `memstore db upgrade` brings it back"
             )
         return store_busy(where, kind, why)
+
+    def _tier_present(self) -> bool:
+        """Whether the server session's ephemeral tier still has its tables (True when
+        that cannot be told: a schema change is the safer answer)."""
+        try:
+            driver = driver_of(self._conn)
+            if driver.info.transaction_status == 3:  # INERROR: its statement failed
+                driver.rollback()
+            found = driver.execute(
+                "SELECT to_regclass('pg_temp.memories') IS NOT NULL"
+                " AND to_regclass('pg_temp.memory_links') IS NOT NULL"
+            ).fetchone()
+        except Exception:  # noqa: BLE001 - no answer: not taken as the tier's loss
+            return True
+        return bool(found[0])
 
     def _invalidate(self) -> None:
         """The next call connects again (and makes a new ephemeral tier)."""

@@ -212,3 +212,100 @@ def test_a_schema_whose_name_holds_a_double_quote_opens(pg_cluster: PgCluster) -
         assert titles == [("Sack",)]
     finally:
         pg_cluster.drop_database(name)
+
+
+def test_an_in_memory_store_makes_its_lost_tier_anew_and_keeps_what_it_stored() -> None:
+    # review L2 H1: the tier's loss reconnected, and an in-memory database went with its
+    # connection: every acknowledged write gone, then "schema changed" for ever
+    with MemoryStore.open("sqlite://") as store:
+        assert store.add_memory(3, "Kitchen", note("Sack"))
+        with store.transaction() as conn:
+            conn.exec_driver_sql("DROP TABLE ephemeral.memory_links")
+            conn.exec_driver_sql("DROP TABLE ephemeral.memories")
+        with pytest.raises(DatabaseUnavailable, match="it was made anew"):
+            store.add_memory(3, "Kitchen", note("Session", "ephemeral"))
+        assert [m.title for m in store.memories(3)] == ["Sack"]
+        assert store.add_memory(3, "Kitchen", note("Session", "ephemeral"))
+        assert store.get_ephemeral_count(3) == 1
+
+
+def test_a_command_ending_with_the_schema_short_says_its_last_turns_are_lost(
+    db_path: Path,
+) -> None:
+    # review L2 L2: the demo's last line said "flush again", and the process then ended
+    store = MemoryStore.open(db_path)
+    manager = SimpleMemoryManager(store)
+    try:
+        turn(manager, "go north", 1)
+        assert main(["--db", str(db_path), "db", "downgrade", "0003", "--allow-data-loss"]) == 0
+        turn(manager, "go east", 2)
+        with pytest.raises(SchemaChanged) as raised:
+            manager.close_final("nothing was exported")
+        message = str(raised.value)
+        assert "\n" not in message and "flush again" not in message
+        assert message.endswith(
+            "the last turns could not be written and are lost: nothing was exported"
+        )
+        assert "memstore db upgrade" in message
+    finally:
+        store.close()
+
+
+def test_a_servers_dropped_prepared_statements_are_a_lost_connection(pg_database: str) -> None:
+    # review L2 M1: a pooler's DEALLOCATE ALL (or DISCARD ALL) left psycopg's prepared
+    # statements unknown to the session: a raw InvalidSqlStatementName on every call, for ever
+    from memstore.connection import driver_of
+    from memstore.memory_tools import MemoryToolkit
+
+    store = MemoryStore.open(pg_database)
+    manager = SimpleMemoryManager(store)
+    toolkit = MemoryToolkit(store)
+    try:
+        for moves in range(12):  # past psycopg's prepare threshold (5)
+            turn(manager, f"go north {moves}", moves)
+            manager.get_location_memory(5)
+        with store.transaction(write=False) as conn:
+            pgconn = driver_of(conn).pgconn
+        pgconn.exec_(b"DEALLOCATE ALL")  # behind psycopg's back, as a pooler does
+        pgconn.exec_(b"DISCARD TEMP")
+        for moves in range(12, 16):
+            turn(manager, f"go east {moves}", moves)  # never raises
+            manager.get_location_memory(5)
+        assert toolkit.add_memory("A leaflet in the mailbox", 500, 16, 5, "West of House") in (
+            True,
+            False,
+        )
+        manager.reset_episode()
+        assert manager.flush() is True
+        turn(manager, "go south", 1)
+        assert "'go south' is no exit" in manager.get_location_memory(5)
+        assert manager.get_status()["store_unavailable"] >= 1
+    finally:
+        manager.close()
+        store.close()
+
+
+def test_the_toolkit_answers_false_for_a_lost_connection(pg_cluster: PgCluster) -> None:
+    # review L2 L1: MemoryToolkit.add_memory raised DatabaseUnavailable where the manager's
+    # add_memory answers False
+    import psycopg
+
+    from memstore.memory_tools import MemoryToolkit
+
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    url = pg_cluster.create_database(name)
+    try:
+        with MemoryStore.open(url) as store:
+            toolkit = MemoryToolkit(store)
+            assert toolkit.add_memory("The trophy case is empty", 500, 1, 5, "Living Room")
+            with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (name,),
+                )
+            assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room") is False
+            assert toolkit.failures["store_unavailable"] == 1
+            assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room")
+    finally:
+        pg_cluster.drop_database(name)
