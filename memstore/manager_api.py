@@ -174,7 +174,9 @@ class SpecMemoryApi:
             return dict.fromkeys(titles, False)
 
     def get_ephemeral_count(self, location_id: int | None = None) -> int:
-        """``MemoryStore.get_ephemeral_count``: live ephemeral memories (here, or all)."""
+        """``MemoryStore.get_ephemeral_count``: live ephemeral memories (here, or all).
+        Like the other counts, a question for monitoring, not a turn's: a refusal is
+        raised in memstore's one line (StoreBusy, SchemaChanged, DatabaseUnavailable)."""
         return self.store.get_ephemeral_count(location_id)
 
     def get_persistent_count(self, location_id: int | None = None) -> int:
