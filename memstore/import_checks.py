@@ -115,7 +115,8 @@ def twin_choices(
                 if row is not None and row[0] == key:
                     known[position] = row[1]
         rest = [position for position in at if position not in known]
-        free = [index for index in range(len(stored)) if index not in known.values()]
+        taken = set(known.values())
+        free = [index for index in range(len(stored)) if index not in taken]
         found = pair_by_content([memories[n] for n in rest], [stored[k] for k in free])
         chosen.update(known)
         chosen.update(

@@ -165,8 +165,13 @@ def merge_import(
     by_id = {stored.id: stored for stored in current}
     base = _own_ids(base, by_id)
     base_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
+    # each of the export's memories' place in its section, as the export wrote it
+    base_place: dict[int, int] = {}
+    section_sizes: dict[int, int] = {}
     for stored in sorted(base.values(), key=_stored_order):
         base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
+        base_place[stored.id] = section_sizes.get(stored.location_id, 0)
+        section_sizes[stored.location_id] = base_place[stored.id] + 1
     # database memories the base did not have, by key: an agent's, or an earlier import's
     fresh_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
     for stored in current:
@@ -198,7 +203,9 @@ def merge_import(
         location_id = entry.location.id
         names[location_id] = entry.location
         numbered = list(_numbered(entry))
-        chosen = pair_section(numbered, base_by_key, _memory_of)
+        chosen = pair_section(
+            numbered, base_by_key, _memory_of, lambda stored: base_place[stored.id]
+        )
         for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             bases = base_by_key.get(key, [])
             if index is not None and index < len(bases):

@@ -13,6 +13,7 @@ Used by ``memstore.merge`` (file against the export's base) and ``memstore.impor
 from __future__ import annotations
 
 import difflib
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -35,7 +36,12 @@ class _HasRow(Protocol):
 Stored = TypeVar("Stored", bound=_HasRow)
 
 
-def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | None]:
+def pair_by_content(
+    file: Sequence[Any],
+    stored: Sequence[Any],
+    file_places: Sequence[int] | None = None,
+    stored_places: Sequence[int] | None = None,
+) -> list[int | None]:
     """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
     file's with that key, in its order) is, by index (None: none is left for it).
 
@@ -43,20 +49,46 @@ def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | No
     in the same turn), are told apart by what they say, never by where the file has them:
     a reviewer who deletes, moves or edits one must not pair another with the wrong row.
     Identical pairs first; then, of the rest, the likeliest pair first (``likeness``: the
-    same status and link, the same text or the most of it, the same other fields), ties in
-    order."""
-    free = list(range(len(stored)))
+    same status and link, the same text or the most of it, the same other fields). Where
+    what they say cannot tell (several stored twins identical, or as likely), the nearest
+    place decides (``file_places``, ``stored_places``: each one's place in its section,
+    as the export wrote it: a reviewer who edits one of two identical twins in place
+    leaves the other where it was), then order."""
     chosen: list[int | None] = [None] * len(file)
+    placed = file_places is not None and stored_places is not None
+
+    def distance(n: int, k: int) -> int:
+        return abs(file_places[n] - stored_places[k]) if placed else 0  # type: ignore[index]
+
+    taken_identical: set[int] = set()
+    alike = _identical(stored)  # what each says -> the indices saying it, in order
     for n, memory in enumerate(file):
-        same = next((k for k in free if stored[k] == memory), None)
-        if same is not None:
-            chosen[n] = same
-            free.remove(same)
+        same = alike.get(memory) if alike is not None else None
+        if alike is None:  # (what they say cannot be hashed: compared one by one)
+            same = [k for k in range(len(stored)) if k not in taken_identical]
+            same = [k for k in same if stored[k] == memory]
+        if not same:
+            continue
+        at = 0
+        if placed and len(same) > 1:  # the nearest place (``same`` is in place order)
+            wanted = file_places[n]  # type: ignore[index]
+            at = bisect_left(same, wanted, key=lambda k: stored_places[k])  # type: ignore[index]
+            if at == len(same) or (at > 0 and distance(n, same[at - 1]) <= distance(n, same[at])):
+                at -= 1
+        best = same.pop(at) if alike is not None else same[at]
+        chosen[n] = best
+        taken_identical.add(best)
+    free = [k for k in range(len(stored)) if k not in taken_identical]
     left = [n for n, found in enumerate(chosen) if found is None]
     if left and free:
         ranked = sorted(
             ((n, k) for n in left for k in free),
-            key=lambda pair: (likeness(file[pair[0]], stored[pair[1]]), -pair[0], -pair[1]),
+            key=lambda pair: (
+                likeness(file[pair[0]], stored[pair[1]]),
+                -distance(*pair),
+                -pair[0],
+                -pair[1],
+            ),
             reverse=True,
         )
         taken: set[int] = set()
@@ -65,6 +97,17 @@ def pair_by_content(file: Sequence[Any], stored: Sequence[Any]) -> list[int | No
                 chosen[n] = k
                 taken.add(k)
     return chosen
+
+
+def _identical(stored: Sequence[Any]) -> dict[Any, list[int]] | None:
+    """The indices of ``stored`` by what each says (None: rows that cannot be hashed)."""
+    found: dict[Any, list[int]] = {}
+    try:
+        for k, memory in enumerate(stored):
+            found.setdefault(memory, []).append(k)
+    except TypeError:
+        return None
+    return found
 
 
 def likeness(file: Any, stored: Any) -> tuple[bool, float, int]:
@@ -81,11 +124,13 @@ def pair_section(
     numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
     stored: dict[MemoryKey, list[Any]],
     memory_of: Callable[[Any], MemoryRow],
+    place_of: Callable[[Any], int] | None = None,
 ) -> list[int | None]:
     """For each of a section's memories (``merge._numbered``: memory, key, its place among
     its key's, its place among its title's), the index of the stored memory of
     its key it is: its place among its key's when the key has one stored memory at most,
-    else ``pair_by_content``'s choice."""
+    else ``pair_by_content``'s choice (``place_of``: a stored memory's place in its
+    section, for its ties)."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
     twins: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
@@ -93,7 +138,8 @@ def pair_section(
             twins.setdefault(key, []).append(n)
     for key, places in twins.items():
         olds = [memory_of(item) for item in stored[key]]
-        found = pair_by_content([numbered[n][0] for n in places], olds)
+        stored_places = [place_of(item) for item in stored[key]] if place_of else None
+        found = pair_by_content([numbered[n][0] for n in places], olds, places, stored_places)
         for n, index in zip(places, found, strict=True):
             chosen[n] = index
     return chosen

@@ -151,3 +151,56 @@ def test_an_import_that_only_lowers_visits_says_they_are_not_applied(
     said = capsys.readouterr().out
     assert "already matches" not in said
     assert "visits and episodes only grow" in said and "location(s) 64 are not applied" in said
+
+
+def test_an_edit_of_the_first_of_identical_twins_lands_on_the_first(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review L1 #1: the merge paired the file's twins with the export's by content, the
+    # first identical row first: the invalidation written on the first of two identical
+    # blocks went to the second, and the agent's link 2 -> 3 was lost
+    for _ in range(3):  # 1 -> 2 -> 3, the same key and text
+        if not store.supersede_memory(
+            *KITCHEN, "Window", mem("Window", text="A small window.", turns="4")
+        ):
+            store.add_memory(*KITCHEN, mem("Window", text="A small window.", turns="4"))
+    text = exported(store)
+    link = '[Superseded at T4 by "Window"]'
+    at = text.index(link)
+    text = text[:at] + '[Invalidated at T9: "reviewer says no"]' + text[at + len(link) :]
+    run(store, text)
+    assert rows(store) == [
+        (1, "Window", "A small window.", "SUPERSEDED", None, "reviewer says no"),
+        (2, "Window", "A small window.", "SUPERSEDED", 3, None),
+        (3, "Window", "A small window.", "ACTIVE", None, None),
+    ]
+    assert exported(store).split("\n## ")[1:] == text.split("\n## ")[1:]  # as reviewed
+
+
+def test_a_twin_s_place_tells_it_apart_when_what_it_says_cannot(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review L1 #1 (t8b): the reviewer retitled the old twin and invalidated the live one;
+    # as likely as each other, the first twin was taken: the old one was invalidated and
+    # the live one the reviewer invalidated stayed live
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+    )
+    text = exported(store).replace(
+        "**[NOTE - PERMANENT - SUPERSEDED] Window**",
+        "**[NOTE - PERMANENT - SUPERSEDED] Window (old)**",
+    )
+    live = "**[NOTE - PERMANENT] Window** *(Ep1, T4, +0)*\nThe window is ajar."
+    assert live in text
+    text = text.replace(
+        live,
+        "**[NOTE - PERMANENT - SUPERSEDED] Window** *(Ep1, T4, +0)*\n"
+        '[Invalidated at T9: "reviewer says no"]\n~~The window is ajar.~~',
+    )
+    outcome = import_memories(store, text, apply=True, skip_invalid=True)
+    assert outcome.applied
+    assert [(r[0], r[3], r[5]) for r in rows(store)] == [
+        (1, "SUPERSEDED", None),  # kept: the file's retitle of it is a problem, skipped
+        (2, "SUPERSEDED", "reviewer says no"),  # was: still ACTIVE
+    ]
