@@ -255,6 +255,14 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
     plan = outcome.plan
     ctx.print(f"import {args.file}:")
     ctx.print(plan.summary(prune=args.prune))
+    if plan.lowered:  # never applied: said in the dry run and the apply alike
+        shown = ", ".join(str(n) for n in plan.lowered[:10])
+        more = f" and {len(plan.lowered) - 10} more" if len(plan.lowered) > 10 else ""
+        ctx.print(
+            f"note: the database has more visits or episodes than the file lists at "
+            f"location(s) {shown}{more} (an agent's since the export, or lowered in the "
+            f"file): they only grow, so the database's are kept"
+        )
     if args.verbose and plan.has_changes:
         ctx.print(plan.details())
     if outcome.refused is not None:
@@ -279,13 +287,7 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
             "has the rest of the file"
         )
     elif args.apply and plan.lowered:
-        shown = ", ".join(str(n) for n in plan.lowered[:10])
-        more = f" and {len(plan.lowered) - 10} more" if len(plan.lowered) > 10 else ""
-        ctx.print(
-            f"nothing to apply: the database already has the rest of the file (visits "
-            f"and episodes only grow: the fewer the file lists at location(s) {shown}{more} "
-            f"are not applied)"
-        )
+        ctx.print("nothing to apply: the database already has the rest of the file (see the note)")
     elif args.apply:
         ctx.print("nothing to apply: the database already matches the file")
     else:

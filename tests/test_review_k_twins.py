@@ -150,7 +150,11 @@ def test_an_import_that_only_lowers_visits_says_they_are_not_applied(
     assert main(["--db", str(db_path), "import", str(out), "--apply"]) == 0
     said = capsys.readouterr().out
     assert "already matches" not in said
-    assert "visits and episodes only grow" in said and "location(s) 64 are not applied" in said
+    assert "more visits or episodes than the file lists at location(s) 64" in said
+    assert "the database's are kept" in said
+    capsys.readouterr()
+    assert main(["--db", str(db_path), "import", str(out)]) == 0  # the dry run says it too
+    assert "location(s) 64 (an agent's since the export" in capsys.readouterr().out
 
 
 def test_an_edit_of_the_first_of_identical_twins_lands_on_the_first(
