@@ -194,12 +194,25 @@ def reference_cycles(
         if change.memory.status is not Status.SUPERSEDED:
             ends.add((change.location_id, change.memory.title))
     superseded = Status.SUPERSEDED
+    # how many memories have each title: one superseded by its own title with no other is
+    # reported above (no successor); with others, they are its successors like any title's
+    # (all superseded by that title, none ends: a circle)
+    titled: dict[tuple[int, str], int] = {}
     for change in changes:
         memory = change.new if change.new is not None else change.old
         assert memory is not None
         key = (change.location_id, memory.title)
-        if memory.status is not superseded or memory.superseded_by in (None, memory.title):
-            ends.add(key)  # live, no successor, or itself (reported above)
+        titled[key] = titled.get(key, 0) + 1
+    for change in changes:
+        memory = change.new if change.new is not None else change.old
+        assert memory is not None
+        key = (change.location_id, memory.title)
+        if (
+            memory.status is not superseded
+            or memory.superseded_by is None
+            or (memory.superseded_by == memory.title and titled[key] == 1)
+        ):
+            ends.add(key)  # live, no successor, or itself alone (reported above)
         else:
             successors.setdefault(key, set()).add(memory.superseded_by)
     # a title ends when one of its successors ends, or is no title the file has (reported

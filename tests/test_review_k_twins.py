@@ -208,3 +208,31 @@ def test_a_twin_s_place_tells_it_apart_when_what_it_says_cannot(
         (1, "SUPERSEDED", None),  # kept: the file's retitle of it is a problem, skipped
         (2, "SUPERSEDED", "reviewer says no"),  # was: still ACTIVE
     ]
+
+
+def test_a_memory_superseded_by_its_own_title_that_only_its_predecessor_has_is_a_circle(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review L1 #2: Lamp T1 -> Lamp T2; the file marks T2 superseded by "Lamp": only its
+    # own predecessor has that title, so no link could be made; it was "applied" with no
+    # successor, and every later import of the file was a conflict with that write
+    store.add_memory(64, "West of House", mem("Lamp", text="A lamp.", turns="1"))
+    assert store.supersede_memory(
+        64, "West of House", "Lamp", mem("Lamp", text="A brass lamp.", turns="2")
+    )
+    live = "**[NOTE - PERMANENT] Lamp** *(Ep1, T2, +0)*\nA brass lamp."
+    text = exported(store)
+    assert live in text
+    text = text.replace(
+        live,
+        "**[NOTE - PERMANENT - SUPERSEDED] Lamp** *(Ep1, T2, +0)*\n"
+        '[Superseded at T2 by "Lamp"]\n~~A brass lamp.~~',
+    )
+    outcome = import_memories(store, text, apply=True)
+    assert not outcome.applied
+    [problem] = outcome.plan.problems
+    assert "go round in a circle ('Lamp' -> 'Lamp')" in problem.message
+    assert [m.status.value for m in store.memories(64, include_superseded=True)] == [
+        "SUPERSEDED",
+        "ACTIVE",
+    ]
