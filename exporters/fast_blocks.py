@@ -87,11 +87,11 @@ _KINDS = {start[3:-2]: kind for kind, start in HEADER_STARTS.items()}
 #: so ``FAST_HEADER`` reads the same fields. The title's group ends with the first ``*``
 #: of ``** *(`` (so that sre tries only the places where a ``*`` stands; a group that
 #: ended before it would be tried at every place): the reader drops that ``*``. A turn
-#: range that matches here but not in ``parse_turns`` (``12-``) is declined by
-#: ``memory_row_problem``.
+#: is at most 100 digits, each end of a range too, as the line reader's ``_METADATA``
+#: takes it; a range out of order is declined by ``memory_row_problem``.
 _MEMORY_BLOCK = re.compile(
     r"\*\*\[([^]]+)\] ([^\n]*\*)\* \*\("
-    r"Ep([0-9]{1,100}), T([0-9]{1,100}-?[0-9]{0,100})(, [+-][0-9]{1,100}|)\)\*"
+    r"Ep([0-9]{1,100}), T([0-9]{1,100}(?:-[0-9]{1,100})?)(, [+-][0-9]{1,100}|)\)\*"
     r"(?:\n|\Z)(.*)",
     re.DOTALL,
 )
