@@ -453,3 +453,15 @@ def test_a_file_of_unicode_blocks_reads_as_line_by_line_with_the_same_line_numbe
         _plain("Lamp\ud800", "")[:20],
         _struck("Troll", "", "")[:20],
     ]
+
+
+@pytest.mark.parametrize(
+    "turns",
+    ["0" * 100 + "1", "0" * 150 + "7", "1" * 101, "05-" + "0" * 100 + "7", "05", "007-010"],
+)
+def test_a_turn_of_leading_zeros_or_past_100_digits_reads_as_line_by_line(turns: str) -> None:
+    # review L1 #4: the fast reader took up to 200 digits with no dash (turn 1), the line
+    # reader at most 100 a number (malformed metadata)
+    text = _file_of([f"**[NOTE - PERMANENT] Lamp** *(Ep1, T{turns})*\nA lamp."])
+
+    assert parse_memories_md_rows(text) == parse_rows_line_by_line(text)
