@@ -172,6 +172,12 @@ def merge_import(
         base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
         base_place[stored.id] = section_sizes.get(stored.location_id, 0)
         section_sizes[stored.location_id] = base_place[stored.id] + 1
+
+    def placed(stored: StoredMemory[MemoryRow]) -> tuple[int, int]:
+        """An export's memory's place in its section: from its start, from its end."""
+        place = base_place[stored.id]
+        return place, section_sizes[stored.location_id] - 1 - place
+
     # database memories the base did not have, by key: an agent's, or an earlier import's
     fresh_by_key: dict[MemoryKey, list[StoredMemory[MemoryRow]]] = {}
     for stored in current:
@@ -203,9 +209,7 @@ def merge_import(
         location_id = entry.location.id
         names[location_id] = entry.location
         numbered = list(_numbered(entry))
-        chosen = pair_section(
-            numbered, base_by_key, _memory_of, lambda stored: base_place[stored.id]
-        )
+        chosen = pair_section(numbered, base_by_key, _memory_of, placed)
         for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
             bases = base_by_key.get(key, [])
             if index is not None and index < len(bases):

@@ -36,11 +36,15 @@ class _HasRow(Protocol):
 Stored = TypeVar("Stored", bound=_HasRow)
 
 
+#: a memory's place in its section: (from its start, from its end)
+Place = tuple[int, int]
+
+
 def pair_by_content(
     file: Sequence[Any],
     stored: Sequence[Any],
-    file_places: Sequence[int] | None = None,
-    stored_places: Sequence[int] | None = None,
+    file_places: Sequence[Place] | None = None,
+    stored_places: Sequence[Place] | None = None,
 ) -> list[int | None]:
     """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
     file's with that key, in its order) is, by index (None: none is left for it).
@@ -52,13 +56,17 @@ def pair_by_content(
     same status and link, the same text or the most of it, the same other fields). Where
     what they say cannot tell (several stored twins identical, or as likely), the nearest
     place decides (``file_places``, ``stored_places``: each one's place in its section,
-    as the export wrote it: a reviewer who edits one of two identical twins in place
-    leaves the other where it was), then order."""
+    counted from its start and from its end, as the export wrote it; the nearer of the
+    two counts: a memory added or deleted above the twins shifts only the first, one
+    below only the second), then order."""
     chosen: list[int | None] = [None] * len(file)
     placed = file_places is not None and stored_places is not None
 
     def distance(n: int, k: int) -> int:
-        return abs(file_places[n] - stored_places[k]) if placed else 0  # type: ignore[index]
+        if not placed:
+            return 0
+        (file_start, file_end), (start, end) = file_places[n], stored_places[k]  # type: ignore[index]
+        return min(abs(file_start - start), abs(file_end - end))
 
     taken_identical: set[int] = set()
     alike = _identical(stored)  # what each says -> the indices saying it, in order
@@ -70,11 +78,12 @@ def pair_by_content(
         if not same:
             continue
         at = 0
-        if placed and len(same) > 1:  # the nearest place (``same`` is in place order)
-            wanted = file_places[n]  # type: ignore[index]
-            at = bisect_left(same, wanted, key=lambda k: stored_places[k])  # type: ignore[index]
-            if at == len(same) or (at > 0 and distance(n, same[at - 1]) <= distance(n, same[at])):
-                at -= 1
+        if placed and len(same) > 1:  # the nearest place, by each count (``same`` in order)
+            start, end = file_places[n]  # type: ignore[index]
+            by_start = bisect_left(same, start, key=lambda k: stored_places[k][0])  # type: ignore[index]
+            by_end = bisect_left(same, -end, key=lambda k: -stored_places[k][1])  # type: ignore[index]
+            near = {i for i in (by_start - 1, by_start, by_end - 1, by_end) if 0 <= i < len(same)}
+            at = min(near, key=lambda i: (distance(n, same[i]), i))
         best = same.pop(at) if alike is not None else same[at]
         chosen[n] = best
         taken_identical.add(best)
@@ -124,13 +133,13 @@ def pair_section(
     numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
     stored: dict[MemoryKey, list[Any]],
     memory_of: Callable[[Any], MemoryRow],
-    place_of: Callable[[Any], int] | None = None,
+    place_of: Callable[[Any], Place] | None = None,
 ) -> list[int | None]:
     """For each of a section's memories (``merge._numbered``: memory, key, its place among
     its key's, its place among its title's), the index of the stored memory of
     its key it is: its place among its key's when the key has one stored memory at most,
     else ``pair_by_content``'s choice (``place_of``: a stored memory's place in its
-    section, for its ties)."""
+    section, from its start and from its end, for its ties)."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
     twins: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
@@ -139,7 +148,9 @@ def pair_section(
     for key, places in twins.items():
         olds = [memory_of(item) for item in stored[key]]
         stored_places = [place_of(item) for item in stored[key]] if place_of else None
-        found = pair_by_content([numbered[n][0] for n in places], olds, places, stored_places)
+        last = len(numbered) - 1
+        file_places = [(n, last - n) for n in places]
+        found = pair_by_content([numbered[n][0] for n in places], olds, file_places, stored_places)
         for n, index in zip(places, found, strict=True):
             chosen[n] = index
     return chosen

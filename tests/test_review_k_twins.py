@@ -236,3 +236,30 @@ def test_a_memory_superseded_by_its_own_title_that_only_its_predecessor_has_is_a
         "SUPERSEDED",
         "ACTIVE",
     ]
+
+
+def test_a_memory_added_above_identical_twins_does_not_move_an_edit_to_the_other(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review M: places counted from the section's start only: one memory added at the top
+    # shifted the file's against the export's, and the edit of the second of two
+    # identical superseded twins went to the first
+    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
+    for _ in range(3):  # 2 -> 3 -> 4, the same key and text
+        if not store.supersede_memory(
+            *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+        ):
+            store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    text = exported(store)
+    struck = "~~The window is ajar.~~"
+    second = text.index(struck, text.index(struck) + 1)
+    text = text[:second] + "~~The window is ajar (reviewed).~~" + text[second + len(struck) :]
+    text = text.replace(
+        "### Memories\n\n", "### Memories\n\n**[NOTE - PERMANENT] New** *(Ep1, T2)*\nNew.\n\n", 1
+    )
+    run(store, text)
+    assert [(r[0], r[2]) for r in rows(store) if r[1] == "Window"] == [
+        (2, "The window is ajar."),
+        (3, "The window is ajar (reviewed)."),  # was: row 2
+        (4, "The window is ajar."),
+    ]
