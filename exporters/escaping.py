@@ -29,6 +29,13 @@ characters stands for that character:
   character of a text line that would be a git conflict marker (seven `<`, `=`, `>` or
   `|`, then a space or the end of the line: `=======`, `<<<<<<< HEAD`), which the reader
   refuses as an unresolved merge.
+- `\xHH` and `\uHHHH` (lower-case hex) stand for a control or format character that a
+  terminal or git would act on rather than show: the C0 controls but tab and line breaks,
+  DEL, the C1 controls, and the bidirectional marks and overrides (U+061C, U+200E,
+  U+200F, U+202A-U+202E, U+2066-U+2069). A NUL written as it is makes git take the whole
+  file for binary, and hides the review's diff. Only these characters are read back from
+  such an escape: any other `\x..` or `\u....` is kept as it is, as a hand-written
+  `C:\x64` always was.
 - `\s` and `\t` stand for a space and a tab as the last characters of a line of a text
   (or before its escaped `\n`) or of a location name (which ends its header line): they
   protect a last character that is a space or a tab, so that an editor's "strip
@@ -116,16 +123,43 @@ _LINE_END_UNESCAPES = {"s": " ", "t": "\t"}
 #: How the last character of a line is written when it is a space or a tab (an editor
 #: may strip either from a line's end; ``\s`` and ``\t`` it leaves alone).
 _LINE_END = {" ": "\\s", "\t": "\\t"}
-_ESCAPE_SEQUENCE = re.compile(r"\\(.)", re.DOTALL)
+#: the characters written as ``\xHH`` or ``\uHHHH``: a terminal or git acts on them
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+_ESCAPE_SEQUENCE = re.compile(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|.)", re.DOTALL)
+
+
+def _hidden_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _shown(value: str) -> str:
+    """``value`` with each of the characters ``_HIDDEN`` names written as its escape."""
+    return _HIDDEN.sub(_hidden_escape, value)
+
+
+def _unhidden(escape: str) -> str | None:
+    """The character an ``x..``/``u....`` escape stands for, when ``_HIDDEN`` names it."""
+    if len(escape) > 1:
+        char = chr(int(escape[1:], 16))
+        if _HIDDEN.fullmatch(char) is not None:
+            return char
+    return None
 
 
 def _unescape_match(match: re.Match[str]) -> str:
     char = match.group(1)
+    if len(char) > 1:
+        return _unhidden(char) or match.group(0)
     return _UNESCAPES.get(char, match.group(0))
 
 
 def _unescape_line_end_match(match: re.Match[str]) -> str:
     char = match.group(1)
+    if len(char) > 1:
+        return _unhidden(char) or match.group(0)
     if char in _LINE_END_UNESCAPES:
         end, value = match.end(), match.string
         # a line's end: the value's, a line break, or the escape of one (an empty line of
@@ -152,7 +186,9 @@ def escape_inline(value: str) -> str:
         or "\n" in value
         or "\r" in value
     ):
-        return value.translate(_INLINE_TABLE)
+        value = value.translate(_INLINE_TABLE)
+    if not value.isprintable() and _HIDDEN.search(value) is not None:
+        value = _shown(value)
     return value
 
 
@@ -184,6 +220,8 @@ def unescape_lines(value: str) -> str:
 def _escape_text_segment(segment: str) -> str:
     if _TEXT_SPECIAL.search(segment) is not None:
         segment = segment.translate(_TEXT_TABLE)
+    if not segment.isprintable() and _HIDDEN.search(segment) is not None:
+        segment = _shown(segment)
     segment = protect_line_end(segment)  # first: a lone space becomes ``\s``, not ``\ ``
     if segment and (
         segment[0] in "# \t"
@@ -215,6 +253,7 @@ def escape_text_lines(text: str) -> list[str]:
         or "\r" in text
         or text[0] in "#- \t<=>|"
         or text[-1] in " \t"
+        or (not text.isprintable() and _HIDDEN.search(text) is not None)
     ):
         return [text]  # the common case: one line with nothing to escape
     lines: list[str] = []
