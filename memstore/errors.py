@@ -48,6 +48,19 @@ class SchemaChanged(StoreBusy):
     raised into the agent loop."""
 
 
+def refusal_counter(exc: BaseException) -> str:
+    """The counter a refusal the agent loop rides out is counted in: ``store_unavailable``
+    (DatabaseUnavailable), ``store_full`` (StorageFull), ``store_schema_changed``
+    (SchemaChanged) or ``store_busy`` (any other StoreBusy)."""
+    if isinstance(exc, DatabaseUnavailable):
+        return "store_unavailable"
+    if isinstance(exc, StorageFull):
+        return "store_full"
+    if isinstance(exc, SchemaChanged):
+        return "store_schema_changed"
+    return "store_busy"
+
+
 class UnsupportedDatabase(MemstoreError):
     """Not a database memstore runs on: a SQLite path or URL, or a PostgreSQL URL."""
 

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from memstore.errors import DatabaseUnavailable, SchemaChanged, StorageFull, StoreBusy
+from memstore.errors import DatabaseUnavailable, StoreBusy, refusal_counter
 from memstore.models import Memory, check_location_id, check_location_name, plain_str
 from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
@@ -44,6 +44,15 @@ if TYPE_CHECKING:
 __all__ = ["SpecMemoryApi"]
 
 log = logging.getLogger("memstore.manager")
+
+
+#: what a refusal's log line says, by its counter (memstore.errors.refusal_counter)
+_WHY = {
+    "store_unavailable": "the database is unreachable",
+    "store_full": "the database has no room",
+    "store_schema_changed": "the database's schema changed",
+    "store_busy": "the database is busy",
+}
 
 
 class SpecMemoryApi:
@@ -71,15 +80,7 @@ class SpecMemoryApi:
         buffer.refused(exc)  # a busy stretch: the turns wait for nothing now
         if isinstance(exc, StoreBusy):
             self.counters["store_busy"] += 1
-        why = (
-            "the database is unreachable"
-            if isinstance(exc, DatabaseUnavailable)
-            else "the database has no room"
-            if isinstance(exc, StorageFull)
-            else "the database's schema changed"
-            if isinstance(exc, SchemaChanged)
-            else "the database is busy"
-        )
+        why = _WHY[refusal_counter(exc)]
         log.warning("%s: not done (%s): %s%s", what, why, exc, buffer.retry_note())
 
     def _ready(self) -> bool:

@@ -45,9 +45,8 @@ from memstore.config import MemstoreConfig
 from memstore.errors import (
     DatabaseUnavailable,
     LLMDeadlineExceeded,
-    SchemaChanged,
-    StorageFull,
     StoreBusy,
+    refusal_counter,
 )
 from memstore.flagged import FlaggedMemories, FlaggedMemory
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
@@ -217,15 +216,7 @@ class MemoryToolkit:
                 episode=episode,
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
-            kind = (
-                "store_unavailable"
-                if isinstance(exc, DatabaseUnavailable)
-                else "store_full"
-                if isinstance(exc, StorageFull)
-                else "store_schema_changed"
-                if isinstance(exc, SchemaChanged)
-                else "store_busy"
-            )
+            kind = refusal_counter(exc)
             self.failures[kind] += 1
             log.warning("add_memory: not stored (%s): %s", kind, exc)
             return False
