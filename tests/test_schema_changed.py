@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,29 @@ def alter(database: str | Path, *statements: str) -> None:
                 conn.execute(text(statement))
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def own_database(pg_cluster: PgCluster) -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database of the test's own: (its name, its URL); dropped after."""
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    yield name, pg_cluster.create_database(name)
+    pg_cluster.drop_database(name)
+
+
+def end_sessions(pg_cluster: PgCluster, name: str, *statements: str) -> None:
+    """Run ``statements`` as an administrator of database ``name``, then end every other
+    session of it (as a server restart or a killed connection does)."""
+    import psycopg
+
+    with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+        for statement in statements:
+            admin.execute(statement)
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
 
 
 def test_a_column_dropped_under_an_open_store_is_a_one_line_refusal(
@@ -162,56 +186,48 @@ def test_a_lost_ephemeral_tier_is_a_lost_connection_and_the_next_call_makes_it_a
         store.close()
 
 
-def test_a_store_keeps_the_schema_it_opened_in_after_a_reconnect(pg_cluster: PgCluster) -> None:
+def test_a_store_keeps_the_schema_it_opened_in_after_a_reconnect(
+    pg_cluster: PgCluster, own_database: tuple[str, str]
+) -> None:
     # review K1 M1: a reconnect took the schema current_schema() found then (a database
     # default changed since): the rows still went to the first schema, but the writers'
     # lock was taken in the other, so another writer's lock did not hold this one back
-    import psycopg
-
-    name = f"db_{uuid.uuid4().hex[:12]}"
-    url = pg_cluster.create_database(name)
-    try:
-        with MemoryStore.open(url, busy_timeout_s=0.5) as store:
-            assert store.add_memory(3, "Kitchen", note("Sack"))
-            with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
-                admin.execute("CREATE SCHEMA other")
-                admin.execute(f"ALTER DATABASE {name} SET search_path = other")
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
-                )
-            with pytest.raises(DatabaseUnavailable):
-                store.add_memory(3, "Kitchen", note("Window"))  # the connection was lost
-            public = url + "?options=-csearch_path%3Dpublic"
-            with MemoryStore.open(public) as other, other.transaction():  # its writers' lock
-                with pytest.raises(StoreBusy):
-                    store.add_memory(3, "Kitchen", note("Window"))
-            assert store.add_memory(3, "Kitchen", note("Window"))
-            assert [m.title for m in store.memories(3)] == ["Sack", "Window"]
-        with MemoryStore.open(public) as again:
-            assert [m.title for m in again.memories(3)] == ["Sack", "Window"]
-    finally:
-        pg_cluster.drop_database(name)
+    name, url = own_database
+    with MemoryStore.open(url, busy_timeout_s=0.5) as store:
+        assert store.add_memory(3, "Kitchen", note("Sack"))
+        end_sessions(
+            pg_cluster,
+            name,
+            "CREATE SCHEMA other",
+            f"ALTER DATABASE {name} SET search_path = other",
+        )
+        with pytest.raises(DatabaseUnavailable):
+            store.add_memory(3, "Kitchen", note("Window"))  # the connection was lost
+        public = url + "?options=-csearch_path%3Dpublic"
+        with MemoryStore.open(public) as other, other.transaction():  # its writers' lock
+            with pytest.raises(StoreBusy):
+                store.add_memory(3, "Kitchen", note("Window"))
+        assert store.add_memory(3, "Kitchen", note("Window"))
+        assert [m.title for m in store.memories(3)] == ["Sack", "Window"]
+    with MemoryStore.open(public) as again:
+        assert [m.title for m in again.memories(3)] == ["Sack", "Window"]
 
 
-def test_a_schema_whose_name_holds_a_double_quote_opens(pg_cluster: PgCluster) -> None:
+def test_a_schema_whose_name_holds_a_double_quote_opens(
+    pg_cluster: PgCluster, own_database: tuple[str, str]
+) -> None:
     # review K1 L1: the name went into SET search_path unescaped (a raw ProgrammingError)
     import psycopg
 
-    name = f"db_{uuid.uuid4().hex[:12]}"
-    url = pg_cluster.create_database(name)
-    try:
-        with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
-            admin.execute('CREATE SCHEMA "quo""te"')
-        quoted = url + "?options=-csearch_path%3D%22quo%22%22te%22"
-        with MemoryStore.open(quoted) as store:
-            assert store.add_memory(3, "Kitchen", note("Sack"))
-        with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
-            titles = admin.execute('SELECT title FROM "quo""te".memories').fetchall()
-        assert titles == [("Sack",)]
-    finally:
-        pg_cluster.drop_database(name)
+    name, url = own_database
+    with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+        admin.execute('CREATE SCHEMA "quo""te"')
+    quoted = url + "?options=-csearch_path%3D%22quo%22%22te%22"
+    with MemoryStore.open(quoted) as store:
+        assert store.add_memory(3, "Kitchen", note("Sack"))
+    with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
+        titles = admin.execute('SELECT title FROM "quo""te".memories').fetchall()
+    assert titles == [("Sack",)]
 
 
 def test_an_in_memory_store_makes_its_lost_tier_anew_and_keeps_what_it_stored() -> None:
@@ -285,27 +301,18 @@ def test_a_servers_dropped_prepared_statements_are_a_lost_connection(pg_database
         store.close()
 
 
-def test_the_toolkit_answers_false_for_a_lost_connection(pg_cluster: PgCluster) -> None:
+def test_the_toolkit_answers_false_for_a_lost_connection(
+    pg_cluster: PgCluster, own_database: tuple[str, str]
+) -> None:
     # review L2 L1: MemoryToolkit.add_memory raised DatabaseUnavailable where the manager's
     # add_memory answers False
-    import psycopg
-
     from memstore.memory_tools import MemoryToolkit
 
-    name = f"db_{uuid.uuid4().hex[:12]}"
-    url = pg_cluster.create_database(name)
-    try:
-        with MemoryStore.open(url) as store:
-            toolkit = MemoryToolkit(store)
-            assert toolkit.add_memory("The trophy case is empty", 500, 1, 5, "Living Room")
-            with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as admin:
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
-                )
-            assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room") is False
-            assert toolkit.failures["store_unavailable"] == 1
-            assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room")
-    finally:
-        pg_cluster.drop_database(name)
+    name, url = own_database
+    with MemoryStore.open(url) as store:
+        toolkit = MemoryToolkit(store)
+        assert toolkit.add_memory("The trophy case is empty", 500, 1, 5, "Living Room")
+        end_sessions(pg_cluster, name)
+        assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room") is False
+        assert toolkit.failures["store_unavailable"] == 1
+        assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room")
