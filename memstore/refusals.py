@@ -43,7 +43,9 @@ def failure_kind(exc: BaseException) -> str | None:
             # gone, a pooler's DISCARD ALL or a transaction pooler's other session: a new
             # connection prepares them again)
             return "gone"
-        refusal = {
+        # (a missing table of the ephemeral tier is "schema" here too: the store asks the
+        # server's catalog, as the message is in the server's language)
+        return {
             "55P03": "busy",  # lock_not_available (lock_timeout)
             "40001": "conflict",  # serialization_failure (a standby: conflict with recovery)
             "40P01": "conflict",  # deadlock_detected
@@ -54,7 +56,6 @@ def failure_kind(exc: BaseException) -> str | None:
             "42P01": "schema",  # undefined_table
             "42703": "schema",  # undefined_column
         }.get(code)
-        return refusal  # (a missing table of the tier: the store asks the catalog)
     if type(orig).__module__.startswith("psycopg") and any(
         base.__name__ in ("OperationalError", "InterfaceError") for base in type(orig).__mro__
     ):
@@ -69,23 +70,15 @@ def failure_kind(exc: BaseException) -> str | None:
     if "locked" in message or "busy" in message:
         return "busy"
     if message.startswith(_SCHEMA_GONE) or " has no column named " in message:
-        return _tier_or_schema("schema", message)
+        return "tier-gone" if message.startswith(_TIER_TABLE) else "schema"
     return None
 
 
 #: SQLite's words for a table or column a statement names that is not there
 _SCHEMA_GONE = ("no such table:", "no such column:")
-#: how SQLite names a table of the ephemeral tier it cannot find (a server's error is in
-#: its own language: the store asks its catalog instead)
+#: how SQLite names a table of the ephemeral tier it cannot find (the tier is the
+#: connection's own: "tier-gone")
 _TIER_TABLE = f"no such table: {EPHEMERAL_SCHEMA}."
-
-
-def _tier_or_schema(kind: str | None, message: str) -> str | None:
-    """A "schema" refusal that names a table of the ephemeral tier is "tier-gone": the
-    connection's own tier was lost, not the database's schema."""
-    if kind == "schema" and _TIER_TABLE in message:
-        return "tier-gone"
-    return kind
 
 
 def store_busy(where: str, kind: str = "busy", why: str = "") -> StoreBusy:

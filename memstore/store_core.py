@@ -381,9 +381,11 @@ class StoreCore:
     def _tier_present(self) -> bool:
         """Whether the server session's ephemeral tier still has its tables (True when
         that cannot be told: a schema change is the safer answer)."""
+        from psycopg.pq import TransactionStatus
+
         try:
             driver = driver_of(self._conn)
-            if driver.info.transaction_status == 3:  # INERROR: its statement failed
+            if driver.info.transaction_status == TransactionStatus.INERROR:  # it failed
                 driver.rollback()
             found = driver.execute(
                 "SELECT to_regclass('pg_temp.memories') IS NOT NULL"
