@@ -55,14 +55,18 @@ def pair_by_content(
     Identical pairs first; then, of the rest, the likeliest pair first (``likeness``: the
     same status and link, the same text or the most of it, the same other fields). Where
     what they say cannot tell (several stored twins identical, or as likely), the nearest
-    place decides (``file_places``, ``stored_places``: each one's place in its section,
-    counted from its start and from its end, as the export wrote it; the nearer of the
-    two counts: a memory added or deleted above the twins shifts only the first, one
-    below only the second), then order."""
+    place decides: with as many in the file as stored, each one's place among its key's
+    (memories added, deleted or moved around the twins leave it as it was); else
+    (``file_places``, ``stored_places``: each one's place in its section, counted from its
+    start and from its end, as the export wrote it) the nearer of the two counts (a twin
+    retitled or deleted leaves the others where they were in the section); then order."""
     chosen: list[int | None] = [None] * len(file)
-    placed = file_places is not None and stored_places is not None
+    by_order = len(file) == len(stored)
+    placed = not by_order and file_places is not None and stored_places is not None
 
     def distance(n: int, k: int) -> int:
+        if by_order:
+            return abs(n - k)
         if not placed:
             return 0
         (file_start, file_end), (start, end) = file_places[n], stored_places[k]  # type: ignore[index]
@@ -78,12 +82,17 @@ def pair_by_content(
         if not same:
             continue
         at = 0
-        if placed and len(same) > 1:  # the nearest place, by each count (``same`` in order)
-            start, end = file_places[n]  # type: ignore[index]
-            by_start = bisect_left(same, start, key=lambda k: stored_places[k][0])  # type: ignore[index]
-            by_end = bisect_left(same, -end, key=lambda k: -stored_places[k][1])  # type: ignore[index]
-            near = {i for i in (by_start - 1, by_start, by_end - 1, by_end) if 0 <= i < len(same)}
-            at = min(near, key=lambda i: (distance(n, same[i]), i))
+        if len(same) > 1 and (by_order or placed):  # the nearest (``same`` is in order)
+            if by_order:
+                near = {bisect_left(same, n) - 1, bisect_left(same, n)}
+            else:
+                start, end = file_places[n]  # type: ignore[index]
+                by_start = bisect_left(same, start, key=lambda k: stored_places[k][0])  # type: ignore[index]
+                by_end = bisect_left(same, -end, key=lambda k: -stored_places[k][1])  # type: ignore[index]
+                near = {by_start - 1, by_start, by_end - 1, by_end}
+            at = min(
+                (i for i in near if 0 <= i < len(same)), key=lambda i: (distance(n, same[i]), i)
+            )
         best = same.pop(at) if alike is not None else same[at]
         chosen[n] = best
         taken_identical.add(best)

@@ -263,3 +263,53 @@ def test_a_memory_added_above_identical_twins_does_not_move_an_edit_to_the_other
         (3, "The window is ajar (reviewed)."),  # was: row 2
         (4, "The window is ajar."),
     ]
+
+
+@pytest.mark.parametrize(
+    ("edited", "elsewhere"),
+    [
+        (0, "below"),  # review N1: the edit of the first went to the second
+        (0, "delete above"),
+        (1, "above"),
+        (1, "above and below"),  # review N2
+        (1, "move below to above"),  # review N2
+    ],
+)
+def test_an_edit_of_one_of_identical_twins_stays_on_it_whatever_changes_around_them(
+    store: MemoryStore, mem: MakeMemory, edited: int, elsewhere: str
+) -> None:
+    # with as many twins in the file as stored, a twin's place among its key's tells them
+    # apart; a memory added, deleted or moved around them shifts its place in the section
+    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
+    for _ in range(3):  # 2 -> 3 -> 4, the same key and text
+        if not store.supersede_memory(
+            *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+        ):
+            store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    store.add_memory(*KITCHEN, mem("Bottom", text="y", turns="6"))
+    for n in range(12):  # a deletion of one stays under the 10% guard
+        store.add_memory(64, "West of House", mem(f"Fact {n}"))
+    text = exported(store)
+    struck = "~~The window is ajar.~~"
+    at = text.index(struck)
+    if edited:
+        at = text.index(struck, at + 1)
+    text = text[:at] + "~~The window is ajar (reviewed).~~" + text[at + len(struck) :]
+    other = "**[NOTE - PERMANENT] Other** *(Ep1, T1, +0)*\nx\n\n"
+    bottom = "**[NOTE - PERMANENT] Bottom** *(Ep1, T6, +0)*\ny\n"
+    new = "**[NOTE - PERMANENT] New** *(Ep1, T2, +0)*\nNew.\n\n"
+    assert other in text and bottom in text
+    if "above" in elsewhere and "move" not in elsewhere and "delete" not in elsewhere:
+        text = text.replace(other, new + other, 1)
+    if "below" in elsewhere and "move" not in elsewhere:
+        text = text.replace(bottom, bottom + "\n" + new.replace("New", "Newer"), 1)
+    if elsewhere == "delete above":
+        text = text.replace(other, "", 1)
+    if elsewhere == "move below to above":
+        text = text.replace("\n\n" + bottom, "\n", 1).replace(other, other + bottom + "\n", 1)
+    run(store, text, prune=elsewhere == "delete above")
+    windows = [(r[0], r[2]) for r in rows(store) if r[1] == "Window"]
+    assert windows[edited] == (2 + edited, "The window is ajar (reviewed).")
+    assert [w for n, w in enumerate(windows) if n != edited] == [
+        (2 + n, "The window is ajar.") for n in range(3) if n != edited
+    ]
