@@ -30,7 +30,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from memstore.import_lines import LineFinder
-from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey, memory_key
+from memstore.import_plan import (
+    CONTENT_FIELDS,
+    STATUS_FIELDS,
+    ImportProblem,
+    MemoryKey,
+    memory_key,
+)
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.merge_types import (
     GROUPS,
@@ -187,6 +193,7 @@ def merge_import(
             )
 
     conflicts: list[MergeConflict | NameConflict] = []
+    problems: list[ImportProblem] = []  # twins the file changed that cannot be told apart
     kept: dict[int, list[tuple[int, MemoryRow]]] = {}  # location -> (row id, memory)
     added: dict[int, list[MemoryRow]] = {}  # location -> memories new in the file
     claimed: set[int] = set()  # row ids the file speaks for
@@ -209,8 +216,11 @@ def merge_import(
         location_id = entry.location.id
         names[location_id] = entry.location
         numbered = list(_numbered(entry))
-        chosen = pair_section(numbered, base_by_key, _memory_of, placed)
-        for (memory, key, _nth, title_nth), index in zip(numbered, chosen, strict=True):
+        unsure: set[int] = set()
+        chosen = pair_section(numbered, base_by_key, _memory_of, placed, unsure)
+        for place, ((memory, key, _nth, title_nth), index) in enumerate(
+            zip(numbered, chosen, strict=True)
+        ):
             bases = base_by_key.get(key, [])
             if index is not None and index < len(bases):
                 was = bases[index]
@@ -231,6 +241,10 @@ def merge_import(
                     )
                     if resolution is Resolution.THEIRS:
                         added.setdefault(location_id, []).append(memory)
+                    continue
+                if place in unsure:  # which twin the file changed cannot be told
+                    problems.append(_unsure_twin(lines, location_id, memory, title_nth, bases))
+                    keep(location_id, now.id, now.memory)
                     continue
                 merged, fields = _merge_fields(was.memory, memory, now.memory, resolution)
             else:  # new in the file; the database may have gained the same memory meanwhile
@@ -400,7 +414,32 @@ def merge_import(
                 unseen[location_id] = places
         locations.append(LocationRows(info, tuple(ordered)))
     return MergeResult(
-        tuple(locations), tuple(conflicts), tuple(warnings), tuple(retitled), unseen, row_ids
+        tuple(locations),
+        tuple(conflicts),
+        tuple(warnings),
+        tuple(retitled),
+        unseen,
+        row_ids,
+        tuple(problems),
+    )
+
+
+def _unsure_twin(
+    lines: LineFinder,
+    location_id: int,
+    memory: MemoryRow,
+    title_nth: int,
+    twins: list[StoredMemory[MemoryRow]],
+) -> ImportProblem:
+    """The problem of a twin whose change the file makes to one of several exported twins
+    it cannot be told apart from (the file deleted or retitled another of them too)."""
+    return ImportProblem(
+        lines.memory_line(location_id, memory.title, title_nth),
+        f"memory {memory.title[:60]!r} (Ep{memory.episode}, T{memory.turns}) at location "
+        f"{location_id}: the file changes one of the {len(twins)} exported memories with "
+        f"that title, episode and turns, and which one cannot be told (it also deleted or "
+        f"retitled one of them): memory skipped, the database's kept; make the change in a "
+        f"file that keeps all of them",
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey
+from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, ImportProblem, MemoryKey
 from memstore.md_rows import LocationRows, MemoryRow
 from memstore.models import Memory, Status
 from memstore.name_merge import NameConflict
@@ -139,3 +139,6 @@ class MergeResult:
     #: stands for, by place (None: new in the file): twins (one key) are paired by these
     #: rows, never again by what they say (an agent's write may have made two say the same)
     row_ids: Mapping[int, tuple[int | None, ...]] = field(default_factory=dict)
+    #: the file's changes the merge could not place (a twin among several it cannot tell
+    #: apart): each skipped, the database's memory kept
+    problems: tuple[ImportProblem, ...] = ()

@@ -45,6 +45,7 @@ def pair_by_content(
     stored: Sequence[Any],
     file_places: Sequence[Place] | None = None,
     stored_places: Sequence[Place] | None = None,
+    ambiguous: set[int] | None = None,
 ) -> list[int | None]:
     """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
     file's with that key, in its order) is, by index (None: none is left for it).
@@ -59,7 +60,10 @@ def pair_by_content(
     (memories added, deleted or moved around the twins leave it as it was); else
     (``file_places``, ``stored_places``: each one's place in its section, counted from its
     start and from its end, as the export wrote it) the nearer of the two counts (a twin
-    retitled or deleted leaves the others where they were in the section); then order."""
+    retitled or deleted leaves the others where they were in the section); then order.
+    ``ambiguous`` gains each of ``file`` that says something else than the stored twin it
+    was paired with, where another twin left was as likely and as near: which row its
+    change is for cannot be told."""
     chosen: list[int | None] = [None] * len(file)
     by_order = len(file) == len(stored)
     placed = not by_order and file_places is not None and stored_places is not None
@@ -99,21 +103,18 @@ def pair_by_content(
     free = [k for k in range(len(stored)) if k not in taken_identical]
     left = [n for n, found in enumerate(chosen) if found is None]
     if left and free:
-        ranked = sorted(
-            ((n, k) for n in left for k in free),
-            key=lambda pair: (
-                likeness(file[pair[0]], stored[pair[1]]),
-                -distance(*pair),
-                -pair[0],
-                -pair[1],
-            ),
-            reverse=True,
-        )
+        score = {
+            (n, k): (likeness(file[n], stored[k]), -distance(n, k)) for n in left for k in free
+        }
+        ranked = sorted(score, key=lambda pair: (score[pair], -pair[0], -pair[1]), reverse=True)
         taken: set[int] = set()
         for n, k in ranked:
             if chosen[n] is None and k not in taken:
                 chosen[n] = k
                 taken.add(k)
+                if ambiguous is not None and file[n] != stored[k]:
+                    if any(score[n, other] == score[n, k] for other in free if other not in taken):
+                        ambiguous.add(n)
     return chosen
 
 
@@ -143,12 +144,14 @@ def pair_section(
     stored: dict[MemoryKey, list[Any]],
     memory_of: Callable[[Any], MemoryRow],
     place_of: Callable[[Any], Place] | None = None,
+    ambiguous: set[int] | None = None,
 ) -> list[int | None]:
     """For each of a section's memories (``merge._numbered``: memory, key, its place among
     its key's, its place among its title's), the index of the stored memory of
     its key it is: its place among its key's when the key has one stored memory at most,
     else ``pair_by_content``'s choice (``place_of``: a stored memory's place in its
-    section, from its start and from its end, for its ties)."""
+    section, from its start and from its end, for its ties; ``ambiguous`` gains the
+    places of the memories ``pair_by_content`` could not tell apart)."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
     twins: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
@@ -159,9 +162,14 @@ def pair_section(
         stored_places = [place_of(item) for item in stored[key]] if place_of else None
         last = len(numbered) - 1
         file_places = [(n, last - n) for n in places]
-        found = pair_by_content([numbered[n][0] for n in places], olds, file_places, stored_places)
+        unsure: set[int] = set()
+        found = pair_by_content(
+            [numbered[n][0] for n in places], olds, file_places, stored_places, unsure
+        )
         for n, index in zip(places, found, strict=True):
             chosen[n] = index
+        if ambiguous is not None:
+            ambiguous.update(places[n] for n in unsure)
     return chosen
 
 

@@ -129,7 +129,7 @@ def import_memories(
         plan = plan_import(
             grouped,
             merged.locations,
-            parsed.problems,
+            (*parsed.problems, *merged.problems),
             lines=lines,
             prune=prune,
             conflicts=merged.conflicts,

@@ -313,3 +313,42 @@ def test_an_edit_of_one_of_identical_twins_stays_on_it_whatever_changes_around_t
     assert [w for n, w in enumerate(windows) if n != edited] == [
         (2 + n, "The window is ajar.") for n in range(3) if n != edited
     ]
+
+
+def test_a_change_to_one_of_identical_twins_the_file_also_deleted_one_of_is_a_problem(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review O: ids 2 -> 3 -> 4 (live) say the same; the file deletes the first block and
+    # invalidates the live one. "Deleted 2, invalidated 4" and "invalidated 3, deleted 4"
+    # fit the file alike: id 3 was invalidated, silently, and an agent's supersession of
+    # id 4 after the export was no conflict. Which row the change is for cannot be told.
+    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
+    for _ in range(3):
+        if not store.supersede_memory(
+            *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+        ):
+            store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    text = exported(store)
+    block = (
+        '**[NOTE - PERMANENT - SUPERSEDED] Window** *(Ep1, T4, +0)*\n[Superseded at T4 by "Window"]'
+        "\n~~The window is ajar.~~\n\n"
+    )
+    live = "**[NOTE - PERMANENT] Window** *(Ep1, T4, +0)*\nThe window is ajar.\n"
+    assert block in text and live in text
+    text = text.replace(block, "", 1).replace(
+        live,
+        "**[NOTE - PERMANENT - SUPERSEDED] Window** *(Ep1, T4, +0)*\n"
+        '[Invalidated at T9: "broken"]\n~~The window is ajar.~~\n',
+    )
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is wide open.", turns="8")
+    )  # an agent, after the export
+    before = rows(store)
+    outcome = import_memories(store, text, apply=True)
+    assert not outcome.applied
+    [problem] = outcome.plan.problems
+    assert "which one cannot be told" in problem.message
+    assert rows(store) == before
+    skipped = import_memories(store, text, apply=True, skip_invalid=True)
+    assert skipped.applied or not skipped.plan.has_changes
+    assert rows(store) == before  # the rest of the file changes nothing
