@@ -238,14 +238,24 @@ def check_int(
 # (tests/test_md_rows.py) checks that they accept and refuse exactly the same values.
 
 
+def _blank_problem(what: str, value: str) -> str | None:
+    """Why ``what`` is refused as blank, or None; one with a NUL (a ``\\x00`` escape in
+    Memories.md) says that the database reads it only up to the NUL."""
+    if not blank_for_sqlite(value):
+        return None
+    if "\x00" in value:
+        return f"{what} must not be blank before its first NUL character (\\x00)"
+    return f"{what} must not be blank"
+
+
 def title_problem(value: str) -> str | None:
     """Why a title is refused beyond its length (blank to Python or to SQLite), or None."""
-    return "title must not be blank" if blank_for_sqlite(value) else None
+    return _blank_problem("title", value)
 
 
 def reason_problem(value: str) -> str | None:
     """Why an invalidation reason is refused (blank), or None."""
-    return "an invalidation reason must not be blank" if blank_for_sqlite(value) else None
+    return _blank_problem("an invalidation reason", value)
 
 
 def turns_problem(value: str) -> str | None:

@@ -329,8 +329,14 @@ class StoreCore:
                 self._invalidate()
                 anew = "the next call connects again"
             else:  # on the same connection: an in-memory database goes with its connection
-                make_ephemeral_tier(driver_of(self._conn).cursor())
-                anew = "it was made anew"
+                try:
+                    make_ephemeral_tier(driver_of(self._conn).cursor())
+                    anew = "it was made anew"
+                except Exception as failed:  # (the next call that needs it tries again)
+                    anew = (
+                        f"it could not be made anew ({first_line(failed)}); the next call "
+                        f"tries again"
+                    )
             return DatabaseUnavailable(
                 f"the ephemeral tier of {where} was gone ({first_line(exc)}: a connection "
                 f"pooler's session reset, DISCARD TEMP?); nothing was written; this agent's "

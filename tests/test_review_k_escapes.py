@@ -45,3 +45,19 @@ def test_an_escape_of_a_shown_character_is_kept_as_it_is(written: str) -> None:
     # only the characters written as escapes are read back from one: a hand-written
     # ``C:\x64`` (or any other) stays as it always was
     assert unescape(written) == written
+
+
+def test_a_reason_written_as_only_a_nul_escape_is_refused_saying_so(
+    db_path: object, mem: MakeMemory
+) -> None:
+    # review N LOW: ``\x00`` alone was refused as "must not be blank", and a reviewer who
+    # wrote something saw no reason why
+    with MemoryStore.open(db_path) as store:  # type: ignore[arg-type]
+        store.add_memory(3, "Kitchen", mem("Lamp"))
+        assert store.invalidate_memory(3, "Lamp", "gone for good", turn=9)
+        exported = render_memories_md(*store.export_snapshot())
+        assert exported.count("gone for good") == 1
+        outcome = import_memories(store, exported.replace("gone for good", "\\x00"), apply=True)
+        [problem] = outcome.plan.problems
+        assert "blank before its first NUL character (\\x00)" in str(problem)
+        assert store.memories(3, include_superseded=True)[0].invalidation_reason == "gone for good"

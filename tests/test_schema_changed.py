@@ -316,3 +316,31 @@ def test_the_toolkit_answers_false_for_a_lost_connection(
         assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room") is False
         assert toolkit.failures["store_unavailable"] == 1
         assert toolkit.add_memory("A sword above the mantel", 600, 2, 5, "Living Room")
+
+
+def test_a_lost_tier_that_cannot_be_made_anew_is_still_a_one_line_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # making the lost tier anew inside the refusal failed with the driver's own error, raised
+    # instead of memstore's one line; the next call that needs the tier tries again
+    import sqlite3
+
+    from memstore import store_core
+
+    def cannot(cursor: object) -> None:
+        raise sqlite3.OperationalError("database table is locked")
+
+    with MemoryStore.open("sqlite://") as store:
+        assert store.add_memory(3, "Kitchen", note("Sack"))
+        with store.transaction() as conn:
+            conn.exec_driver_sql("DROP TABLE ephemeral.memory_links")
+            conn.exec_driver_sql("DROP TABLE ephemeral.memories")
+        monkeypatch.setattr(store_core, "make_ephemeral_tier", cannot)
+        with pytest.raises(DatabaseUnavailable, match="could not be made anew") as raised:
+            store.add_memory(3, "Kitchen", note("Session", "ephemeral"))
+        assert "\n" not in str(raised.value) and "database table is locked" in str(raised.value)
+        monkeypatch.undo()
+        with pytest.raises(DatabaseUnavailable, match="it was made anew"):
+            store.add_memory(3, "Kitchen", note("Session", "ephemeral"))
+        assert store.add_memory(3, "Kitchen", note("Session", "ephemeral"))
+        assert [m.title for m in store.memories(3)] == ["Sack", "Session"]
