@@ -91,13 +91,14 @@ def twin_choices(
     memories: Sequence[MemoryLike],
     db_memories: dict[MemoryKey, list[MemoryLike]],
     twin_keys: set[MemoryKey],
-    rows: Mapping[int, tuple[MemoryKey, int]] | None = None,
+    rows: Mapping[int, tuple[MemoryKey, int] | None] | None = None,
 ) -> dict[int, int | None]:
     """For each memory of a section (by its place) whose key several database memories
     have, which of them it is (None: none left for it). ``rows``: the database memory a
-    memory stands for, by its place, as (its key, its index among that key's), where the
-    3-way merge knows it (``MergeResult.row_ids``): taken as it is; the others are paired
-    by what they say (``pair_by_content``) among the rest."""
+    memory stands for, by its place, as (its key, its index among that key's), or None
+    for one new in the file, where the 3-way merge knows it (``MergeResult.row_ids``):
+    taken as it is; the others are paired by what they say (``pair_by_content``) among
+    the rest."""
     if not twin_keys:
         return {}
     places: dict[MemoryKey, list[int]] = {}
@@ -108,14 +109,15 @@ def twin_choices(
     chosen: dict[int, int | None] = {}
     for key, at in places.items():
         stored = db_memories[key]
-        known = {}
+        known: dict[int, int | None] = {}
         if rows:
             for position in at:
-                row = rows.get(position)
-                if row is not None and row[0] == key:
+                if position in rows and rows[position] is None:
+                    known[position] = None  # new in the file: the merge paired it with none
+                elif (row := rows.get(position)) is not None and row[0] == key:
                     known[position] = row[1]
         rest = [position for position in at if position not in known]
-        taken = set(known.values())
+        taken = {index for index in known.values() if index is not None}
         free = [index for index in range(len(stored)) if index not in taken]
         found = pair_by_content([memories[n] for n in rest], [stored[k] for k in free])
         chosen.update(known)

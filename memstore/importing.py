@@ -243,9 +243,9 @@ def plan_import(
         rows = None
         if twin_keys and db_rows and row_ids:
             rows = {
-                place: db_rows[row_id]
+                place: None if row_id is None else db_rows[row_id]
                 for place, row_id in enumerate(row_ids.get(location_id, ()))
-                if row_id is not None and row_id in db_rows
+                if row_id is None or row_id in db_rows
             }
         twins = twin_choices(location_id, section, db_memories, twin_keys, rows)
         titled: dict[str, int] = {}  # memories so far in this section, by title

@@ -174,8 +174,10 @@ def merge_import(
     # each of the export's memories' place in its section, as the export wrote it
     base_place: dict[int, int] = {}
     section_sizes: dict[int, int] = {}
+    base_sections: dict[int, list[StoredMemory[MemoryRow]]] = {}  # in the export's order
     for stored in sorted(base.values(), key=_stored_order):
         base_by_key.setdefault(memory_key(stored.location_id, stored.memory), []).append(stored)
+        base_sections.setdefault(stored.location_id, []).append(stored)
         base_place[stored.id] = section_sizes.get(stored.location_id, 0)
         section_sizes[stored.location_id] = base_place[stored.id] + 1
 
@@ -217,7 +219,8 @@ def merge_import(
         names[location_id] = entry.location
         numbered = list(_numbered(entry))
         unsure: set[int] = set()
-        chosen = pair_section(numbered, base_by_key, _memory_of, placed, unsure)
+        section = base_sections.get(location_id, ())
+        chosen = pair_section(numbered, base_by_key, _memory_of, placed, unsure, section)
         for place, ((memory, key, _nth, title_nth), index) in enumerate(
             zip(numbered, chosen, strict=True)
         ):

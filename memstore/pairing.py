@@ -20,7 +20,14 @@ from typing import Any, Protocol, TypeVar
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey
 from memstore.md_rows import MemoryRow
 
-__all__ = ["edited_from", "likeness", "pair_by_content", "pair_section", "title_likeness"]
+__all__ = [
+    "edited_from",
+    "likeness",
+    "pair_by_content",
+    "pair_section",
+    "sure_alignment",
+    "title_likeness",
+]
 
 
 class _HasRow(Protocol):
@@ -145,32 +152,131 @@ def pair_section(
     memory_of: Callable[[Any], MemoryRow],
     place_of: Callable[[Any], Place] | None = None,
     ambiguous: set[int] | None = None,
+    section: Sequence[Any] = (),
 ) -> list[int | None]:
     """For each of a section's memories (``merge._numbered``: memory, key, its place among
     its key's, its place among its title's), the index of the stored memory of
     its key it is: its place among its key's when the key has one stored memory at most,
-    else ``pair_by_content``'s choice (``place_of``: a stored memory's place in its
-    section, from its start and from its end, for its ties; ``ambiguous`` gains the
-    places of the memories ``pair_by_content`` could not tell apart)."""
+    else the export's twin that every best alignment of the section with the export's
+    (``section``: its stored memories in the export's order; ``sure_alignment``) pairs it
+    with, else ``pair_by_content``'s choice among the twins left (``place_of``: a stored
+    memory's place in its section, from its start and from its end, for its ties;
+    ``ambiguous`` gains the places of the memories ``pair_by_content`` could not tell
+    apart)."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
     twins: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
         if len(stored.get(key, ())) > 1:
             twins.setdefault(key, []).append(n)
+    sure: dict[int, int | None] = {}
+    unaligned: set[int] = set()  # ids of the export's memories no best alignment pairs
+    if twins and section and len(numbered) * len(section) <= ALIGN_CELLS:
+        sure, lone = sure_alignment([row[0] for row in numbered], [memory_of(s) for s in section])
+        unaligned = {id(section[j]) for j in lone}
+    last = len(numbered) - 1
     for key, places in twins.items():
-        olds = [memory_of(item) for item in stored[key]]
-        stored_places = [place_of(item) for item in stored[key]] if place_of else None
-        last = len(numbered) - 1
-        file_places = [(n, last - n) for n in places]
-        unsure: set[int] = set()
-        found = pair_by_content(
-            [numbered[n][0] for n in places], olds, file_places, stored_places, unsure
-        )
-        for n, index in zip(places, found, strict=True):
-            chosen[n] = index
-        if ambiguous is not None:
-            ambiguous.update(places[n] for n in unsure)
+        index_of = {id(item): k for k, item in enumerate(stored[key])}
+        free = set(range(len(stored[key])))
+        # unpaired in every best alignment: a twin added, or moved (then one of the
+        # export's twins no best alignment pairs either is it)
+        added: list[int] = []
+        rest: list[int] = []
+        for n in places:
+            chosen[n] = None
+            j = sure.get(n, -1)
+            index = None if j is None or j < 0 else index_of.get(id(section[j]))
+            if index is not None:
+                chosen[n] = index
+                free.discard(index)
+            else:
+                (added if j is None else rest).append(n)
+        for group, moved_only in ((added, True), (rest, False)):
+            left = sorted(k for k in free if not moved_only or id(stored[key][k]) in unaligned)
+            if not group or not left:
+                continue
+            olds = [memory_of(stored[key][k]) for k in left]
+            stored_places = [place_of(stored[key][k]) for k in left] if place_of else None
+            file_places = [(n, last - n) for n in group]
+            unsure: set[int] = set()
+            found = pair_by_content(
+                [numbered[n][0] for n in group],
+                olds,
+                file_places,
+                stored_places,
+                unsure,
+            )
+            for n, index in zip(group, found, strict=True):
+                chosen[n] = None if index is None else left[index]
+                if index is not None:
+                    free.discard(left[index])
+            if ambiguous is not None:
+                ambiguous.update(group[n] for n in unsure)
     return chosen
+
+
+#: the largest section (the file's memories times the export's) that ``pair_section``
+#: aligns whole (a quadratic table); a larger one pairs its twins by content and place
+ALIGN_CELLS = 100_000
+
+
+def sure_alignment(
+    file: Sequence[MemoryRow], base: Sequence[MemoryRow]
+) -> tuple[dict[int, int | None], set[int]]:
+    """What every best order-preserving alignment of one section's memories in the file
+    with the export's makes of a file memory: paired with one of the export's (file index
+    -> base index), or unpaired (None); with it, the export's memories that no best
+    alignment pairs (deleted, or moved). A pair scores most when the two are identical,
+    less when they share a key (an edit), least when they share only their text (a
+    retitle, or other turns); a memory may stay unpaired (added or deleted). Order tells
+    twins apart where what they say cannot: a reviewer who retitles one twin away and adds
+    another leaves the rest where they were. A memory that the best alignments pair
+    otherwise, or leave unpaired in one of them, is left out (moved blocks, or two
+    readings that fit alike)."""
+    n, m = len(file), len(base)
+    step = min(n, m) + 1  # (an identical pair's extra 1 only breaks ties)
+    by_row: dict[MemoryRow, list[int]] = {}
+    by_key: dict[tuple[str, int, str], list[int]] = {}
+    by_text: dict[str, list[int]] = {}
+    for j, row in enumerate(base):
+        by_row.setdefault(row, []).append(j)
+        by_key.setdefault((row.title, row.episode, row.turns), []).append(j)
+        by_text.setdefault(row.text, []).append(j)
+    weights: list[dict[int, int]] = []
+    for row in file:
+        weight = dict.fromkeys(by_text.get(row.text, ()), step)
+        weight.update(dict.fromkeys(by_key.get((row.title, row.episode, row.turns), ()), 2 * step))
+        weight.update(dict.fromkeys(by_row.get(row, ()), 4 * step + 1))
+        weights.append(weight)
+    ahead = [[0] * (m + 1) for _ in range(n + 1)]  # best of file[:i] with base[:j]
+    for i in range(n):
+        before, row_now, weight = ahead[i], ahead[i + 1], weights[i]
+        for j in range(m):
+            best = max(before[j + 1], row_now[j])
+            if j in weight:
+                best = max(best, before[j] + weight[j])
+            row_now[j + 1] = best
+    behind = [[0] * (m + 1) for _ in range(n + 1)]  # best of file[i:] with base[j:]
+    for i in range(n - 1, -1, -1):
+        after, row_now, weight = behind[i + 1], behind[i], weights[i]
+        for j in range(m - 1, -1, -1):
+            best = max(after[j], row_now[j + 1])
+            if j in weight:
+                best = max(best, after[j + 1] + weight[j])
+            row_now[j] = best
+    total = ahead[n][m]
+    sure: dict[int, int | None] = {}
+    ever_paired: set[int] = set()
+    for i in range(n):
+        unpaired = any(ahead[i][j] + behind[i + 1][j] == total for j in range(m + 1))
+        paired = [
+            j for j, w in weights[i].items() if ahead[i][j] + w + behind[i + 1][j + 1] == total
+        ]
+        ever_paired.update(paired)
+        if len(paired) == 1 and not unpaired:
+            sure[i] = paired[0]
+        elif unpaired and not paired:
+            sure[i] = None
+    return sure, set(range(m)) - ever_paired
 
 
 def title_likeness(title: str, other: str) -> float:
@@ -194,8 +300,13 @@ def edited_from(
     is a conflict, not a live copy of what an agent retired), and the others as likely are
     added to ``tied``: the file may have renamed any of them, so none is pruned for it.
     Each is taken once."""
-    if level == 0:
-        found = [n for n, was in enumerate(dropped) if was.memory.title == memory.title]
+    if level == 0:  # (not one of its key: the pairing of twins found it another's)
+        found = [
+            n
+            for n, was in enumerate(dropped)
+            if was.memory.title == memory.title
+            and (was.memory.episode, was.memory.turns) != (memory.episode, memory.turns)
+        ]
     else:
         found = [n for n, was in enumerate(dropped) if was.memory.text == memory.text]
     if not found:

@@ -352,3 +352,84 @@ def test_a_change_to_one_of_identical_twins_the_file_also_deleted_one_of_is_a_pr
     skipped = import_memories(store, text, apply=True, skip_invalid=True)
     assert skipped.applied or not skipped.plan.has_changes
     assert rows(store) == before  # the rest of the file changes nothing
+
+
+def test_a_twin_retitled_away_and_another_added_leave_the_other_twins_on_their_rows(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review O MEDIUM: ids 2 -> 3 -> 4 -> 5 (live) say the same. The file retitles the
+    # first superseded block to "Pane", edits the third's text and adds a new superseded
+    # "Window" at the end: as many twins as exported, so each was paired by its place among
+    # its key's, and the import silently rewrote the rows (the new text on id 2, the edit
+    # on id 3 and not id 4, "Pane" a new row). The section is now aligned whole with the
+    # export: the edit lands on id 4, and the retitle is a problem asking for --prune.
+    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    for _ in range(3):
+        assert store.supersede_memory(
+            *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+        )
+    store.add_memory(*KITCHEN, mem("Bottom", text="y", turns="6"))
+    text = exported(store)
+    block = (
+        '**[NOTE - PERMANENT - SUPERSEDED] Window** *(Ep1, T4, +0)*\n[Superseded at T4 by "Window"]'
+        "\n~~The window is ajar.~~\n\n"
+    )
+    assert text.count(block) == 3
+    first, third = text.index(block), text.rindex(block)
+    text = (
+        text[:first]
+        + block.replace("] Window**", "] Pane**")
+        + text[first + len(block) : third]
+        + block.replace("ajar.~~", "ajar (reviewed).~~")
+        + text[third + len(block) :]
+    )
+    text = text.replace("\n---", "\n" + block.replace("The window is ajar.", "Shut.") + "---")
+    before = rows(store)
+    outcome = import_memories(store, text, apply=True)
+    assert not outcome.applied and rows(store) == before
+    assert sorted(p.message.split(" at location")[0] for p in outcome.plan.problems) == [
+        "memory 'Pane'",
+        "memory 'Window' (Ep1, T4)",
+    ]
+    assert all("--prune" in p.message for p in outcome.plan.problems)
+    run(store, text, prune=True, force=True)  # (one of six deleted: over --prune's 10%)
+    after = {row[0]: row[1:3] for row in rows(store)}
+    assert 2 not in after  # the retitled block's row, replaced by "Pane"
+    assert after[3] == ("Window", "The window is ajar.")
+    assert after[4] == ("Window", "The window is ajar (reviewed).")
+    assert after[5] == ("Window", "The window is ajar.")
+    assert sorted(after[n] for n in after if n > 6) == [
+        ("Pane", "The window is ajar."),
+        ("Window", "Shut."),
+    ]
+
+
+def test_the_sure_alignment_pairs_only_what_every_best_alignment_pairs() -> None:
+    from memstore.md_rows import MemoryRow
+    from memstore.models import Category, Persistence, Status
+    from memstore.pairing import sure_alignment
+
+    def row(title: str, text: str = "The window is ajar.") -> MemoryRow:
+        return MemoryRow(
+            Category.NOTE, title, text, 1, "4", None, Persistence.PERMANENT,
+            Status.SUPERSEDED, "Window", 4, 1, None,
+        )  # fmt: skip
+
+    other, bottom, window = row("Other", "x"), row("Bottom", "y"), row("Window")
+    base = [other, window, window, window, bottom]
+    edited = row("Window", "The window is ajar (reviewed).")
+    # the first twin retitled, the third edited, one added at the end
+    file = [other, row("Pane"), window, edited, bottom, row("Window", "Shut.")]
+    pairs, lone = sure_alignment(file, base)
+    assert pairs == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: None} and lone == set()
+    # one of identical twins deleted: which one cannot be told, so neither is sure
+    pairs, lone = sure_alignment([other, window, window, bottom], base)
+    assert pairs == {0: 0, 3: 4} and lone == set()
+    # a memory moved to the top, past two others: no best alignment pairs it
+    moved, kept = row("Window", "Moved."), row("Kept", "z")
+    pairs, lone = sure_alignment([moved, other, kept, bottom], [other, kept, moved, bottom])
+    assert pairs == {0: None, 1: 0, 2: 1, 3: 3} and lone == {2}
+    # past one: two readings fit alike (the other moved down), and neither is sure
+    pairs, lone = sure_alignment([moved, other, bottom], [other, moved, bottom])
+    assert pairs == {2: 2} and lone == set()
