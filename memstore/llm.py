@@ -129,14 +129,28 @@ def checked_usage(source: object, *, with_cost: bool = True) -> UsageNumbers:
     return UsageNumbers(prompt, completion, total, cost, tuple(refused))
 
 
-def last_usage_of(llm: object) -> tuple[UsageNumbers, tuple[str, ...]] | None:
+def usage_mark(llm: object) -> object:
+    """Before a call: what ``llm``'s ``last_usage`` holds now, set to None where it can be
+    (an injected callable that raises cannot clear its own). ``last_usage_of`` given it
+    reads a usage still there after the call as the previous call's, never this one's."""
+    before = _reported(llm, "last_usage")
+    if before is not None and before is not _UNREADABLE and not isinstance(llm, Mapping):
+        try:
+            llm.last_usage = None  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a read-only one: compared by identity instead
+            pass
+    return before
+
+
+def last_usage_of(llm: object, since: object = None) -> tuple[UsageNumbers, tuple[str, ...]] | None:
     """What ``llm`` says its last call used (its ``last_usage``: an LLMUsage, or any
     object or mapping with the same names), checked (``checked_usage``), and the numbers
     refused before (an LLMUsage's ``refused``: LiteLLMCompletion dropped them from the
-    server's answer); None when it says nothing. A ``last_usage`` that cannot be read is
-    refused whole."""
+    server's answer); None when it says nothing, or still holds ``since`` (``usage_mark``:
+    the usage of a call before this one). A ``last_usage`` that cannot be read is refused
+    whole."""
     usage = _reported(llm, "last_usage")
-    if usage is None:
+    if usage is None or (since is not None and usage is since):
         return None
     if usage is _UNREADABLE:
         return UsageNumbers(refused=("last_usage",)), ()

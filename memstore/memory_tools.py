@@ -63,8 +63,8 @@ from memstore.tool_text import (
     EMPTY_LOCATION,
     EMPTY_QUESTION,
     LOCATION_NUMBER,
-    MAX_ARGUMENT_CHARS,
     MAX_LOCATION_ID,
+    MAX_QUESTION_CHARS,
     MAX_SHOWN_ANSWER_CHARS,
     MAX_TOP_LIMIT,
     NO_MAP,
@@ -82,6 +82,7 @@ from memstore.tool_text import (
     memory_place,
     one_line,
     parse_query_answer,
+    read_arguments,
     room_name,
     shown,
     unknown_location,
@@ -261,6 +262,12 @@ class MemoryToolkit:
         if not isinstance(question, str) or not (question := plain_str("", question)).strip():
             return EMPTY_QUESTION
         question = question.strip()
+        if len(question) > MAX_QUESTION_CHARS:  # (never sent to a paid model whole)
+            self.failures["refused"] += 1
+            return (
+                f"Error: the question is {len(question):,} characters; at most "
+                f"{MAX_QUESTION_CHARS:,}."
+            )
         memories = self.memories.top(self.max_query_memories)
         if not memories:
             return NO_MEMORIES_TO_SEARCH
@@ -347,9 +354,15 @@ class MemoryToolkit:
         return f"{header}\n{summary}"
 
     def _ask_model(self, messages: list[dict[str, str]]) -> Any:
-        """The query model's answer, within ``self.timeout`` (or the deadline ``call_tool``
-        was given, if earlier): LLMDeadlineExceeded otherwise. A failure is counted by kind
+        """The query model's answer (a str subclass as the plain str it holds: its own
+        methods never run), within ``self.timeout`` (or the deadline ``call_tool`` was
+        given, if earlier): LLMDeadlineExceeded otherwise. A failure is counted by kind
         (classify_llm_exception) and raised."""
+        answer = self._answer_of(messages)
+        return plain_str("", answer) if isinstance(answer, str) else answer
+
+    def _answer_of(self, messages: list[dict[str, str]]) -> Any:
+        """The query model's answer as it came (``_ask_model``)."""
         assert self.llm is not None
         seconds = self.timeout
         if self._deadline is not None:
@@ -463,37 +476,9 @@ class MemoryToolkit:
         if not isinstance(name, str) or (name := plain_str("", name)) not in TOOL_NAMES:
             shown = repr(name)[:100]
             return f"Error: unknown tool {shown}. Available tools: {', '.join(TOOL_NAMES)}."
+        arguments = read_arguments(name, arguments)
         if isinstance(arguments, str):
-            arguments = plain_str("", arguments)
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, str):
-            if len(arguments) > MAX_ARGUMENT_CHARS:
-                return (
-                    f"Error: the arguments for {name} are {len(arguments):,} characters, "
-                    f"more than the {MAX_ARGUMENT_CHARS:,} allowed."
-                )
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                return f"Error: the arguments for {name} are not valid JSON ({exc.msg})."
-            except RecursionError:
-                return f"Error: the arguments for {name} are nested too deeply."
-            except ValueError as exc:  # an integer longer than int's digit limit
-                return f"Error: the arguments for {name} hold a bad value ({exc})."
-        if not isinstance(arguments, dict):
-            return f"Error: the arguments for {name} must be a JSON object."
-        arguments = {plain_str("", k) if isinstance(k, str) else k: v for k, v in arguments.items()}
-        schema = TOOL_SCHEMAS[TOOL_NAMES.index(name)]["function"]["parameters"]
-        unknown = sorted(
-            repr(key)[:100] if not isinstance(key, str) else key[:100]
-            for key in set(arguments) - set(schema["properties"])
-        )
-        if unknown:
-            return f"Error: {name} has no argument(s) {', '.join(unknown)}."
-        missing = [key for key in schema["required"] if key not in arguments]
-        if missing:
-            return f"Error: {name} needs the argument(s) {', '.join(missing)}."
+            return arguments
         tool: Callable[..., str] = getattr(self, name)
         # an argument named like a Python keyword ("from") is the method's "from_"
         return tool(**{f"{k}_" if keyword.iskeyword(k) else k: v for k, v in arguments.items()})

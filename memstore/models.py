@@ -160,6 +160,17 @@ def check_location_name(value: object, name: str = "location_name") -> str:
     return text
 
 
+#: a line break or another control character (C0, DEL, C1, the Unicode line separators)
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def on_one_line(text: str) -> str:
+    """``text`` as a view or prompt shows it: each run of line breaks and other control
+    characters one space, so a memory's text or title never makes a line of its own (one
+    a model wrote could pass for another memory, or the prompt's own words)."""
+    return text if text.isprintable() else CONTROL_CHARACTERS.sub(" ", text)
+
+
 def title_spelling(title: str) -> str:
     """A title as a reader sees it: Unicode NFC, runs of whitespace one space. An editor
     that normalises a file, or turns tabs to spaces, changes a title's characters but not

@@ -36,7 +36,14 @@ from memstore.busy_buffer import PROVISIONAL_EPISODES
 from memstore.config import MAX_HISTORY_WINDOW
 from memstore.llm_agent import MAX_OBSERVATION_CHARS
 from memstore.map_events import ACTION_KEY_MAX
-from memstore.models import LOCATION_NAME_MAX, Category, Memory, Persistence, Status
+from memstore.models import (
+    LOCATION_NAME_MAX,
+    Category,
+    Memory,
+    Persistence,
+    Status,
+    on_one_line,
+)
 from memstore.retrieval import CUT_MARK, left_out_line
 from memstore.synthesis import MAX_INVALIDATES, MAX_SUPERSEDES
 from memstore.tokens import grapheme_end
@@ -114,12 +121,12 @@ def cut(text: str, limit: int) -> str:
 
 def _memory_lines(handle: int, memory: Memory, episode: int | None) -> list[str]:
     lines = [
-        f"[{handle}] [{memory.category.value}] {memory.title} "
+        f"[{handle}] [{memory.category.value}] {on_one_line(memory.title)} "
         f"({memory.status.value}, {memory.persistence.value}, {_tier(memory.persistence)}, "
         f"{_played(memory, episode)}, turn {memory.turns})"
     ]
     if memory.text:
-        lines.append(f"    {cut(memory.text, MAX_SHOWN_MEMORY_CHARS)}")
+        lines.append(f"    {cut(on_one_line(memory.text), MAX_SHOWN_MEMORY_CHARS)}")
     if memory.status is Status.SUPERSEDED:
         lines.append("    (already SUPERSEDED: do not supersede or invalidate it again)")
     return lines

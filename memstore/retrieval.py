@@ -42,6 +42,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from memstore.errors import DamagedDatabase
+from memstore.models import on_one_line
 from memstore.tokens import count_tokens, text_prefix
 
 TENTATIVE_HEADER = "⚠️  TENTATIVE MEMORIES (unconfirmed, may be invalidated):"
@@ -92,7 +93,7 @@ def group(category: str, persistence: str, status: str) -> int:
 
 
 def _head(row: ContextRow) -> str:
-    head = f"[{row.category}] {row.title}: "
+    head = f"[{row.category}] {on_one_line(row.title)}: "
     return f"  {head}" if row.status == "TENTATIVE" else head
 
 
@@ -106,8 +107,8 @@ def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewR
             f"a stored memory cannot be read (title {str(row.title)[:60]!r}: persistence "
             f"{str(row.persistence)[:30]!r}); run `memstore check` to list what is damaged"
         )
-    head = _head(row)
-    line = f"{head}{row.text}{MARKERS[row.persistence] if markers else ''}"
+    head, text = _head(row), on_one_line(row.text)
+    line = f"{head}{text}{MARKERS[row.persistence] if markers else ''}"
     return ViewRow(
         (group(row.category, row.persistence, row.status), -tier, -memory_id),
         (tier, memory_id),
@@ -116,7 +117,7 @@ def view_row(tier: int, memory_id: int, row: ContextRow, markers: bool) -> ViewR
         line,
         count_tokens(line) + 1,  # +1 for the newline
         len(head),
-        len(head) + len(row.text),
+        len(head) + len(text),
     )
 
 

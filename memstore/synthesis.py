@@ -27,7 +27,7 @@ from memstore.errors import (  # noqa: F401 - importable from here too
     SynthesisError,
     SynthesisErrorKind,
 )
-from memstore.models import Category, Memory, Persistence, Status, title_spelling
+from memstore.models import Category, Memory, Persistence, Status, plain_str, title_spelling
 from memstore.shown_memories import ShownMemories, ShownRows, ShownTitle
 
 # the answer's schema and parsing (memstore.synthesis_answer), importable from here too
@@ -123,6 +123,7 @@ def synthesize(
             SynthesisErrorKind.PROVIDER_ERROR,
             f"the LLM callable returned {type(raw).__name__}, expected str",
         )
+    raw = plain_str("the LLM's answer", raw)  # (a str subclass's own methods never run)
     try:
         return raw, parse_synthesis_answer(raw)
     except AnswerError as exc:
@@ -189,7 +190,8 @@ class SynthesisDecision:
     ``forbidden_supersessions`` (core/permanent titles a new
     ephemeral memory tried to supersede), ``already_superseded`` (references to memories
     already SUPERSEDED), ``conflicting_references`` (a memory both superseded and
-    invalidated: kept superseded). ``duplicate_title`` means the new memory repeated the
+    invalidated, once resolved: the runner refuses the answer as the validator does when
+    both lists name it alike). ``duplicate_title`` means the new memory repeated the
     title of an existing memory it does not supersede, as a reader reads it
     (``title_spelling``: Unicode NFC, runs of whitespace one space), and was dropped; a
     title of a live memory the prompt did not show is no duplicate: the new memory

@@ -23,7 +23,14 @@ from pydantic import (
 )
 
 from memstore.errors import AnswerError, SynthesisErrorKind
-from memstore.models import Category, Persistence, Status, blank_for_sqlite, unstorable_text
+from memstore.models import (
+    CONTROL_CHARACTERS,
+    Category,
+    Persistence,
+    Status,
+    blank_for_sqlite,
+    unstorable_text,
+)
 
 #: Spec limits: a synthesis touches few memories at once.
 MAX_SUPERSEDES = 3
@@ -217,6 +224,11 @@ class MemorySynthesisResponse(BaseModel):
                 raise ValueError(
                     "memory_title shows nothing: it holds only invisible format characters "
                     "(zero-width spaces and the like)"
+                )
+            if CONTROL_CHARACTERS.search(self.memory_title or ""):
+                raise ValueError(
+                    "memory_title must be one line: no line breaks or other control "
+                    "characters (a title is shown on a line of its own)"
                 )
             if self.status is Status.SUPERSEDED:
                 raise ValueError(

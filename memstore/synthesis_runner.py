@@ -26,7 +26,7 @@ from typing import Any
 from memstore.busy_buffer import BusyBuffer
 from memstore.commit_doubt import CommitDoubt
 from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
-from memstore.llm import last_usage_of
+from memstore.llm import last_usage_of, usage_mark
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages, listed_handles
 from memstore.recorder import record_offline
@@ -189,16 +189,22 @@ class SynthesisRunner:
                 turn=turn,
                 episode=episode,
             )
+            before = usage_mark(self.llm)  # (a failed call leaves the last one's there)
             try:
                 raw, answer = synthesize(self.llm, messages)
             except SynthesisError as exc:
-                self._count_usage(entry)  # a failed call's tokens were spent too
+                self._count_usage(entry, before)  # a failed call's tokens were spent too
                 self._record_failure(exc, entry, started, where)
                 return None
-            self._count_usage(entry)
+            self._count_usage(entry, before)
         entry.latency_ms = (time.perf_counter() - started) * 1000
         listed = None if self.llm is None else listed_handles(existing, episode)
         decision = resolve_decision(answer, existing, first_visit, listed)
+        if decision.conflicting_references:  # the answer's rule, on the memories it names
+            both = ", ".join(repr(title) for title in decision.conflicting_references)
+            refused = ValueError(f"a memory cannot be both superseded and invalidated: {both}")
+            self._record_failure(_schema_failure("the answer", refused, raw), entry, started, where)
+            return None
         self._count_guards(decision)
         entry.raw_answer = loggable_text(raw)
         entry.decision = raw if self.llm is None else answer.model_dump_json()
@@ -372,13 +378,14 @@ class SynthesisRunner:
                 decision.hallucinated_references,
             )
 
-    def _count_usage(self, entry: DecisionLog) -> None:
+    def _count_usage(self, entry: DecisionLog, before: object = None) -> None:
         """Count and log what the call used, as the model callable reports it (its
         ``last_usage``): only numbers the decision log holds. One it cannot (an injected
         callable's, or the server's that LiteLLMCompletion dropped) is left out and the
         call counted (``counters["usage_refused"]``); the first one the callable reported
-        is logged here (LiteLLMCompletion logs the server's itself)."""
-        reported = last_usage_of(self.llm)
+        is logged here (LiteLLMCompletion logs the server's itself). ``before``: what it
+        reported before this call (``usage_mark``), not this call's."""
+        reported = last_usage_of(self.llm, before)
         if reported is None:
             return
         usage, refused_before = reported

@@ -5,13 +5,14 @@ and the parsing of the query model's answer. Pure functions and constants, no I/
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from memstore.flagged import FlaggedMemory
 from memstore.map_graph import Room
-from memstore.models import INT64_MAX
+from memstore.models import INT64_MAX, plain_str
 
 MAX_TOP_LIMIT = 20
 DEFAULT_TOP_LIMIT = 10
@@ -28,8 +29,11 @@ MAX_SHOWN_QUESTION_CHARS = 300
 MAX_SHOWN_CITATIONS = 20
 #: at most this many memories (the most important) are shown to the query LLM
 DEFAULT_MAX_QUERY_MEMORIES = 200
-#: the longest tool-call arguments read (characters of JSON)
+#: the longest tool-call arguments read (characters of JSON), and the longest text
+#: argument, whatever form the arguments came in
 MAX_ARGUMENT_CHARS = 100_000
+#: the longest question ``query_memories`` sends the query model
+MAX_QUESTION_CHARS = 2_000
 #: SQLite's largest integer: no location number is larger
 MAX_LOCATION_ID = INT64_MAX
 #: a cited memory number longer than this is no memory's (and int() would refuse a long one)
@@ -122,6 +126,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                     "question": {
                         "type": "string",
                         "description": "A natural-language question about what you remember.",
+                        "maxLength": MAX_QUESTION_CHARS,
                     }
                 },
                 "required": ["question"],
@@ -352,3 +357,48 @@ def unknown_location(asked: str) -> str:
         f"No memories recorded for '{asked}'. Either you haven't been there or nothing "
         "important was noted."
     )
+
+
+def read_arguments(name: str, arguments: object) -> dict[str, Any] | str:
+    """The arguments a model gave tool ``name`` (one of TOOL_NAMES): a dict, or its JSON
+    string, each key a plain str (memstore.models.plain_str), checked against the tool's
+    schema (no unknown, none missing) and bounded (MAX_ARGUMENT_CHARS, for the JSON string
+    and for each text, whatever form they came in); or the error string to answer."""
+    if isinstance(arguments, str):
+        arguments = plain_str("", arguments)
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    if isinstance(arguments, str):
+        if len(arguments) > MAX_ARGUMENT_CHARS:
+            return (
+                f"Error: the arguments for {name} are {len(arguments):,} characters, "
+                f"more than the {MAX_ARGUMENT_CHARS:,} allowed."
+            )
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return f"Error: the arguments for {name} are not valid JSON ({exc.msg})."
+        except RecursionError:
+            return f"Error: the arguments for {name} are nested too deeply."
+        except ValueError as exc:  # an integer longer than int's digit limit
+            return f"Error: the arguments for {name} hold a bad value ({exc})."
+    if not isinstance(arguments, dict):
+        return f"Error: the arguments for {name} must be a JSON object."
+    arguments = {plain_str("", k) if isinstance(k, str) else k: v for k, v in arguments.items()}
+    schema = TOOL_SCHEMAS[TOOL_NAMES.index(name)]["function"]["parameters"]
+    unknown = sorted(
+        repr(key)[:100] if not isinstance(key, str) else key[:100]
+        for key in set(arguments) - set(schema["properties"])
+    )
+    if unknown:
+        return f"Error: {name} has no argument(s) {', '.join(unknown)}."
+    missing = [key for key in schema["required"] if key not in arguments]
+    if missing:
+        return f"Error: {name} needs the argument(s) {', '.join(missing)}."
+    long = [k for k, v in arguments.items() if isinstance(v, str) and len(v) > MAX_ARGUMENT_CHARS]
+    if long:  # (arguments given as a dict: the JSON string's bound, per text)
+        return (
+            f"Error: the argument {long[0]} for {name} is more than the "
+            f"{MAX_ARGUMENT_CHARS:,} characters allowed."
+        )
+    return arguments
