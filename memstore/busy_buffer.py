@@ -188,7 +188,7 @@ class BusyBuffer(EpisodeNumbering):
             return ""
         return (
             f"; what the turns write waits for it, tried again in {self._delay:g} s (until "
-            f"then no turn asks the server; the turn that tries waits at most the connect "
+            f"then no turn asks the database; the turn that tries waits at most the connect "
             f"or answer timeout)"
         )
 

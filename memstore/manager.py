@@ -213,7 +213,7 @@ class SimpleMemoryManager(ManagerReads):
         if not written and buffer.unavailable is not None:
             raise DatabaseUnavailable(
                 f"{buffer.unavailable}; what waits stays in this manager (flush again once the "
-                f"server answers; it is lost if the process ends first)"
+                f"database answers; it is lost if the process ends first)"
             ) from buffer.unavailable
         return written
 

@@ -125,12 +125,24 @@ def unstorable_text(value: str) -> str | None:
     text; a lone surrogate: not Unicode, so not UTF-8), or None."""
     if "\x00" in value:
         return "holds a NUL character, which the database cannot store"
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "is not valid Unicode text (it holds a lone surrogate)"
+    if lone_surrogate(value):
+        return NOT_UNICODE
     return None
+
+
+NOT_UNICODE = "is not valid Unicode text (it holds a lone surrogate)"
+
+
+def lone_surrogate(value: str) -> bool:
+    """Whether ``value`` holds a lone surrogate (not Unicode, so not UTF-8: no database
+    stores it)."""
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def plain_str(name: str, value: object) -> str:

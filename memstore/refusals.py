@@ -108,3 +108,28 @@ def one_line(exc: BaseException) -> str:
     """A driver error's own message, on one line (SQLAlchemy's wrapper and SQL left out)."""
     orig = getattr(exc, "orig", None) or exc
     return " ".join(str(orig).split()) or type(orig).__name__
+
+
+#: SQLite's result codes (and their extended forms) for a write with no room or an I/O
+#: failure (memstore.cli_errors names the same codes about the file or the machine)
+_FULL_SQLITE = ("SQLITE_FULL", "SQLITE_IOERR")
+#: PostgreSQL's: disk_full, io_error
+_FULL_SQLSTATES = ("53100", "58030")
+
+
+def storage_full(exc: BaseException) -> str | None:
+    """``message (CODE)`` when ``exc`` (or the driver error a SQLAlchemy error wraps) says
+    the database had no room for a write or could not do its I/O (SQLite's SQLITE_FULL and
+    SQLITE_IOERR, PostgreSQL's disk_full and io_error), as the command line prints them;
+    else None. Only the message's first line is kept (a server's later lines may quote
+    the statement)."""
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlite_errorname", None)
+    if isinstance(code, str) and code.startswith(_FULL_SQLITE):
+        shown = code
+    else:
+        code = getattr(orig, "sqlstate", None)
+        if code not in _FULL_SQLSTATES:
+            return None
+        shown = f"SQLSTATE {code}"
+    return f"{first_line(orig)} ({shown})"

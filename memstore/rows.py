@@ -21,6 +21,8 @@ from memstore.md_rows import MemoryRow, memory_of_row, memory_row_of, memory_row
 from memstore.models import (
     INT64_MAX,
     MAX_EPISODE,
+    NOT_UNICODE,
+    TEXT_MAX,
     Category,
     LocationInfo,
     Memory,
@@ -31,6 +33,7 @@ from memstore.models import (
     check_location_id,
     check_location_name,
     format_turns,
+    lone_surrogate,
     parse_turns,
     plain_str,
 )
@@ -93,10 +96,19 @@ def check_clock(location_name: object, episode: object, turn: object) -> str:
 
 
 def check_reason(reason: object) -> str:
-    """The reason of an invalidation, as a plain str (``plain_str``)."""
+    """The reason of an invalidation an agent gives, as a plain str (``plain_str``): at
+    most TEXT_MAX characters (a memory's text's bound; a stored row is read whatever its
+    reason's length) and Unicode; a one-line ValueError otherwise."""
     if not isinstance(reason, str) or blank_for_sqlite(reason):
         raise ValueError("an invalidation needs a non-empty reason")
-    return plain_str("reason", reason)
+    reason = plain_str("reason", reason)
+    if len(reason) > TEXT_MAX:
+        raise ValueError(
+            f"an invalidation reason is {len(reason):,} characters; at most {TEXT_MAX:,}"
+        )
+    if lone_surrogate(reason):
+        raise ValueError(f"an invalidation reason {NOT_UNICODE}")
+    return reason
 
 
 def titles_of(memory_titles: Iterable[str]) -> list[str]:

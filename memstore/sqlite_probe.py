@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew, StorageFull
 from memstore.migrations_dir import known_revisions
-from memstore.refusals import failure_kind, store_busy
+from memstore.refusals import failure_kind, storage_full, store_busy
 from memstore.schema import HEAD_REVISION, metadata
 
 __all__ = [
@@ -99,7 +99,7 @@ def _read_schema(
     except sqlite3.DatabaseError as exc:
         if failure_kind(exc) == "busy":  # a writer's EXCLUSIVE lock (no WAL): not damage
             raise store_busy(str(path)) from exc
-        full = _storage_full(exc)
+        full = storage_full(exc)
         if full is not None:  # no room for the -shm file, an I/O error: not damage either
             raise StorageFull(
                 f"{path} could not be read: the disk is full or failing ({full}); the "
@@ -121,14 +121,6 @@ def _read_schema(
             f"UTF-8); left untouched"
         ) from exc
     return tables, single_revision(str(path), [row[0] for row in rows]), columns
-
-
-def _storage_full(exc: BaseException) -> str | None:
-    """memstore.store_core.storage_full (SQLITE_FULL, SQLITE_IOERR and their extended
-    codes), imported here when needed: store_core imports the connection layer."""
-    from memstore.store_core import storage_full
-
-    return storage_full(exc)
 
 
 def single_revision(path: str, revisions: list[object]) -> str | None:

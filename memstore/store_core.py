@@ -39,6 +39,7 @@ from memstore.connection import (
     store_transaction_begin,
     upgrade_to_write,
 )
+from memstore.db_file import FileId, check_same_file, file_id
 from memstore.ddl import persistent_ddl
 from memstore.dialect import holds_integer
 from memstore.errors import (
@@ -54,7 +55,7 @@ from memstore.executor import TRACERS
 from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
 from memstore.pg_connection import answer_watch
-from memstore.refusals import failure_kind, first_line, one_line, store_busy
+from memstore.refusals import failure_kind, first_line, one_line, storage_full, store_busy
 from memstore.retrieval import EXITS_RESERVE
 from memstore.schema import (
     HEAD_REVISION,
@@ -106,6 +107,7 @@ class StoreCore:
             self.config.token_budget, EXITS_RESERVE if self.config.map_exits_line else 0
         )
         self._live_cache: dict[int, ShownMemories] = {}
+        self._file: FileId | None = None  # (set once open: below)
         limit = answer_limit(busy_timeout_s, answer_timeout_s)
         is_new = check_existing(target, answer_timeout_s=limit, busy_timeout_s=busy_timeout_s)
         if read_only and is_new and (target.path is not None or target.is_server):
@@ -132,6 +134,8 @@ class StoreCore:
             if is_new:
                 self._create_schema()
             self.current_episode = self._max_episode()
+            #: the database file this store opened (memstore.db_file): each write checks it
+            self._file = None if target.path is None else file_id(target.path)
         except BaseException:
             self._dispose()  # a store that failed to open keeps no connection or thread
             raise
@@ -281,6 +285,8 @@ class StoreCore:
             try:
                 try:
                     begin_transaction(conn, begin)
+                    if self._file is not None and begin != "BEGIN":
+                        check_same_file(self.target.path, self._file, self.target.display)  # type: ignore[arg-type]
                     yield conn
                 except BaseException:  # a KeyboardInterrupt too, even right after BEGIN
                     end_transaction(conn, commit=False)
@@ -318,7 +324,8 @@ class StoreCore:
             if full is None:
                 return None
             self._forget()
-            return StorageFull(f"{full}: {self.target.display} has no room; nothing was written")
+            room = "has no room" if "FULL" in full or "53100" in full else "could not do its I/O"
+            return StorageFull(f"{full}: {self.target.display} {room}; nothing was written")
         self._forget()
         where = self.target.display
         why = one_line(exc) if self.target.is_server else ""
@@ -482,28 +489,3 @@ class StoreCore:
 
     def _read(self) -> Any:
         return self._transaction("BEGIN")
-
-
-#: SQLite's result codes (and their extended forms) for a write with no room or an I/O
-#: failure (memstore.cli_errors names the same codes about the file or the machine)
-_FULL_SQLITE = ("SQLITE_FULL", "SQLITE_IOERR")
-#: PostgreSQL's: disk_full, io_error
-_FULL_SQLSTATES = ("53100", "58030")
-
-
-def storage_full(exc: BaseException) -> str | None:
-    """``message (CODE)`` when ``exc`` (or the driver error a SQLAlchemy error wraps) says
-    the database had no room for a write or could not do its I/O (SQLite's SQLITE_FULL and
-    SQLITE_IOERR, PostgreSQL's disk_full and io_error), as the command line prints them;
-    else None. Only the message's first line is kept (a server's later lines may quote
-    the statement)."""
-    orig = getattr(exc, "orig", None) or exc
-    code = getattr(orig, "sqlite_errorname", None)
-    if isinstance(code, str) and code.startswith(_FULL_SQLITE):
-        shown = code
-    else:
-        code = getattr(orig, "sqlstate", None)
-        if code not in _FULL_SQLSTATES:
-            return None
-        shown = f"SQLSTATE {code}"
-    return f"{first_line(orig)} ({shown})"

@@ -14,7 +14,9 @@ F6. Each failed call of an injected model was charged the previous call's usage 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 from memstore.manager import SimpleMemoryManager
@@ -177,3 +179,68 @@ def test_a_failed_call_is_never_charged_the_previous_call_s_usage() -> None:
             (None, 1000),
         ]
         manager.close()
+
+
+def test_an_agent_s_invalidation_reason_is_bounded_and_unicode_in_one_line() -> None:
+    # F7: a 10 MB reason was stored, and a lone surrogate raised the driver's
+    # UnicodeEncodeError
+    import pytest
+
+    with MemoryStore.open("sqlite://") as store:
+        manager = SimpleMemoryManager(store)
+        for title in ("R", "U"):
+            manager.add_memory(
+                CLEARING,
+                "Clearing",
+                Memory(
+                    category="NOTE", title=title, text="t", episode=1, turns="1",
+                    persistence="permanent",
+                ),
+            )  # fmt: skip
+        with pytest.raises(ValueError, match="is 10,000,000 characters; at most 20,000"):
+            manager.invalidate_memory(CLEARING, "R", "r" * 10_000_000)
+        with pytest.raises(ValueError, match="lone surrogate"):
+            manager.invalidate_memory(CLEARING, "U", "bad \ud800 reason")
+        assert [m.status.value for m in store.memories(CLEARING)] == ["ACTIVE", "ACTIVE"]
+        assert manager.invalidate_memory(CLEARING, "R", "r" * 20_000)
+        manager.close()
+
+
+def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_acknowledged(
+    tmp_path: Path,
+) -> None:
+    # F1: with the file (and its -wal, -shm) unlinked, every later write was acknowledged
+    # into the unlinked inode and lost with the process; nothing counted
+    import pytest
+
+    from memstore.errors import DatabaseUnavailable
+
+    path = tmp_path / "m.db"
+    store = MemoryStore.open(path)
+    titles = iter(["Lamp", "Sword"])
+    manager = SimpleMemoryManager(store, llm=lambda _messages: remember(next(titles)))
+    try:
+        turn(manager)
+        assert [m.title for m in store.memories(CLEARING)] == ["Lamp"]
+        for name in ("m.db", "m.db-wal", "m.db-shm"):
+            (tmp_path / name).unlink(missing_ok=True)
+        turn(manager)  # never raises
+        assert manager.get_status()["store_unavailable"] == 1
+        assert manager.get_status()["syntheses_waiting"] == 1  # kept, not acknowledged
+        with pytest.raises(DatabaseUnavailable, match="was deleted while this store had it"):
+            store.add_memory(
+                CLEARING,
+                "Clearing",
+                Memory(
+                    category="NOTE", title="Sack", text="t", episode=1, turns="1",
+                    persistence="permanent",
+                ),
+            )  # fmt: skip
+        with MemoryStore.open(path) as other:  # another file now has the path
+            assert other.memories(CLEARING) == []
+        with pytest.raises(DatabaseUnavailable, match="was replaced by another file"):
+            store.invalidate_memory(CLEARING, "Lamp", "gone", turn=3)
+    finally:
+        with contextlib.suppress(DatabaseUnavailable):
+            manager.close()
+        store.close()
