@@ -101,10 +101,12 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     from memstore.store import MemoryStore
 
     out = args.out or DEFAULT_MEMORIES_MD
+    ctx.refuse_database_file(out)  # (before Map.md's name is taken from it: not a folder)
+    check_writable(out)  # a folder, a device, a folder that cannot be written ...
     map_md = str(Path(out).with_name(MAP_MD_NAME))
     for path in (out, map_md):  # before anything is played, opened or written
         ctx.refuse_database_file(path)
-        check_writable(path)  # a folder, a device, a folder that cannot be written ...
+        check_writable(path)
     ctx.refuse_same_file(("--out", out), (f"the {MAP_MD_NAME} written beside it", map_md))
     # the Map.md beside --out: replaced only if memstore wrote it, as by `map export`
     map_checked = None if args.force else refuse_all_but_map_md(map_md)

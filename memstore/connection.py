@@ -329,7 +329,8 @@ def make_ephemeral_tier(cursor: Any, ddl: list[str] | None = None) -> None:
     """The ephemeral tier of a SQLite connection: an in-memory database attached as
     ``ephemeral``, with its tables; made anew (what it held is gone) when it was lost (a
     table dropped, the database detached)."""
-    attached = {row[1] for row in cursor.execute("PRAGMA database_list").fetchall()}
+    # (the name only: the file column holds the path, which need not be UTF-8)
+    attached = {row[0] for row in cursor.execute("SELECT name FROM pragma_database_list")}
     if EPHEMERAL_SCHEMA in attached:
         cursor.execute(f"DETACH DATABASE {EPHEMERAL_SCHEMA}")
     cursor.execute(f"ATTACH DATABASE ':memory:' AS {EPHEMERAL_SCHEMA}")

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Boolean, Connection, String, Table
+from sqlalchemy import Boolean, Connection, String, Table, case, literal_column
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement, GenericFunction
 
-__all__ = ["OnConflict", "greatest", "holds_integer", "json_text", "resolve"]
+__all__ = ["OnConflict", "greatest", "holds_integer", "json_text", "one_more", "resolve"]
 
 _INSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
@@ -127,3 +127,10 @@ def _holds_integer_sqlite(element: holds_integer, compiler: Any, **kw: Any) -> s
 @compiles(holds_integer, "postgresql")
 def _holds_integer_postgresql(element: holds_integer, compiler: Any, **kw: Any) -> str:
     return f"({compiler.process(element.clauses, **kw)} IS NOT NULL)"
+
+
+def one_more(column: Any, most: int) -> Any:
+    """``column + 1``, up to ``most``: a count that stops at its bound, for either database
+    (SQLite turns an integer past 2**63-1 into a float, which no reader takes back;
+    PostgreSQL refuses it)."""
+    return case((column < literal_column(str(most)), column + literal_column("1")), else_=column)

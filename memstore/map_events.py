@@ -123,6 +123,9 @@ def canonical_direction(action: str) -> str | None:
 #: index entry must fit a database page, and Map.md a line: a runaway command thousands of
 #: characters long is one connection by its beginning)
 ACTION_KEY_MAX = 200
+#: the largest verification or failure count: one more stops there (``dialect.one_more``),
+#: so that export-json writes only counts import-json takes back
+COUNT_MAX = 2**31 - 1
 
 
 def action_key(action: str) -> str:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from memstore.map_events import (
     ACTION_KEY_MAX,
     BLOCKED,
+    COUNT_MAX,
     DEFAULT_PRUNE_AFTER,
     DEFAULT_ROUTE_CONFIDENCE,
     DIRECTION_ORDER,
@@ -43,6 +44,7 @@ from memstore.map_tables import MAP_TABLES, ByRoom, CountedTable
 __all__ = [
     "ACTION_KEY_MAX",
     "BLOCKED",
+    "COUNT_MAX",
     "MOVED",
     "STAYED",
     "DEFAULT_PRUNE_AFTER",
@@ -274,8 +276,8 @@ class MapGraph:
                     old.action_key,
                     old.direction,
                     event.to_id,
-                    old.verifications + 1 if same else 1,
-                    old.failures if same else old.failures + 1,
+                    min(old.verifications + 1, COUNT_MAX) if same else 1,
+                    old.failures if same else min(old.failures + 1, COUNT_MAX),
                     old.first_episode,
                     old.first_turn,
                     event.episode,
@@ -286,7 +288,7 @@ class MapGraph:
             return
         # BLOCKED: a direction that did not move
         failed = self.failures.get(key)
-        count = failed.failures + 1 if failed else 1
+        count = min(failed.failures + 1, COUNT_MAX) if failed else 1
         self.failures[key] = ExitFailure(
             event.from_id, event.action_key, count, event.episode, event.turn
         )
@@ -300,7 +302,7 @@ class MapGraph:
         old = self.connections.get(key)
         if old is None:
             return False
-        self.connections[key] = old._replace(failures=old.failures + 1)
+        self.connections[key] = old._replace(failures=min(old.failures + 1, COUNT_MAX))
         return True
 
     def copy(self) -> MapGraph:

@@ -13,7 +13,7 @@ from typing import Any
 
 from memstore.errors import MapStateError
 from memstore.export_file import BOM
-from memstore.map_graph import action_key, visible
+from memstore.map_graph import COUNT_MAX, action_key, visible
 from memstore.models import INT64_MAX, unstorable_text
 
 __all__ = [
@@ -35,10 +35,8 @@ __all__ = [
 
 #: SQLite's largest integer: no location number, count, episode or turn is larger
 MAX_INTEGER = INT64_MAX
-#: the largest verification or failure count imported: the map adds one to a count on every
-#: traversal or failure, and SQLite turns an integer past MAX_INTEGER into a float (which
-#: export-json would then write and import-json refuse)
-MAX_COUNT = 2**31 - 1
+#: the largest verification or failure count imported: the map's own (a count stops there)
+MAX_COUNT = COUNT_MAX
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 #: the most digits a location number has (a longer key is refused before it is converted)
 _MAX_DIGITS = len(str(MAX_INTEGER))

@@ -25,11 +25,12 @@ from sqlalchemy import (
 )
 from sqlalchemy import Connection as SQLConnection
 
-from memstore.dialect import OnConflict
+from memstore.dialect import OnConflict, one_more
 from memstore.executor import run, run_many
 from memstore.map_graph import (
     ACTION_KEY_MAX,
     BLOCKED,
+    COUNT_MAX,
     DIRECTIONS,
     MOVED,
     STAYED,
@@ -74,12 +75,12 @@ def _moved_again(excluded: Any) -> dict[str, Any]:
     same_destination = map_connections.c.to_id == excluded.to_id
     return {
         "verifications": case(
-            (same_destination, map_connections.c.verifications + literal_column("1")),
+            (same_destination, one_more(map_connections.c.verifications, COUNT_MAX)),
             else_=literal_column("1"),
         ),
         "failures": case(
             (same_destination, map_connections.c.failures),
-            else_=map_connections.c.failures + literal_column("1"),
+            else_=one_more(map_connections.c.failures, COUNT_MAX),
         ),
         "to_id": excluded.to_id,
         "last_episode": excluded.last_episode,
@@ -133,7 +134,7 @@ _REVERIFY = (
         _named(_to_room, "to", "to_name"),
     )
     .values(
-        verifications=map_connections.c.verifications + literal_column("1"),
+        verifications=one_more(map_connections.c.verifications, COUNT_MAX),
         last_episode=bindparam("episode"),
         last_turn=bindparam("turn"),
     )
@@ -154,7 +155,7 @@ _BLOCKED = OnConflict(
         "last_turn": bindparam("last_turn"),
     },
     update=lambda excluded: {
-        "count": map_exit_failures.c.count + literal_column("1"),
+        "count": one_more(map_exit_failures.c.count, COUNT_MAX),
         "last_episode": excluded.last_episode,
         "last_turn": excluded.last_turn,
     },
@@ -167,7 +168,7 @@ _FAIL_CONNECTION = (
         map_connections.c.from_id == bindparam("room"),
         map_connections.c.action_key == bindparam("key"),
     )
-    .values(failures=map_connections.c.failures + literal_column("1"))
+    .values(failures=one_more(map_connections.c.failures, COUNT_MAX))
 )
 _PRUNE = OnConflict(map_pruned_exits)
 

@@ -25,8 +25,8 @@ from sqlalchemy import (
     update,
 )
 
-from memstore.dialect import OnConflict
-from memstore.models import Status
+from memstore.dialect import OnConflict, one_more
+from memstore.models import INT64_MAX, Status
 from memstore.retrieval import EPHEMERAL, PERSISTENT, VIEW_LIMIT
 from memstore.schema import (
     ephemeral_memories,
@@ -88,14 +88,17 @@ VISIT_LOCATION = OnConflict(
     locations,
     ["id"],
     values={"id": bindparam("id"), "name": bindparam("name"), "visit_count": 1},
-    update=lambda excluded: {"name": excluded.name, "visit_count": locations.c.visit_count + 1},
+    update=lambda excluded: {
+        "name": excluded.name,
+        "visit_count": one_more(locations.c.visit_count, INT64_MAX),
+    },
 )
 #: a visit to a location stored under the name it is visited with (one row, or none: a
 #: new location, or one visited under another name, which ``VISIT_LOCATION`` writes)
 VISIT_KNOWN = (
     update(locations)
     .where(locations.c.id == bindparam("visit_id"), locations.c.name == bindparam("visit_name"))
-    .values(visit_count=locations.c.visit_count + 1)
+    .values(visit_count=one_more(locations.c.visit_count, INT64_MAX))
 )
 LOCATION_NAME = select(locations.c.name).where(locations.c.id == bindparam("id"))
 VISIT_EPISODE = OnConflict(location_episodes)
