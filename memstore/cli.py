@@ -387,12 +387,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except Exception as exc:
+        if _interrupted(exc):  # an error of the clean-up after Ctrl-C (a rollback refused)
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
         if debugging(args):
             import traceback
 
             traceback.print_exception(exc, file=sys.stderr)
         print(f"{PROG}: {error_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a KeyboardInterrupt (its context or cause,
+    however deep: alembic's clean-up after Ctrl-C raises SQLAlchemy's own error)."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, KeyboardInterrupt):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False
 
 
 @contextlib.contextmanager

@@ -67,6 +67,18 @@ def positive_int(value: str) -> int:
     return number
 
 
+def at_most(most: int):  # noqa: ANN201
+    """``type=`` for a count from 1 to ``most``."""
+
+    def parse(value: str) -> int:
+        number = positive_int(value)
+        if number > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {number}")
+        return number
+
+    return parse
+
+
 def output_path(value: str) -> str:
     """``type=`` for --out and --notes: a path, or - for standard output; never empty."""
     if not value.strip():

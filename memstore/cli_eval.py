@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memstore.cli import CliError, Context, command, real_path
-from memstore.cli_args import positive_int
+from memstore.cli_args import at_most
 
 if TYPE_CHECKING:
     from memstore.export_file import FileState
@@ -56,23 +56,11 @@ OUTPUTS = ("json", "markdown", "plot")
 PLOT_HINT = "the plot needs matplotlib: pip install 'memstore[plot]' (the table is above)"
 
 
-def _at_most(most: int):  # noqa: ANN202
-    """``type=`` for a count from 1 to ``most``."""
-
-    def parse(value: str) -> int:
-        number = positive_int(value)
-        if number > most:
-            raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {number}")
-        return number
-
-    return parse
-
-
 def seeds_argument(value: str) -> list[int]:
     """``type=`` for --seeds: a count N (seeds 1 to N) or a comma-separated list."""
     text = value.strip()
     if "," not in text:
-        return list(range(1, _at_most(MAX_SEEDS)(text) + 1))
+        return list(range(1, at_most(MAX_SEEDS)(text) + 1))
     seeds = []
     for part in text.split(","):
         try:
@@ -129,7 +117,7 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--episodes",
-        type=_at_most(MAX_EPISODES),
+        type=at_most(MAX_EPISODES),
         action=_EpisodesInAll,
         default=DEFAULT_EPISODES,
         help=f"episodes per arm and seed ({DEFAULT_EPISODES}; seeds x episodes at most "
@@ -137,7 +125,7 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--moves",
-        type=_at_most(MAX_MOVES),
+        type=at_most(MAX_MOVES),
         default=DEFAULT_MOVES,
         help=f"at most this many actions per episode ({DEFAULT_MOVES})",
     )

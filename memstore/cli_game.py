@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstore.cli import CliError, Context, command
-from memstore.cli_args import positive_int
+from memstore.cli_args import at_most, positive_int
 
 if TYPE_CHECKING:
     from memstore.export_file import FileState
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 #: the walkthrough's length (``len(memstore.game.zork1_walkthrough())``, checked by a test):
 #: --moves is checked against it without importing jericho
 WALKTHROUGH_MOVES = 396
+#: the most episodes one demo plays (as ``memstore eval`` plays per arm and seed): a count
+#: nobody could wait for is refused up front
+DEMO_EPISODES_MAX = 10_000
 
 
 def _moves(value: str) -> int:
@@ -45,7 +48,10 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     # defaults are memstore.demo's, resolved when the command runs (importing the demo
     # module here would slow every other command's start); 0 is refused, never a default
     parser.add_argument(
-        "--episodes", type=positive_int, default=None, help="episodes to play (default 2)"
+        "--episodes",
+        type=at_most(DEMO_EPISODES_MAX),
+        default=None,
+        help=f"episodes to play, 1 to {DEMO_EPISODES_MAX:,} (default 2)",
     )
     parser.add_argument(
         "--moves",

@@ -13,7 +13,13 @@ import os
 import sqlite3
 from pathlib import Path
 
-from memstore.errors import NotAMemstoreDatabase, SchemaOutOfDate, SchemaTooNew, StorageFull
+from memstore.errors import (
+    NotAMemstoreDatabase,
+    ReadOnlyDatabase,
+    SchemaOutOfDate,
+    SchemaTooNew,
+    StorageFull,
+)
 from memstore.migrations_dir import known_revisions
 from memstore.refusals import failure_kind, storage_full, store_busy
 from memstore.schema import HEAD_REVISION, metadata
@@ -39,11 +45,22 @@ def read_only_uri(path: Path) -> str:
 
     ``mode=ro`` still needs the WAL's shared-memory file beside the database, which a
     read-only folder cannot hold: there the file is opened ``immutable`` (SQLite then reads
-    it without locks, which is right for a folder nobody can write to).
+    it without locks, which is right for a folder nobody can write to). But ``immutable``
+    reads only the database file: commits still in its ``-wal`` would be left out, and a
+    stale database read as if it were whole, so a ``-wal`` that holds any is refused
+    (ReadOnlyDatabase, one line).
     """
     shm = Path(f"{path}-shm")
     if folder_writable(path) or shm.exists():
         return f"{path.as_uri()}?mode=ro"
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ReadOnlyDatabase(
+            f"{wal} holds commits that cannot be read here: its folder cannot be written, "
+            f"so SQLite cannot make {shm.name} to read them; open the database where its "
+            f"folder can be written (copy it with its -wal), or let the writer that left "
+            f"them close it"
+        )
     return f"{path.as_uri()}?immutable=1"
 
 

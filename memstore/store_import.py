@@ -225,8 +225,9 @@ def _refusal(
 def _prune_guard(
     plan: ImportPlan, parsed: ParsedRows, persistent: int, *, two_way: bool
 ) -> str | None:
-    """What ``--prune`` is refused for without ``--force``: None when nothing."""
-    if not plan.missing:
+    """What ``--prune`` is refused for without ``--force``: None when nothing (or when
+    the file has problems that --prune does not resolve: then it deletes nothing)."""
+    if not plan.missing or any(not problem.pruned for problem in plan.problems):
         return None
     if not parsed.locations:
         return (

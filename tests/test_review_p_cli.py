@@ -81,3 +81,75 @@ def test_a_database_path_that_is_not_utf8_opens(tmp_path: Path) -> None:
     assert main(["--db", str(db), "stats"]) == 0
     assert main(["--db", str(db), "show", "64"]) == 0
     assert main(["--db", str(db), "export", "--out", str(tmp_path / "M.md")]) == 0
+
+
+def test_ctrl_c_during_a_migration_is_interrupted_not_the_clean_up_s_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 5: Ctrl-C inside a migration, then SQLAlchemy's PendingRollbackError from alembic's
+    # clean-up: "internal error", exit 1
+    from alembic import command
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Can't reconnect until invalid transaction is rolled back")  # noqa: B904
+
+    db = tmp_path / "m.db"
+    MemoryStore.open(db).close()
+    monkeypatch.setattr(command, "upgrade", interrupted)
+    assert main(["--db", str(db), "db", "upgrade"]) == 130
+    assert capsys.readouterr().err.strip().endswith("memstore: interrupted")
+
+
+def test_a_read_only_folder_s_database_with_commits_in_its_wal_is_refused_not_read_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 6: with no -shm and a folder that cannot be written, the file was opened immutable:
+    # the commits still in its -wal were left out, and export and check said nothing
+    import shutil
+    import sqlite3
+
+    from memstore import sqlite_probe
+
+    db = tmp_path / "live" / "m.db"
+    db.parent.mkdir()
+    with MemoryStore.open(db) as store:
+        store.record_visit(64, "West of House", 1)
+    writer = sqlite3.connect(db)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("INSERT INTO locations (id, name, visit_count) VALUES (2, 'Temple', 1)")
+        writer.commit()  # in the -wal only
+        copy = tmp_path / "restored"
+        copy.mkdir()
+        for name in ("m.db", "m.db-wal"):  # restored without the transient -shm
+            shutil.copy(db.parent / name, copy / name)
+    finally:
+        writer.close()
+    monkeypatch.setattr(sqlite_probe, "folder_writable", lambda _path: False)
+    assert main(["--db", str(copy / "m.db"), "stats"]) == 1
+    err = capsys.readouterr().err
+    assert "m.db-wal holds commits that cannot be read here" in err and err.count("\n") == 1
+
+
+def test_prune_with_problems_asks_no_force_for_deletions_it_will_not_make(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # 8: "--prune would delete 3 of 4 ...; refused without --force", and with --force it
+    # deleted nothing (a file with problems prunes nothing)
+    for title in ("Altar", "Bell", "Book", "Candles"):
+        store.add_memory(2, "Temple", mem(title))
+    text = render_memories_md(*store.export_snapshot())
+    cut = text[: text.index("**[NOTE - PERMANENT] Bell**")] + "**[BOGUS] Broken**\nx\n"
+    outcome = import_memories(store, cut, apply=True, prune=True, skip_invalid=True)
+    assert outcome.plan.problems and outcome.refused is None
+    assert len(store.memories(2)) == 4
+
+
+def test_demo_episodes_are_bounded_like_eval_s(tmp_path: Path) -> None:
+    # 10: --episodes 999999999999 played until killed (1,560 episodes, 221 MB in 60 s)
+    with pytest.raises(SystemExit) as raised:
+        main(["--db", str(tmp_path / "d.db"), "demo", "--episodes", "999999999999"])
+    assert raised.value.code == 2 and not (tmp_path / "d.db").exists()
