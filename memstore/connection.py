@@ -35,7 +35,6 @@ from memstore.errors import (
     TransactionAborted,
     UnsupportedDatabase,
 )
-from memstore.schema import EPHEMERAL_SCHEMA
 from memstore.schema import HEAD_REVISION as HEAD_REVISION  # importable from here too
 from memstore.sqlite_probe import (
     folder_writable,
@@ -43,6 +42,7 @@ from memstore.sqlite_probe import (
     probe_sqlite_file,
     read_only_uri,
 )
+from memstore.sqlite_session import begin_immediate, make_ephemeral_tier
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 #: The page size of a new SQLite database (bytes). A durable supersession changes about
@@ -292,10 +292,11 @@ def create_store_engine(
     busy_ms = int(busy_timeout_s * 1000)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None  # memstore issues BEGIN itself
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        record.info[BUSY_MS_KEY] = busy_ms  # (begin_immediate waits for it in slices)
         if target.path is not None and not read_only:
             # a new file only (an existing one keeps the size it was made with), before WAL
             cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
@@ -323,19 +324,8 @@ def create_store_engine(
 #: tier's table of that name, and SQLite's cached statement kept reading and writing it
 #: after the table was back (it checks only the schemas a statement uses)
 SQLITE_TRANSLATE: dict[str | None, str] = {None: "main"}
-
-
-def make_ephemeral_tier(cursor: Any, ddl: list[str] | None = None) -> None:
-    """The ephemeral tier of a SQLite connection: an in-memory database attached as
-    ``ephemeral``, with its tables; made anew (what it held is gone) when it was lost (a
-    table dropped, the database detached)."""
-    # (the name only: the file column holds the path, which need not be UTF-8)
-    attached = {row[0] for row in cursor.execute("SELECT name FROM pragma_database_list")}
-    if EPHEMERAL_SCHEMA in attached:
-        cursor.execute(f"DETACH DATABASE {EPHEMERAL_SCHEMA}")
-    cursor.execute(f"ATTACH DATABASE ':memory:' AS {EPHEMERAL_SCHEMA}")
-    for statement in ephemeral_ddl() if ddl is None else ddl:
-        cursor.execute(statement)
+#: a SQLite connection's busy timeout (ms), in its pool record's ``info``
+BUSY_MS_KEY = "memstore_busy_ms"
 
 
 class ConnectionLost(Exception):
@@ -426,6 +416,8 @@ def begin_transaction(conn: Connection, begin: str) -> None:
         from memstore.pg_connection import begin_server_transaction
 
         begin_server_transaction(conn.connection, begin)
+    elif begin == "BEGIN IMMEDIATE":
+        begin_immediate(driver, conn.connection.info.get(BUSY_MS_KEY, 0))
     else:
         driver.execute(begin)
     _OPEN[id(conn)] = _OPEN_DRIVERS[id(driver)] = _Open(driver, begin)

@@ -33,7 +33,6 @@ from memstore.connection import (
     create_store_engine,
     driver_of,
     end_transaction,
-    make_ephemeral_tier,
     resolve_target,
     store_tiers,
     store_transaction_begin,
@@ -64,6 +63,7 @@ from memstore.schema import (
     memories,
 )
 from memstore.shown_memories import ShownMemories
+from memstore.sqlite_session import make_ephemeral_tier
 from memstore.versions import create_identity
 
 __all__ = ["ALL", "StoreCore"]
