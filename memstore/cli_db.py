@@ -11,6 +11,7 @@ needs ``--allow-data-loss`` (memstore.downgrade_guard).
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from memstore.cli import CliError, Context, add_global_options, command
@@ -180,7 +181,7 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
         else:
             alembic.history(config)
     except CommandError as exc:
-        raise CliError(str(exc).strip().splitlines()[0]) from exc
+        raise CliError(plain_alembic(str(exc).strip().splitlines()[0])) from exc
     except Exception as exc:
         refused = _refusal(ctx, exc)
         if refused is None:
@@ -188,6 +189,43 @@ def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
         raise refused from exc
     output.raise_failure()
     return 0
+
+
+#: alembic's words for a revision it cannot go to, and memstore's
+_ALEMBIC_WORDS = (
+    (
+        re.compile(r"Relative revision ([+-])(\d+) didn't produce \d+ migrations"),
+        lambda m: (
+            f"there are not {m[2]} revision(s) {'above' if m[1] == '+' else 'below'} the "
+            f"database's (`memstore db current` and `memstore db history` list them); "
+            f"nothing was done"
+        ),
+    ),
+    (
+        re.compile(r"Range revision not allowed"),
+        lambda _m: "give one revision (a number like 0005, head, base, +1 or -1), not a range",
+    ),
+    (
+        re.compile(r"Can't locate revision identified by '(.*)'"),
+        lambda m: f"unknown revision '{m[1]}' (`memstore db history` lists them)",
+    ),
+    (
+        re.compile(r"Destination (\S+) is not a valid downgrade target from current head"),
+        lambda m: (
+            f"revision {m[1]} is not below the database's: downgrade only goes back; "
+            f"nothing was done"
+        ),
+    ),
+)
+
+
+def plain_alembic(message: str) -> str:
+    """alembic's message about a revision, in memstore's words where it has them."""
+    for pattern, plain in _ALEMBIC_WORDS:
+        found = pattern.match(message)
+        if found is not None:
+            return plain(found)
+    return message
 
 
 def _refusal(ctx: Context, exc: Exception) -> Exception | None:

@@ -338,7 +338,7 @@ def _rooms(args: argparse.Namespace, ctx: Context) -> int:
         if exits.pruned:
             parts.append(f"pruned: {', '.join(exits.pruned)}")
         parts.append(f"{len(exits.untried)} untried")
-        name = shown_text(room.name) or "(no name yet)"
+        name = shown_text(room.name) or f"room {room.id} (no name yet)"
         ctx.print(f"{room.id:>{width}}  {name}: {'; '.join(parts)}")
     return 0
 

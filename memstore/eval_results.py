@@ -7,9 +7,11 @@ memstore.eval_targets. Pure values and arithmetic: no game, no database, no outp
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from memstore.metrics import percentile
@@ -82,7 +84,14 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    """``value`` with ``digits`` decimals, a half rounded up (50.5 is 51 as 19.5 is 20:
+    Python's own format rounds a half to the even neighbour)."""
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return str(value)
+    exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP)
+    return f"{exact:.{digits}f}"
 
 
 def empty_llm() -> dict[str, Any]:

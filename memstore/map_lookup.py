@@ -23,7 +23,8 @@ __all__ = ["RoomLookup", "find_room", "room_label"]
 
 #: SQLite's largest integer: no location number is larger
 MAX_LOCATION_ID = INT64_MAX
-_NUMBER = re.compile(r"#?\s*\+?([0-9]+)")
+#: a room by its number: "64", "#64", or "room 64" (how Map.md labels a room with no name)
+_NUMBER = re.compile(r"(?:room\s+)?#?\s*\+?([0-9]+)", re.IGNORECASE)
 #: at most this many characters of what was asked are echoed in a message
 _ECHO = 60
 

@@ -181,6 +181,7 @@ REFUSALS: tuple[Refusal, ...] = (
     _r(r'A hollow voice says "Fool\."', V, True),
     _r(r"You're not at the house", V, True),
     _r(r"Nothing happens", V, True),
+    _r(r"You have neither the tools nor the expertise", V, True),  # (the egg: the thief's)
     # --- not now: the state of this game
     _r(r"You can't see any .+ here", S, False),
     _r(r"You don't have (the |that)", S, False),

@@ -204,3 +204,24 @@ def test_a_write_lock_held_past_the_busy_timeout_is_still_refused_at_its_end(
             assert 0.3 < time.monotonic() - started < 2
     finally:
         holder.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["downgrade", "-20", "--allow-data-loss"], "there are not 20 revision(s) below"),
+        (["upgrade", "+1"], "there are not 1 revision(s) above"),
+        (["downgrade", "0005:0003", "--allow-data-loss"], "give one revision"),
+        (["upgrade", "xyz"], "unknown revision 'xyz'"),
+    ],
+)
+def test_a_revision_alembic_cannot_go_to_is_said_in_memstore_s_words(
+    args: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 9: alembic's own words ("Relative revision -20 didn't produce 20 migrations")
+    db = tmp_path / "m.db"
+    MemoryStore.open(db).close()
+    capsys.readouterr()
+    assert main(["--db", str(db), "db", *args]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "alembic" not in err.lower() and err.count("\n") == 1
