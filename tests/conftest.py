@@ -195,6 +195,20 @@ def note(title: str = "A memory", persistence: str = "permanent", **fields: Any)
     return Memory(**values)
 
 
+def remember(title: str, **extra: Any) -> dict[str, Any]:
+    """A model's answer that remembers a new permanent NOTE titled ``title`` (``extra``:
+    more of the answer's fields)."""
+    return {
+        "should_remember": True,
+        "category": "NOTE",
+        "memory_title": title,
+        "memory_text": f"Learned: {title}.",
+        "persistence": "permanent",
+        "reasoning": "test",
+        **extra,
+    }
+
+
 @pytest.fixture
 def mem() -> MakeMemory:
     return note

@@ -27,21 +27,10 @@ from memstore.synthesis import (
     synthesize,
 )
 from memstore.triggers import ZMachineContext
+from tests.conftest import remember
 
 CLEARING = 3
 LONG = "x" * 150  # fires the long-response trigger
-
-
-def remember(title: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "should_remember": True,
-        "category": "NOTE",
-        "memory_title": title,
-        "memory_text": f"Learned: {title}.",
-        "persistence": "permanent",
-        "reasoning": "test",
-        **extra,
-    }
 
 
 def invalidate_first(reason: str) -> dict[str, Any]:

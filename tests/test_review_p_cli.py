@@ -8,14 +8,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from exporters import render_memories_md
 from memstore.cli import main
+from memstore.errors import StoreBusy
 from memstore.map_graph import COUNT_MAX
 from memstore.map_json import dump_map_state, import_map_state, parse_map_state
 from memstore.map_store import MapStore
@@ -156,54 +163,44 @@ def test_demo_episodes_are_bounded_like_eval_s(tmp_path: Path) -> None:
     assert raised.value.code == 2 and not (tmp_path / "d.db").exists()
 
 
+@contextlib.contextmanager
+def lock_held(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """Another connection holds the writers' lock on a new database while the block runs."""
+    MemoryStore.open(db_path).close()
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield holder
+    finally:
+        holder.close()
+
+
 def test_ctrl_c_ends_a_wait_for_another_process_s_write_lock_at_once(
     db_path: Path, mem: MakeMemory
 ) -> None:
     # 1: SQLite waited inside its C code for the whole busy timeout (here 20 s); Python ran
     # the Ctrl-C only when it ended
-    import signal
-    import sqlite3
-    import threading
-    import time
-
-    MemoryStore.open(db_path).close()
-    holder = sqlite3.connect(db_path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        with MemoryStore.open(db_path, busy_timeout_s=20) as store:
-            timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-            started = time.monotonic()
-            timer.start()
-            with pytest.raises(KeyboardInterrupt):
-                store.add_memory(64, "West of House", mem("Mailbox"))
-            waited = time.monotonic() - started
-            timer.join()
-            assert waited < 2, waited  # (within a slice of SLICE_MS after the Ctrl-C)
-            holder.execute("ROLLBACK")
-            assert store.add_memory(64, "West of House", mem("Mailbox"))  # still usable
-    finally:
-        holder.close()
+    with lock_held(db_path) as holder, MemoryStore.open(db_path, busy_timeout_s=20) as store:
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            store.add_memory(64, "West of House", mem("Mailbox"))
+        waited = time.monotonic() - started
+        timer.join()
+        assert waited < 2, waited  # (within a slice of SLICE_MS after the Ctrl-C)
+        holder.execute("ROLLBACK")
+        assert store.add_memory(64, "West of House", mem("Mailbox"))  # still usable
 
 
 def test_a_write_lock_held_past_the_busy_timeout_is_still_refused_at_its_end(
     db_path: Path, mem: MakeMemory
 ) -> None:
-    import sqlite3
-    import time
-
-    from memstore.errors import StoreBusy
-
-    MemoryStore.open(db_path).close()
-    holder = sqlite3.connect(db_path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        with MemoryStore.open(db_path, busy_timeout_s=0.35) as store:
-            started = time.monotonic()
-            with pytest.raises(StoreBusy):
-                store.add_memory(64, "West of House", mem("Mailbox"))
-            assert 0.3 < time.monotonic() - started < 2
-    finally:
-        holder.close()
+    with lock_held(db_path), MemoryStore.open(db_path, busy_timeout_s=0.35) as store:
+        started = time.monotonic()
+        with pytest.raises(StoreBusy):
+            store.add_memory(64, "West of House", mem("Mailbox"))
+        assert 0.3 < time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize(

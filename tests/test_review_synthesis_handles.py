@@ -31,22 +31,10 @@ from memstore.synthesis import (
     resolve_decision,
 )
 from memstore.triggers import ZMachineContext
-from tests.conftest import note
+from tests.conftest import note, remember
 
 ROOM = 5
 LONG = "x" * 150  # fires the long-response trigger
-
-
-def remember(title: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "should_remember": True,
-        "category": "NOTE",
-        "memory_title": title,
-        "memory_text": f"Learned: {title}.",
-        "persistence": "permanent",
-        "reasoning": "test",
-        **extra,
-    }
 
 
 def invalidate(*handles: int) -> dict[str, Any]:
