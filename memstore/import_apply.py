@@ -175,7 +175,11 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
         before = run(conn, LAST_ID, {}).fetchone()[0]
         stamp = now()
         run_rows(conn, INSERT_MEMORY, NEW_MEMORY_COLUMNS, [_row(c, stamp, version) for c in added])
-        new_ids = [memory_id for (memory_id,) in run(conn, IDS_AFTER, {"after": before})]
+        last = run(conn, LAST_ID, {}).fetchone()[0]
+        if last == before + len(added):  # each new id above the last: these, in order
+            new_ids = list(range(before + 1, last + 1))
+        else:  # (ids a sequence gave with gaps: read back)
+            new_ids = [memory_id for (memory_id,) in run(conn, IDS_AFTER, {"after": before})]
         if len(new_ids) != len(added):  # pragma: no cover - we hold the write lock
             raise ImportConflict("the database changed while the import was writing")
         relink.extend(
