@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, MemoryKey
@@ -53,6 +53,7 @@ def pair_by_content(
     file_places: Sequence[Place] | None = None,
     stored_places: Sequence[Place] | None = None,
     ambiguous: set[int] | None = None,
+    aligned: Mapping[int, int] | None = None,
 ) -> list[int | None]:
     """Which of ``stored`` (the memories of one key, in stored order) each of ``file`` (the
     file's with that key, in its order) is, by index (None: none is left for it).
@@ -62,9 +63,11 @@ def pair_by_content(
     a reviewer who deletes, moves or edits one must not pair another with the wrong row.
     Identical pairs first; then, of the rest, the likeliest pair first (``likeness``: the
     same status and link, the same text or the most of it, the same other fields). Where
-    what they say cannot tell (several stored twins identical, or as likely), the nearest
-    place decides: with as many in the file as stored, each one's place among its key's
-    (memories added, deleted or moved around the twins leave it as it was); else
+    what they say cannot tell (several stored twins identical, or as likely), the one the
+    section's alignment pairs it with decides (``aligned``: file index -> stored index,
+    ``sure_alignment``'s), else the nearest place: with as many in the file as stored,
+    each one's place among its key's (memories added, deleted or moved around the twins
+    leave it as it was); else
     (``file_places``, ``stored_places``: each one's place in its section, counted from its
     start and from its end, as the export wrote it) the nearer of the two counts (a twin
     retitled or deleted leaves the others where they were in the section); then order.
@@ -93,7 +96,9 @@ def pair_by_content(
         if not same:
             continue
         at = 0
-        if len(same) > 1 and (by_order or placed):  # the nearest (``same`` is in order)
+        if len(same) > 1 and aligned and aligned.get(n) in same:
+            at = same.index(aligned[n])
+        elif len(same) > 1 and (by_order or placed):  # the nearest (``same`` is in order)
             if by_order:
                 near = {bisect_left(same, n) - 1, bisect_left(same, n)}
             else:
@@ -110,8 +115,11 @@ def pair_by_content(
     free = [k for k in range(len(stored)) if k not in taken_identical]
     left = [n for n, found in enumerate(chosen) if found is None]
     if left and free:
+        paired = aligned or {}
         score = {
-            (n, k): (likeness(file[n], stored[k]), -distance(n, k)) for n in left for k in free
+            (n, k): (likeness(file[n], stored[k]), paired.get(n) == k, -distance(n, k))
+            for n in left
+            for k in free
         }
         ranked = sorted(score, key=lambda pair: (score[pair], -pair[0], -pair[1]), reverse=True)
         taken: set[int] = set()
@@ -155,83 +163,96 @@ def pair_section(
     section: Sequence[Any] = (),
 ) -> list[int | None]:
     """For each of a section's memories (``merge._numbered``: memory, key, its place among
-    its key's, its place among its title's), the index of the stored memory of
-    its key it is: its place among its key's when the key has one stored memory at most,
-    else the export's twin that every best alignment of the section with the export's
-    (``section``: its stored memories in the export's order; ``sure_alignment``) pairs it
-    with, else ``pair_by_content``'s choice among the twins left (``place_of``: a stored
-    memory's place in its section, from its start and from its end, for its ties;
-    ``ambiguous`` gains the places of the memories ``pair_by_content`` could not tell
-    apart)."""
+    its key's, its place among its title's), the index of the stored memory of its key it
+    is: its place among its key's when neither the file nor the store has another of that
+    key, else ``pair_by_content``'s choice (``place_of``: a stored memory's place in its
+    section, from its start and from its end, for its ties; ``ambiguous`` gains the places
+    of the memories ``pair_by_content`` could not tell apart).
+
+    With ``section`` (the stored memories of the section, in the export's order), the
+    section is aligned whole with the export's (``sure_alignment``), and what every best
+    alignment says is used where what the memories say cannot tell: it breaks a tie
+    between twins, and a stored twin it pairs with a memory of another key (a retitle)
+    is that memory's, not a twin's."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
-    twins: dict[MemoryKey, list[int]] = {}
+    in_file: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
-        if len(stored.get(key, ())) > 1:
-            twins.setdefault(key, []).append(n)
-    sure: dict[int, int | None] = {}
-    unaligned: set[int] = set()  # ids of the export's memories no best alignment pairs
-    if twins and section and len(numbered) * len(section) <= ALIGN_CELLS:
-        sure, lone = sure_alignment([row[0] for row in numbered], [memory_of(s) for s in section])
-        unaligned = {id(section[j]) for j in lone}
+        in_file.setdefault(key, []).append(n)
+    twins = {
+        key: places
+        for key, places in in_file.items()
+        if len(stored.get(key, ())) > 1 or (len(places) > 1 and stored.get(key))
+    }
+    sure = _aligned_around(numbered, stored, twins, section, memory_of) if section else {}
+    elsewhere = {id(section[j]): numbered[n][1] for n, j in sure.items()}  # what it pairs
     last = len(numbered) - 1
     for key, places in twins.items():
-        index_of = {id(item): k for k, item in enumerate(stored[key])}
-        free = set(range(len(stored[key])))
-        # unpaired in every best alignment: a twin added, or moved (then one of the
-        # export's twins no best alignment pairs either is it)
-        added: list[int] = []
-        rest: list[int] = []
-        for n in places:
-            chosen[n] = None
-            j = sure.get(n, -1)
-            index = None if j is None or j < 0 else index_of.get(id(section[j]))
-            if index is not None:
-                chosen[n] = index
-                free.discard(index)
-            else:
-                (added if j is None else rest).append(n)
-        for group, moved_only in ((added, True), (rest, False)):
-            left = sorted(k for k in free if not moved_only or id(stored[key][k]) in unaligned)
-            if not group or not left:
-                continue
-            olds = [memory_of(stored[key][k]) for k in left]
-            stored_places = [place_of(stored[key][k]) for k in left] if place_of else None
-            file_places = [(n, last - n) for n in group]
-            unsure: set[int] = set()
-            found = pair_by_content(
-                [numbered[n][0] for n in group],
-                olds,
-                file_places,
-                stored_places,
-                unsure,
-            )
-            for n, index in zip(group, found, strict=True):
-                chosen[n] = None if index is None else left[index]
-                if index is not None:
-                    free.discard(left[index])
-            if ambiguous is not None:
-                ambiguous.update(group[n] for n in unsure)
+        pool = [
+            k for k, item in enumerate(stored[key]) if elsewhere.get(id(item), key) == key
+        ]  # (less the twins the alignment gives a memory of another key)
+        index_of = {id(stored[key][k]): i for i, k in enumerate(pool)}
+        aligned = {
+            local: index_of[id(section[sure[n]])]
+            for local, n in enumerate(places)
+            if n in sure and id(section[sure[n]]) in index_of
+        }
+        olds = [memory_of(stored[key][k]) for k in pool]
+        stored_places = [place_of(stored[key][k]) for k in pool] if place_of else None
+        file_places = [(n, last - n) for n in places]
+        unsure: set[int] = set()
+        found = pair_by_content(
+            [numbered[n][0] for n in places], olds, file_places, stored_places, unsure, aligned
+        )
+        for n, index in zip(places, found, strict=True):
+            chosen[n] = None if index is None else pool[index]
+        if ambiguous is not None:
+            ambiguous.update(places[n] for n in unsure)
     return chosen
 
 
-#: the largest section (the file's memories times the export's) that ``pair_section``
-#: aligns whole (a quadratic table); a larger one pairs its twins by content and place
+#: the most cells (the file's memories times the export's) of the stretch of a section
+#: that ``pair_section`` aligns (a quadratic table): a larger one is not aligned
 ALIGN_CELLS = 100_000
+#: the memories aligned on each side of the stretch that holds the section's twins
+ALIGN_MARGIN = 8
 
 
-def sure_alignment(
-    file: Sequence[MemoryRow], base: Sequence[MemoryRow]
-) -> tuple[dict[int, int | None], set[int]]:
-    """What every best order-preserving alignment of one section's memories in the file
-    with the export's makes of a file memory: paired with one of the export's (file index
-    -> base index), or unpaired (None); with it, the export's memories that no best
-    alignment pairs (deleted, or moved). A pair scores most when the two are identical,
-    less when they share a key (an edit), least when they share only their text (a
-    retitle, or other turns); a memory may stay unpaired (added or deleted). Order tells
-    twins apart where what they say cannot: a reviewer who retitles one twin away and adds
-    another leaves the rest where they were. A memory that the best alignments pair
-    otherwise, or leave unpaired in one of them, is left out (moved blocks, or two
-    readings that fit alike)."""
+def _aligned_around(
+    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
+    stored: dict[MemoryKey, list[Any]],
+    twins: dict[MemoryKey, list[int]],
+    section: Sequence[Any],
+    memory_of: Callable[[Any], MemoryRow],
+) -> dict[int, int]:
+    """``sure_alignment`` of the stretch of the section that holds its twins, in the file
+    and in the export, with ALIGN_MARGIN memories on each side (a section of thousands
+    with its twins together is aligned in a few cells): file place -> section place.
+    Nothing when there are no twins, or the stretch is over ALIGN_CELLS."""
+    if not twins:
+        return {}
+    at = {id(item): j for j, item in enumerate(section)}
+    file_places = [n for places in twins.values() for n in places]
+    base_places = [at[id(item)] for key in twins for item in stored[key] if id(item) in at]
+    if not base_places:
+        return {}
+    low, high = max(0, min(file_places) - ALIGN_MARGIN), max(file_places) + ALIGN_MARGIN + 1
+    start, end = max(0, min(base_places) - ALIGN_MARGIN), max(base_places) + ALIGN_MARGIN + 1
+    file = [row[0] for row in numbered[low:high]]
+    base = [memory_of(item) for item in section[start:end]]
+    if len(file) * len(base) > ALIGN_CELLS:
+        return {}
+    return {low + n: start + j for n, j in sure_alignment(file, base).items()}
+
+
+def sure_alignment(file: Sequence[MemoryRow], base: Sequence[MemoryRow]) -> dict[int, int]:
+    """The pairs (file index -> base index) that every best order-preserving alignment of
+    one section's memories in the file with the export's makes. A pair scores most when
+    the two are identical, less when they share a key (an edit), least when they share
+    only their text (a retitle, or other turns); a memory may stay unpaired (added or
+    deleted). A memory that the best alignments pair otherwise, or leave unpaired in one
+    of them, is left out (moved blocks, or two readings that fit alike). Order is only a
+    hint: ``pair_section`` takes it where what the memories say cannot tell (a reviewer
+    who moves a twin and edits it is told by its text and status, not by its place)."""
     n, m = len(file), len(base)
     step = min(n, m) + 1  # (an identical pair's extra 1 only breaks ties)
     by_row: dict[MemoryRow, list[int]] = {}
@@ -264,19 +285,16 @@ def sure_alignment(
                 best = max(best, after[j + 1] + weight[j])
             row_now[j] = best
     total = ahead[n][m]
-    sure: dict[int, int | None] = {}
-    ever_paired: set[int] = set()
+    sure: dict[int, int] = {}
     for i in range(n):
-        unpaired = any(ahead[i][j] + behind[i + 1][j] == total for j in range(m + 1))
+        if any(ahead[i][j] + behind[i + 1][j] == total for j in range(m + 1)):
+            continue  # unpaired in a best alignment
         paired = [
             j for j, w in weights[i].items() if ahead[i][j] + w + behind[i + 1][j + 1] == total
         ]
-        ever_paired.update(paired)
-        if len(paired) == 1 and not unpaired:
+        if len(paired) == 1:
             sure[i] = paired[0]
-        elif unpaired and not paired:
-            sure[i] = None
-    return sure, set(range(m)) - ever_paired
+    return sure
 
 
 def title_likeness(title: str, other: str) -> float:

@@ -164,8 +164,8 @@ def test_a_lone_surrogate_raises_the_same_error_on_both_backends(database: str |
         with pytest.raises(ValueError, match="location_name .*lone surrogate"):
             store.add_memory(1, "Room \ud800", note("Surrogate in the name"))
         assert store.add_memory(1, "Room", note("Fine"))
-        with pytest.raises(UnicodeEncodeError):
-            store.invalidate_memory(1, "Fine", "because \ud800")
+        with pytest.raises(ValueError, match="invalidation reason .*lone surrogate"):
+            store.invalidate_memory(1, "Fine", "because \ud800")  # (review P2 F7: one line)
         assert store.history(1, "Fine\ud800") == []
         assert [m.title for m in store.memories(1)] == ["Fine"]
 
