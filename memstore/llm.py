@@ -129,33 +129,36 @@ def checked_usage(source: object, *, with_cost: bool = True) -> UsageNumbers:
     return UsageNumbers(prompt, completion, total, cost, tuple(refused))
 
 
-def usage_mark(llm: object) -> object:
-    """Before a call: what ``llm``'s ``last_usage`` holds now, set to None where it can be
-    (an injected callable that raises cannot clear its own). ``last_usage_of`` given it
-    reads a usage still there after the call as the previous call's, never this one's."""
-    before = _reported(llm, "last_usage")
-    if before is not None and before is not _UNREADABLE and not isinstance(llm, Mapping):
-        try:
-            llm.last_usage = None  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a read-only one: compared by identity instead
-            pass
-    return before
+def usage_mark(llm: object) -> UsageNumbers | None:
+    """Before a call: the numbers ``llm``'s ``last_usage`` holds now (None: none), for
+    ``last_usage_of`` to tell a failed call's own usage from the last call's, which a
+    callable that raised left there. Read only: the caller's object is never changed."""
+    usage = _reported(llm, "last_usage")
+    if usage is None or usage is _UNREADABLE:
+        return None
+    return checked_usage(usage)
 
 
-def last_usage_of(llm: object, since: object = None) -> tuple[UsageNumbers, tuple[str, ...]] | None:
+def last_usage_of(
+    llm: object, since: UsageNumbers | None = None, *, failed: bool = False
+) -> tuple[UsageNumbers, tuple[str, ...]] | None:
     """What ``llm`` says its last call used (its ``last_usage``: an LLMUsage, or any
     object or mapping with the same names), checked (``checked_usage``), and the numbers
     refused before (an LLMUsage's ``refused``: LiteLLMCompletion dropped them from the
-    server's answer); None when it says nothing, or still holds ``since`` (``usage_mark``:
-    the usage of a call before this one). A ``last_usage`` that cannot be read is refused
-    whole."""
+    server's answer); None when it says nothing. A call that ``failed`` is charged only
+    numbers other than those it held before the call (``since``, ``usage_mark``): the same
+    ones are the last call's, left by a callable that raised (one that spent exactly as
+    much is missed). A ``last_usage`` that cannot be read is refused whole."""
     usage = _reported(llm, "last_usage")
-    if usage is None or (since is not None and usage is since):
+    if usage is None:
         return None
     if usage is _UNREADABLE:
         return UsageNumbers(refused=("last_usage",)), ()
+    numbers = checked_usage(usage)
+    if failed and since is not None and numbers == since:
+        return None
     before = usage.refused if isinstance(usage, LLMUsage) else ()
-    return checked_usage(usage), tuple(before) if isinstance(before, tuple) else ()
+    return numbers, tuple(before) if isinstance(before, tuple) else ()
 
 
 def import_litellm() -> Any:

@@ -65,6 +65,10 @@ def find_room(rooms: Iterable[Room], asked: str | int) -> RoomLookup:
     if not text:
         return RoomLookup(text, None, problem="give a room's name or its number")
     number = _NUMBER.fullmatch(text)
+    if number is not None and not text[:1].isdigit() and text[:1] != "#":
+        named = [room for room in known if _fold(room.name) == _fold(text)]
+        if named:  # a room named "Room 5" is that room, not room number 5
+            number = None
     if number is not None:
         digits = number.group(1)
         location_id = int(digits) if len(digits) <= len(str(MAX_LOCATION_ID)) else -1

@@ -373,7 +373,9 @@ def resolve_decision(
             tuple(ignored),
         )
 
-    conflicting = [m.title for m in to_invalidate if id(m) in superseding]
+    # (one the answer supersedes, whether or not the persistence rule let it)
+    superseded_ids = {id(m) for m in to_supersede} | set(superseding)
+    conflicting = [m.title for m in to_invalidate if id(m) in superseded_ids]
     invalidating = [m for m in to_invalidate if id(m) not in superseding]
 
     return SynthesisDecision(

@@ -26,7 +26,7 @@ from typing import Any
 from memstore.busy_buffer import BusyBuffer
 from memstore.commit_doubt import CommitDoubt
 from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
-from memstore.llm import last_usage_of, usage_mark
+from memstore.llm import UsageNumbers, last_usage_of, usage_mark
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages, listed_handles
 from memstore.recorder import record_offline
@@ -193,7 +193,7 @@ class SynthesisRunner:
             try:
                 raw, answer = synthesize(self.llm, messages)
             except SynthesisError as exc:
-                self._count_usage(entry, before)  # a failed call's tokens were spent too
+                self._count_usage(entry, before, failed=True)  # its tokens were spent too
                 self._record_failure(exc, entry, started, where)
                 return None
             self._count_usage(entry, before)
@@ -378,14 +378,17 @@ class SynthesisRunner:
                 decision.hallucinated_references,
             )
 
-    def _count_usage(self, entry: DecisionLog, before: object = None) -> None:
+    def _count_usage(
+        self, entry: DecisionLog, before: UsageNumbers | None = None, *, failed: bool = False
+    ) -> None:
         """Count and log what the call used, as the model callable reports it (its
         ``last_usage``): only numbers the decision log holds. One it cannot (an injected
         callable's, or the server's that LiteLLMCompletion dropped) is left out and the
         call counted (``counters["usage_refused"]``); the first one the callable reported
         is logged here (LiteLLMCompletion logs the server's itself). ``before``: what it
-        reported before this call (``usage_mark``), not this call's."""
-        reported = last_usage_of(self.llm, before)
+        reported before this call (``usage_mark``): a call that ``failed`` and left those
+        numbers is not charged them."""
+        reported = last_usage_of(self.llm, before, failed=failed)
         if reported is None:
             return
         usage, refused_before = reported

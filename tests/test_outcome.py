@@ -91,6 +91,7 @@ EXAMPLES = [
     'A hollow voice says "Fool."',
     "You're not at the house.",
     "Nothing happens.",
+    "You have neither the tools nor the expertise.",
     "You can't see any leaflet here!",
     "You don't have the small mailbox.",
     "You're not carrying the lunch.",

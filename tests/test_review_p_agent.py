@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memstore.manager import SimpleMemoryManager
 from memstore.memory_tools import MemoryToolkit
 from memstore.store import MemoryStore
@@ -225,3 +227,93 @@ def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_ack
         with contextlib.suppress(DatabaseUnavailable):
             manager.close()
         store.close()
+
+
+class InPlace:
+    """Keeps one usage dict and updates it on each call (review R2 F1: memstore set the
+    attribute to None before the call, and the callable's own update then failed)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.last_usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+    def __call__(self, _messages: list[dict[str, str]]) -> str:
+        self.calls += 1
+        self.last_usage["prompt_tokens"] = 100
+        self.last_usage["completion_tokens"] = 10
+        return answer(f"T{self.calls}")
+
+
+class FreshProperty:
+    """A read-only property built anew from the last answered call's numbers; every
+    second call fails before spending anything (R2 F3: each read a new object)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.spent: int | None = None
+
+    @property
+    def last_usage(self) -> dict[str, int] | None:
+        return (
+            None if self.spent is None else {"prompt_tokens": self.spent, "completion_tokens": 10}
+        )
+
+    def __call__(self, _messages: list[dict[str, str]]) -> str:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            raise ConnectionError("provider down")
+        self.spent = 100
+        return answer(f"T{self.calls}")
+
+
+class SameObject:
+    """A read-only property returning one object each call updates in place (R2 F2)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+    @property
+    def last_usage(self) -> dict[str, int]:
+        return self.usage
+
+    def __call__(self, _messages: list[dict[str, str]]) -> str:
+        self.calls += 1
+        self.usage.update(prompt_tokens=100, completion_tokens=10)
+        return answer(f"T{self.calls}")
+
+
+@pytest.mark.parametrize(
+    ("model", "learned", "charged"),
+    [(InPlace, 4, 400), (FreshProperty, 2, 200), (SameObject, 4, 400)],
+)
+def test_usage_is_read_never_written_and_each_answered_call_is_charged_once(
+    model: type, learned: int, charged: int
+) -> None:
+    with MemoryStore.open("sqlite://") as store:
+        manager = SimpleMemoryManager(store, llm=model())
+        for n in range(4):
+            context = ZMachineContext(location_before=CLEARING, location_after=CLEARING)
+            manager.record_action_outcome(CLEARING, "Clearing", f"look {n}", LONG, context)
+        assert len(store.memories(CLEARING)) == learned
+        assert manager.get_status()["tokens"] == {"prompt": charged, "completion": charged // 10}
+        manager.close()
+
+
+def test_a_forbidden_supersession_and_an_invalidation_of_one_memory_are_refused() -> None:
+    # R2 F4: a core memory an ephemeral one may not supersede, named by handle in one list
+    # and by title in the other, was invalidated
+    with MemoryStore.open("sqlite://") as store:
+        store.add_memory(CLEARING, "Clearing", note("Lamp", "core"))
+        given = answer(
+            "Lamp2",
+            persistence="ephemeral",
+            supersedes=["[1]"],
+            invalidates=["Lamp"],
+            invalidation_reason="wrong",
+        )
+        manager = SimpleMemoryManager(store, llm=lambda _messages: given)
+        turn(manager)
+        assert manager.get_status()["failures"] == {"schema": 1}
+        assert [(m.title, m.status.value) for m in store.memories(CLEARING)] == [("Lamp", "ACTIVE")]
+        manager.close()

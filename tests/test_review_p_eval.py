@@ -35,3 +35,11 @@ def test_a_room_with_no_name_is_found_by_its_map_md_label() -> None:
     assert find_room(rooms, "room 11").problem == (
         "room 11 is not on the map (no exit was taken or tried there yet)"
     )
+
+
+def test_a_room_named_like_a_number_s_label_is_found_by_its_name() -> None:
+    # R2 F5: "Room 5" took room number 5 where a room is named "Room 5"
+    rooms = [Room(5, "Kitchen"), Room(200, "Room 5")]
+    assert find_room(rooms, "Room 5").room == Room(200, "Room 5")
+    assert find_room(rooms, "5").room == Room(5, "Kitchen")
+    assert find_room(rooms, "room 7").problem is not None
