@@ -62,7 +62,7 @@ from memstore.cli_args import (  # noqa: F401
     read_text,
 )
 from memstore.cli_errors import debugging, error_line
-from memstore.errors import CliError  # noqa: F401 - importable from here too
+from memstore.errors import CliError, MemstoreError
 
 __all__ = ["COMMANDS", "CliError", "Command", "Context", "build_parser", "command", "main"]
 
@@ -387,7 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except Exception as exc:
-        if _interrupted(exc):  # an error of the clean-up after Ctrl-C (a rollback refused)
+        if _interrupted(exc) and not isinstance(exc, MemstoreError | CliError):
+            # a library's error in the clean-up after Ctrl-C (a rollback refused); one of
+            # memstore's own (what waits is lost, the disk is full) is said as it is
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
         if debugging(args):

@@ -4,7 +4,8 @@ A file deleted (or replaced by another) under an open connection goes on taking 
 in WAL mode: SQLite's own check (SQLITE_READONLY_DBMOVED) runs only with a rollback
 journal. Every write committed there would be acknowledged and then lost with the process,
 so each write transaction of a store on a file first asks whether the path still names the
-file it opened (one ``stat``, a few microseconds beside the commit's fsync).
+file it opened, and its ``-wal`` the one it wrote to (two ``stat`` calls, a few
+microseconds beside the commit's fsync).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from memstore.errors import DatabaseUnavailable
 
-__all__ = ["FileId", "check_same_file", "file_id"]
+__all__ = ["FileId", "OpenedFile", "file_id"]
 
 #: a file's identity: (device, inode)
 FileId = tuple[int, int]
@@ -29,12 +30,39 @@ def file_id(path: Path) -> FileId | None:
     return status.st_dev, status.st_ino
 
 
-def check_same_file(path: Path, opened: FileId, display: str) -> None:
-    """DatabaseUnavailable (one line) when ``path`` no longer names the file ``opened``."""
-    now = file_id(path)
-    if now != opened:
-        what = "deleted" if now is None else "replaced by another file"
-        raise DatabaseUnavailable(
-            f"{display} was {what} while this store had it open: nothing was written (it "
-            f"would have gone to the file that is gone); open the store again"
-        )
+class OpenedFile:
+    """The database file a store opened, and its ``-wal`` (which SQLite keeps while any
+    connection has the database open: one deleted under it takes the commits just as
+    well, and loses them with the process)."""
+
+    __slots__ = ("database", "path", "wal", "wal_path")
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.wal_path = path, Path(f"{path}-wal")
+        self.database, self.wal = file_id(path), file_id(self.wal_path)
+
+    def check(self, display: str) -> None:
+        """DatabaseUnavailable (one line) when the path no longer names the file opened,
+        or its ``-wal`` is another (or none) than the one seen first."""
+        now = file_id(self.path)
+        if now != self.database:
+            what = (
+                "is no longer at that path (deleted, or its folder moved)"
+                if now is None
+                else "was replaced by another file"
+            )
+            raise DatabaseUnavailable(
+                f"{display} {what} while this store had it open: nothing was written (it "
+                f"would have gone to the file that is gone); open a store on the database "
+                f"where it is now (opening this path again makes a new, empty one)"
+            )
+        wal = file_id(self.wal_path)
+        if self.wal is None:
+            self.wal = wal  # (made by the first write)
+        elif wal != self.wal:
+            raise DatabaseUnavailable(
+                f"{self.wal_path.name}, the write-ahead log of {display}, was deleted or "
+                f"replaced while this store had it open: nothing was written (what it held "
+                f"that was not yet copied into the database goes with this process); close "
+                f"every process that has the database open, then open it again"
+            )

@@ -38,7 +38,7 @@ from memstore.connection import (
     store_transaction_begin,
     upgrade_to_write,
 )
-from memstore.db_file import FileId, check_same_file, file_id
+from memstore.db_file import OpenedFile
 from memstore.ddl import persistent_ddl
 from memstore.dialect import holds_integer
 from memstore.errors import (
@@ -107,7 +107,7 @@ class StoreCore:
             self.config.token_budget, EXITS_RESERVE if self.config.map_exits_line else 0
         )
         self._live_cache: dict[int, ShownMemories] = {}
-        self._file: FileId | None = None  # (set once open: below)
+        self._file: OpenedFile | None = None  # (set once open: below)
         limit = answer_limit(busy_timeout_s, answer_timeout_s)
         is_new = check_existing(target, answer_timeout_s=limit, busy_timeout_s=busy_timeout_s)
         if read_only and is_new and (target.path is not None or target.is_server):
@@ -135,7 +135,7 @@ class StoreCore:
                 self._create_schema()
             self.current_episode = self._max_episode()
             #: the database file this store opened (memstore.db_file): each write checks it
-            self._file = None if target.path is None else file_id(target.path)
+            self._file = None if target.path is None else OpenedFile(target.path)
         except BaseException:
             self._dispose()  # a store that failed to open keeps no connection or thread
             raise
@@ -286,7 +286,7 @@ class StoreCore:
                 try:
                     begin_transaction(conn, begin)
                     if self._file is not None and begin != "BEGIN":
-                        check_same_file(self.target.path, self._file, self.target.display)  # type: ignore[arg-type]
+                        self._file.check(self.target.display)
                     yield conn
                 except BaseException:  # a KeyboardInterrupt too, even right after BEGIN
                     end_transaction(conn, commit=False)
@@ -415,6 +415,8 @@ class StoreCore:
         except Exception:  # noqa: BLE001, S110 - already invalidated by SQLAlchemy
             pass
         self._data_version = None
+        if self._file is not None:  # (the new connection's -wal may be a new file)
+            self._file.wal = None
 
     @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:

@@ -213,7 +213,7 @@ def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_ack
         turn(manager)  # never raises
         assert manager.get_status()["store_unavailable"] == 1
         assert manager.get_status()["syntheses_waiting"] == 1  # kept, not acknowledged
-        with pytest.raises(DatabaseUnavailable, match="was deleted while this store had it"):
+        with pytest.raises(DatabaseUnavailable, match="is no longer at that path"):
             store.add_memory(
                 CLEARING,
                 "Clearing",
@@ -317,3 +317,17 @@ def test_a_forbidden_supersession_and_an_invalidation_of_one_memory_are_refused(
         assert manager.get_status()["failures"] == {"schema": 1}
         assert [(m.title, m.status.value) for m in store.memories(CLEARING)] == [("Lamp", "ACTIVE")]
         manager.close()
+
+
+def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(tmp_path: Path) -> None:
+    # review R2 F7: the check looked at the database's path only; with its -wal (and -shm)
+    # deleted, later writes were acknowledged into the gone log and lost in a crash
+    from memstore.errors import DatabaseUnavailable
+
+    path = tmp_path / "m.db"
+    with MemoryStore.open(path) as store:
+        assert store.add_memory(CLEARING, "Clearing", note("A"))
+        for name in ("m.db-wal", "m.db-shm"):
+            (tmp_path / name).unlink()
+        with pytest.raises(DatabaseUnavailable, match="m.db-wal, the write-ahead log"):
+            store.add_memory(CLEARING, "Clearing", note("B"))

@@ -222,3 +222,25 @@ def test_a_revision_alembic_cannot_go_to_is_said_in_memstore_s_words(
     assert main(["--db", str(db), "db", *args]) == 1
     err = capsys.readouterr().err
     assert said in err and "alembic" not in err.lower() and err.count("\n") == 1
+
+
+def test_memstore_s_own_refusal_after_ctrl_c_is_said_not_hidden_as_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review R2 F6: any error chained to a Ctrl-C became "interrupted", so the demo's
+    # refused flush ("what waits ... is lost") was never said
+    from alembic import command
+
+    from memstore.errors import StorageFull
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise StorageFull("disk full: the last turns are lost")  # noqa: B904
+
+    db = tmp_path / "m.db"
+    MemoryStore.open(db).close()
+    monkeypatch.setattr(command, "upgrade", interrupted)
+    assert main(["--db", str(db), "db", "upgrade"]) == 1
+    assert "the last turns are lost" in capsys.readouterr().err
