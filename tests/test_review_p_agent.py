@@ -319,10 +319,16 @@ def test_a_forbidden_supersession_and_an_invalidation_of_one_memory_are_refused(
         manager.close()
 
 
-def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(tmp_path: Path) -> None:
+def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # review R2 F7: the check looked at the database's path only; with its -wal (and -shm)
-    # deleted, later writes were acknowledged into the gone log and lost in a crash
+    # deleted, later writes were acknowledged into the gone log and lost in a crash. The
+    # log is looked at once a second at most (WAL_CHECK_S): here at every write
+    from memstore import db_file
     from memstore.errors import DatabaseUnavailable
+
+    monkeypatch.setattr(db_file, "WAL_CHECK_S", 0.0)
 
     path = tmp_path / "m.db"
     with MemoryStore.open(path) as store:
