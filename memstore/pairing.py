@@ -184,7 +184,13 @@ def pair_section(
         if len(stored.get(key, ())) > 1 or (len(places) > 1 and stored.get(key))
     }
     sure = _aligned_around(numbered, stored, twins, section, memory_of) if section else {}
-    elsewhere = {id(section[j]): numbered[n][1] for n, j in sure.items()}  # what it pairs
+    # a stored twin the alignment pairs with a memory of another key that says all it says
+    # but its title: retitled (a memory that only shares its text may be anything)
+    elsewhere = {
+        id(section[j]): numbered[n][1]
+        for n, j in sure.items()
+        if numbered[n][0] == memory_of(section[j])._replace(title=numbered[n][0].title)
+    }
     last = len(numbered) - 1
     for key, places in twins.items():
         pool = [

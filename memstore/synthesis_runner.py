@@ -25,7 +25,13 @@ from typing import Any
 
 from memstore.busy_buffer import BusyBuffer
 from memstore.commit_doubt import CommitDoubt
-from memstore.errors import AnswerError, DatabaseUnavailable, StoreBusy, SynthesisErrorKind
+from memstore.errors import (
+    AnswerError,
+    DatabaseUnavailable,
+    LLMCallError,
+    StoreBusy,
+    SynthesisErrorKind,
+)
 from memstore.llm import UsageNumbers, last_usage_of, usage_mark
 from memstore.models import Memory, Persistence
 from memstore.prompt import build_synthesis_messages, listed_handles
@@ -193,7 +199,8 @@ class SynthesisRunner:
             try:
                 raw, answer = synthesize(self.llm, messages)
             except SynthesisError as exc:
-                self._count_usage(entry, before, failed=True)  # its tokens were spent too
+                # (its tokens were spent too; one that raised may have left the last's)
+                self._count_usage(entry, before, failed=isinstance(exc, LLMCallError))
                 self._record_failure(exc, entry, started, where)
                 return None
             self._count_usage(entry, before)

@@ -433,3 +433,43 @@ def test_the_sure_alignment_pairs_only_what_every_best_alignment_pairs() -> None
     }
     # past one: two readings fit alike (the other moved down), and neither is sure
     assert sure_alignment([moved, other, bottom], [other, moved, bottom]) == {2: 2}
+
+
+def blocks_of(text: str) -> tuple[str, list[str], str]:
+    """The Kitchen section's memory blocks, and what comes before and after them."""
+    head, rest = text.split("### Memories\n\n")
+    body, tail = rest.split("\n---", 1)
+    return head, body.strip("\n").split("\n\n"), tail
+
+
+def joined(head: str, blocks: list[str], tail: str) -> str:
+    return head + "### Memories\n\n" + "\n\n".join(blocks) + "\n\n\n---" + tail
+
+
+def test_a_memory_that_only_shares_a_twin_s_text_never_takes_the_twin_s_row(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review T1 F4: "Zed" says what a superseded twin says; the file retitles Zed and moves
+    # it to the top, and moves and edits the twin. The alignment paired the twin with Zed's
+    # retitle, took it out of the twins' pool, and the twin's edit became delete + add
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))  # 1
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="A shutter bangs.", turns="4")
+    )  # 2
+    store.add_memory(*KITCHEN, mem("X", text="x text", turns="1"))
+    store.add_memory(*KITCHEN, mem("Y", text="y text", turns="1"))
+    store.add_memory(*KITCHEN, mem("Zed", text="The window is ajar.", turns="2"))  # 5
+    head, blocks, tail = blocks_of(exported(store))
+    twin = next(b for b in blocks if "] Window**" in b and "SUPERSEDED" in b)
+    zed = next(b for b in blocks if "] Zed**" in b)
+    blocks.remove(twin)
+    blocks.remove(zed)
+    blocks = [
+        zed.replace("] Zed**", "] Ozone**"),
+        *blocks,
+        twin.replace("ajar.~~", "ajar (checked).~~"),
+    ]
+    run(store, joined(head, blocks, tail), prune=True, force=True)
+    after = {row[0]: row[1:3] for row in rows(store)}
+    assert after[1] == ("Window", "The window is ajar (checked).")  # edited in place
+    assert after[2] == ("Window", "A shutter bangs.")

@@ -337,3 +337,26 @@ def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(
             (tmp_path / name).unlink()
         with pytest.raises(DatabaseUnavailable, match="m.db-wal, the write-ahead log"):
             store.add_memory(CLEARING, "Clearing", note("B"))
+
+
+def test_a_call_that_answered_badly_is_charged_its_usage_even_the_same_as_the_last() -> None:
+    # review T1 F1: every failed synthesis was read as a call that raised, so an answer
+    # that was not JSON, with the same usage as the call before, was not charged
+    class Model:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.last_usage: dict[str, int] | None = None
+
+        def __call__(self, _messages: list[dict[str, str]]) -> str:
+            self.calls += 1
+            self.last_usage = {"prompt_tokens": 100, "completion_tokens": 10}
+            return "not json" if self.calls % 2 == 0 else answer(f"T{self.calls}")
+
+    with MemoryStore.open("sqlite://") as store:
+        manager = SimpleMemoryManager(store, llm=Model())
+        for n in range(4):
+            context = ZMachineContext(location_before=CLEARING, location_after=CLEARING)
+            manager.record_action_outcome(CLEARING, "Clearing", f"look {n}", LONG, context)
+        assert manager.get_status()["failures"] == {"invalid_json": 2}
+        assert manager.get_status()["tokens"] == {"prompt": 400, "completion": 40}
+        manager.close()
