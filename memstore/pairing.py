@@ -191,6 +191,7 @@ def pair_section(
         for n, j in sure.items()
         if numbered[n][0] == memory_of(section[j])._replace(title=numbered[n][0].title)
     }
+    elsewhere.update(_retitled_twins(numbered, stored, twins, memory_of))
     last = len(numbered) - 1
     for key, places in twins.items():
         pool = [
@@ -214,6 +215,33 @@ def pair_section(
         if ambiguous is not None:
             ambiguous.update(places[n] for n in unsure)
     return chosen
+
+
+def _retitled_twins(
+    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
+    stored: dict[MemoryKey, list[Any]],
+    twins: dict[MemoryKey, list[int]],
+    memory_of: Callable[[Any], MemoryRow],
+) -> dict[int, MemoryKey]:
+    """The stored twins that a memory of a key the store lacks says all of but its title,
+    where it is the only such twin and the file holds fewer of its key than the store (one
+    left the key: a retitle), by id -> that memory's key; wherever the file has it."""
+    short = [key for key, places in twins.items() if len(places) < len(stored[key])]
+    if not short:
+        return {}
+    claimed: dict[int, MemoryKey] = {}
+    for memory, key, _nth, _title_nth in numbered:
+        if key in stored:
+            continue
+        found = [
+            item
+            for twin_key in short
+            for item in stored[twin_key]
+            if memory_of(item)._replace(title=memory.title) == memory
+        ]
+        if len(found) == 1 and id(found[0]) not in claimed:
+            claimed[id(found[0])] = key
+    return claimed
 
 
 #: the most cells (the file's memories times the export's) of the stretch of a section
@@ -319,7 +347,8 @@ def edited_from(
     no longer names at the same location, found (``level``) by the same title (its episode
     or turns were fixed) or by the same text (its title was). Among several with the same
     text, the one learned when it was (the same episode and turns: a retitle keeps them),
-    then the one whose title is likeliest (the most characters in common: a typo fixed);
+    then the one with its status (a chain retitled whole keeps each one's), then the one
+    whose title is likeliest (the most characters in common: a typo fixed);
     among those left, one the database changed since the export (the safe side: its copy
     is a conflict, not a live copy of what an agent retired), and the others as likely are
     added to ``tied``: the file may have renamed any of them, so none is pruned for it.
@@ -340,6 +369,7 @@ def edited_from(
             n: (
                 dropped[n].memory.episode == memory.episode,
                 dropped[n].memory.turns == memory.turns,
+                dropped[n].memory.status == memory.status,  # (a chain retitled whole)
                 title_likeness(memory.title, dropped[n].memory.title),
             )
             for n in found

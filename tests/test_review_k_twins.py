@@ -473,3 +473,54 @@ def test_a_memory_that_only_shares_a_twin_s_text_never_takes_the_twin_s_row(
     after = {row[0]: row[1:3] for row in rows(store)}
     assert after[1] == ("Window", "The window is ajar (checked).")  # edited in place
     assert after[2] == ("Window", "A shutter bangs.")
+
+
+def test_a_retitled_live_twin_an_agent_invalidated_is_a_conflict_never_a_live_copy(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review T1 F3: the live twin retitled "Pane" and moved to the top, the other's text
+    # fixed and its link pointed at "Pane": the twins looked alike, the move put the edit on
+    # the live twin's row, and with --ours a live copy of what an agent invalidated came back
+    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))  # 2
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+    )  # 3, live
+    store.add_memory(*KITCHEN, mem("Bottom", text="y", turns="6"))
+    head, blocks, tail = blocks_of(exported(store))
+    live = next(b for b in blocks if "] Window**" in b and "SUPERSEDED" not in b)
+    blocks.remove(live)
+    blocks = [live.replace("] Window**", "] Pane**"), *blocks]
+    at = next(n for n, b in enumerate(blocks) if "] Window**" in b)
+    blocks[at] = blocks[at].replace('by "Window"', 'by "Pane"').replace("ajar.~~", "ajar (ok).~~")
+    text = joined(head, blocks, tail)
+    assert store.invalidate_memory(79, "Window", "shut after all", turn=9)  # an agent, after
+    before = rows(store)
+    outcome = import_memories(store, text, apply=True, prune=True, force=True)
+    assert not outcome.applied and rows(store) == before
+    [conflict] = outcome.plan.conflicts
+    assert conflict.title == "Pane" and "invalidated" in str(conflict)
+
+
+def test_a_chain_of_twins_retitled_whole_is_a_conflict_where_an_agent_changed_the_live_one(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review T1 F5: "Lamp" twins retitled "Brass lamp"; an agent supersedes the live Lamp
+    # after the export. The first retitled block took the changed row: the conflict was on
+    # the superseded block, and --ours added a live "Brass lamp" copy of what was retired
+    store.add_memory(*KITCHEN, mem("Lamp", text="A brass lamp is here.", turns="4"))
+    assert store.supersede_memory(
+        *KITCHEN, "Lamp", mem("Lamp", text="A brass lamp is here.", turns="4")
+    )
+    text = (
+        exported(store)
+        .replace("] Lamp**", "] Brass lamp**")
+        .replace('by "Lamp"', 'by "Brass lamp"')
+    )
+    assert store.supersede_memory(
+        *KITCHEN, "Lamp", mem("Lamp", text="The thief took it.", turns="9")
+    )
+    outcome = import_memories(store, text, apply=False, prune=True, force=True)
+    [conflict] = outcome.plan.conflicts
+    assert conflict.title == "Brass lamp" and conflict.file.status.value == "ACTIVE"
+    assert "superseded by 'Lamp' in the database" in str(conflict)
