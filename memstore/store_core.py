@@ -416,7 +416,7 @@ class StoreCore:
             pass
         self._data_version = None
         if self._file is not None:  # (the new connection's -wal may be a new file)
-            self._file.wal, self._file.wal_checked = None, 0.0
+            self._file.wal = None
 
     @contextmanager
     def trace_sql(self, callback: Any) -> Iterator[None]:

@@ -193,10 +193,14 @@ def test_an_agent_s_invalidation_reason_is_bounded_and_unicode_in_one_line() -> 
 
 
 def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_acknowledged(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # F1: with the file (and its -wal, -shm) unlinked, every later write was acknowledged
-    # into the unlinked inode and lost with the process; nothing counted
+    # into the unlinked inode and lost with the process; nothing counted. (The files are
+    # looked at once a second at most, CHECK_S: here at every write.)
+    from memstore import db_file
+
+    monkeypatch.setattr(db_file, "CHECK_S", 0.0)
     import pytest
 
     from memstore.errors import DatabaseUnavailable
@@ -221,7 +225,7 @@ def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_ack
             )
         with MemoryStore.open(path) as other:  # another file now has the path
             assert other.memories(CLEARING) == []
-        with pytest.raises(DatabaseUnavailable, match="was replaced by another file"):
+        with pytest.raises(DatabaseUnavailable, match="no longer at that path"):  # still
             store.invalidate_memory(CLEARING, "Lamp", "gone", turn=3)
     finally:
         with contextlib.suppress(DatabaseUnavailable):
@@ -324,11 +328,11 @@ def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(
 ) -> None:
     # review R2 F7: the check looked at the database's path only; with its -wal (and -shm)
     # deleted, later writes were acknowledged into the gone log and lost in a crash. The
-    # log is looked at once a second at most (WAL_CHECK_S): here at every write
+    # files are looked at once a second at most (CHECK_S): here at every write
     from memstore import db_file
     from memstore.errors import DatabaseUnavailable
 
-    monkeypatch.setattr(db_file, "WAL_CHECK_S", 0.0)
+    monkeypatch.setattr(db_file, "CHECK_S", 0.0)
 
     path = tmp_path / "m.db"
     with MemoryStore.open(path) as store:
@@ -360,3 +364,20 @@ def test_a_call_that_answered_badly_is_charged_its_usage_even_the_same_as_the_la
         assert manager.get_status()["failures"] == {"invalid_json": 2}
         assert manager.get_status()["tokens"] == {"prompt": 400, "completion": 40}
         manager.close()
+
+
+def test_a_database_file_replaced_under_the_store_is_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstore import db_file
+    from memstore.errors import DatabaseUnavailable
+
+    monkeypatch.setattr(db_file, "CHECK_S", 0.0)
+    path = tmp_path / "m.db"
+    with MemoryStore.open(path) as store:
+        assert store.add_memory(CLEARING, "Clearing", note("A"))
+        other = tmp_path / "other.db"
+        MemoryStore.open(other).close()
+        other.replace(path)
+        with pytest.raises(DatabaseUnavailable, match="was replaced by another file"):
+            store.add_memory(CLEARING, "Clearing", note("B"))
