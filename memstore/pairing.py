@@ -191,7 +191,6 @@ def pair_section(
         for n, j in sure.items()
         if numbered[n][0] == memory_of(section[j])._replace(title=numbered[n][0].title)
     }
-    elsewhere.update(_retitled_twins(numbered, stored, twins, memory_of))
     last = len(numbered) - 1
     for key, places in twins.items():
         pool = [
@@ -215,33 +214,6 @@ def pair_section(
         if ambiguous is not None:
             ambiguous.update(places[n] for n in unsure)
     return chosen
-
-
-def _retitled_twins(
-    numbered: Sequence[tuple[MemoryRow, MemoryKey, int, int]],
-    stored: dict[MemoryKey, list[Any]],
-    twins: dict[MemoryKey, list[int]],
-    memory_of: Callable[[Any], MemoryRow],
-) -> dict[int, MemoryKey]:
-    """The stored twins that a memory of a key the store lacks says all of but its title,
-    where it is the only such twin and the file holds fewer of its key than the store (one
-    left the key: a retitle), by id -> that memory's key; wherever the file has it."""
-    short = [key for key, places in twins.items() if len(places) < len(stored[key])]
-    if not short:
-        return {}
-    claimed: dict[int, MemoryKey] = {}
-    for memory, key, _nth, _title_nth in numbered:
-        if key in stored:
-            continue
-        found = [
-            item
-            for twin_key in short
-            for item in stored[twin_key]
-            if memory_of(item)._replace(title=memory.title) == memory
-        ]
-        if len(found) == 1 and id(found[0]) not in claimed:
-            claimed[id(found[0])] = key
-    return claimed
 
 
 #: the most cells (the file's memories times the export's) of the stretch of a section

@@ -475,33 +475,6 @@ def test_a_memory_that_only_shares_a_twin_s_text_never_takes_the_twin_s_row(
     assert after[2] == ("Window", "A shutter bangs.")
 
 
-def test_a_retitled_live_twin_an_agent_invalidated_is_a_conflict_never_a_live_copy(
-    store: MemoryStore, mem: MakeMemory
-) -> None:
-    # review T1 F3: the live twin retitled "Pane" and moved to the top, the other's text
-    # fixed and its link pointed at "Pane": the twins looked alike, the move put the edit on
-    # the live twin's row, and with --ours a live copy of what an agent invalidated came back
-    store.add_memory(*KITCHEN, mem("Other", text="x", turns="1"))
-    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))  # 2
-    assert store.supersede_memory(
-        *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
-    )  # 3, live
-    store.add_memory(*KITCHEN, mem("Bottom", text="y", turns="6"))
-    head, blocks, tail = blocks_of(exported(store))
-    live = next(b for b in blocks if "] Window**" in b and "SUPERSEDED" not in b)
-    blocks.remove(live)
-    blocks = [live.replace("] Window**", "] Pane**"), *blocks]
-    at = next(n for n, b in enumerate(blocks) if "] Window**" in b)
-    blocks[at] = blocks[at].replace('by "Window"', 'by "Pane"').replace("ajar.~~", "ajar (ok).~~")
-    text = joined(head, blocks, tail)
-    assert store.invalidate_memory(79, "Window", "shut after all", turn=9)  # an agent, after
-    before = rows(store)
-    outcome = import_memories(store, text, apply=True, prune=True, force=True)
-    assert not outcome.applied and rows(store) == before
-    [conflict] = outcome.plan.conflicts
-    assert conflict.title == "Pane" and "invalidated" in str(conflict)
-
-
 def test_a_chain_of_twins_retitled_whole_is_a_conflict_where_an_agent_changed_the_live_one(
     store: MemoryStore, mem: MakeMemory
 ) -> None:
