@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from memstore.errors import DatabaseUnavailable
 from memstore.manager import SimpleMemoryManager
 from memstore.memory_tools import MemoryToolkit
 from memstore.store import MemoryStore
@@ -192,18 +193,20 @@ def test_an_agent_s_invalidation_reason_is_bounded_and_unicode_in_one_line() -> 
         manager.close()
 
 
-def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_acknowledged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # F1: with the file (and its -wal, -shm) unlinked, every later write was acknowledged
-    # into the unlinked inode and lost with the process; nothing counted. (The files are
-    # looked at once a second at most, CHECK_S: here at every write.)
+@pytest.fixture
+def checked_at_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database's files looked at by every write (CHECK_S: once a second at most)."""
     from memstore import db_file
 
     monkeypatch.setattr(db_file, "CHECK_S", 0.0)
-    import pytest
 
-    from memstore.errors import DatabaseUnavailable
+
+@pytest.mark.usefixtures("checked_at_every_write")
+def test_writes_to_a_database_file_deleted_under_the_store_are_refused_never_acknowledged(
+    tmp_path: Path,
+) -> None:
+    # F1: with the file (and its -wal, -shm) unlinked, every later write was acknowledged
+    # into the unlinked inode and lost with the process; nothing counted
 
     path = tmp_path / "m.db"
     store = MemoryStore.open(path)
@@ -323,16 +326,10 @@ def test_a_forbidden_supersession_and_an_invalidation_of_one_memory_are_refused(
         manager.close()
 
 
-def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("checked_at_every_write")
+def test_writes_after_the_wal_was_deleted_under_the_store_are_refused(tmp_path: Path) -> None:
     # review R2 F7: the check looked at the database's path only; with its -wal (and -shm)
-    # deleted, later writes were acknowledged into the gone log and lost in a crash. The
-    # files are looked at once a second at most (CHECK_S): here at every write
-    from memstore import db_file
-    from memstore.errors import DatabaseUnavailable
-
-    monkeypatch.setattr(db_file, "CHECK_S", 0.0)
+    # deleted, later writes were acknowledged into the gone log and lost in a crash
 
     path = tmp_path / "m.db"
     with MemoryStore.open(path) as store:
@@ -366,13 +363,8 @@ def test_a_call_that_answered_badly_is_charged_its_usage_even_the_same_as_the_la
         manager.close()
 
 
-def test_a_database_file_replaced_under_the_store_is_said_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from memstore import db_file
-    from memstore.errors import DatabaseUnavailable
-
-    monkeypatch.setattr(db_file, "CHECK_S", 0.0)
+@pytest.mark.usefixtures("checked_at_every_write")
+def test_a_database_file_replaced_under_the_store_is_said_so(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with MemoryStore.open(path) as store:
         assert store.add_memory(CLEARING, "Clearing", note("A"))
