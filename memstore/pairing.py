@@ -170,10 +170,11 @@ def pair_section(
     of the memories ``pair_by_content`` could not tell apart).
 
     With ``section`` (the stored memories of the section, in the export's order), the
-    section is aligned whole with the export's (``sure_alignment``), and what every best
-    alignment says is used where what the memories say cannot tell: it breaks a tie
-    between twins, and a stored twin it pairs with a memory of another key (a retitle)
-    is that memory's, not a twin's."""
+    stretch of the section around the twins is aligned with the export's
+    (``_aligned_around``), and what every best alignment says is used where what the
+    memories say cannot tell: it breaks a tie between twins, and a stored twin it pairs
+    with a memory of another key that says all it says but its title (a retitle) is that
+    memory's, not a twin's."""
     chosen: list[int | None] = [nth for _memory, _key, nth, _title_nth in numbered]
     in_file: dict[MemoryKey, list[int]] = {}
     for n, (_memory, key, _nth, _title_nth) in enumerate(numbered):
