@@ -42,7 +42,7 @@ from memstore.sqlite_probe import (
     probe_sqlite_file,
     read_only_uri,
 )
-from memstore.sqlite_session import begin_immediate, make_ephemeral_tier
+from memstore.sqlite_session import begin_sqlite, connected, make_ephemeral_tier
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 #: The page size of a new SQLite database (bytes). A durable supersession changes about
@@ -296,11 +296,13 @@ def create_store_engine(
         dbapi_connection.isolation_level = None  # memstore issues BEGIN itself
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-        record.info[BUSY_MS_KEY] = busy_ms  # (begin_immediate waits for it in slices)
+        wal = False
         if target.path is not None and not read_only:
             # a new file only (an existing one keeps the size it was made with), before WAL
             cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()
+            wal = mode is not None and str(mode[0]).lower() == "wal"
+        connected(record.info, busy_ms, wal=wal)  # (begin_sqlite waits for it in slices)
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
         make_ephemeral_tier(cursor, ddl)
@@ -313,7 +315,8 @@ def create_store_engine(
         # A Core statement run inside memstore's own transaction (begin_transaction) joins
         # it; one run outside any begins the transaction BEGIN_KEY names.
         if not in_store_transaction(connection):
-            driver_of(connection).execute(connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE"))
+            begin = connection.info.get(BEGIN_KEY, "BEGIN IMMEDIATE")
+            begin_sqlite(driver_of(connection), begin, connection.connection.info)
 
     return engine
 
@@ -324,8 +327,6 @@ def create_store_engine(
 #: tier's table of that name, and SQLite's cached statement kept reading and writing it
 #: after the table was back (it checks only the schemas a statement uses)
 SQLITE_TRANSLATE: dict[str | None, str] = {None: "main"}
-#: a SQLite connection's busy timeout (ms), in its pool record's ``info``
-BUSY_MS_KEY = "memstore_busy_ms"
 
 
 class ConnectionLost(Exception):
@@ -416,10 +417,8 @@ def begin_transaction(conn: Connection, begin: str) -> None:
         from memstore.pg_connection import begin_server_transaction
 
         begin_server_transaction(conn.connection, begin)
-    elif begin == "BEGIN IMMEDIATE":
-        begin_immediate(driver, conn.connection.info.get(BUSY_MS_KEY, 0))
     else:
-        driver.execute(begin)
+        begin_sqlite(driver, begin, conn.connection.info)
     _OPEN[id(conn)] = _OPEN_DRIVERS[id(driver)] = _Open(driver, begin)
 
 
@@ -433,8 +432,9 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
     caller roll back is the one to report, and a server ends a lost connection's
     transaction itself."""
     try:
-        if commit and _ended_by_the_database(conn, driver_of(conn)):  # ConnectionLost if lost
-            if _session_gone(conn, driver_of(conn)):  # not invalidated: the caller caught it
+        driver = driver_of(conn) if commit else None  # ConnectionLost if lost
+        if driver is not None and _ended_by_the_database(conn, driver):
+            if _session_gone(conn, driver):  # not invalidated: the caller caught it
                 raise ConnectionLost("the server ended the session inside the transaction")
             raise TransactionAborted(
                 "the transaction ended inside the block (the database rolled it back after "
@@ -450,8 +450,8 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
                 conn.commit()
                 return
             conn.rollback()  # (after a failed commit it leaves the driver's open)
-        elif commit:
-            driver_of(conn).commit()
+        elif driver is not None:
+            driver.commit()
             return
         if not conn.invalidated:
             driver_of(conn).rollback()

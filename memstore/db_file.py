@@ -42,15 +42,16 @@ class OpenedFile:
     connection has the database open: one deleted under it takes the commits just as
     well, and loses them with the process)."""
 
-    __slots__ = ("checked", "database", "gone", "path", "wal", "wal_path")
+    __slots__ = ("checked", "database", "display", "gone", "path", "wal", "wal_path")
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.wal_path = path, Path(f"{path}-wal")
+    def __init__(self, path: Path, display: str) -> None:
+        """``display``: the database as its refusals name it."""
+        self.path, self.wal_path, self.display = path, Path(f"{path}-wal"), display
         self.database, self.wal = file_id(path), file_id(self.wal_path)
         self.checked = time.monotonic()
         self.gone: str | None = None  # (once found, every write is refused at once)
 
-    def check(self, display: str) -> None:
+    def check(self) -> None:
         """DatabaseUnavailable (one line) when the path no longer names the file opened,
         or its ``-wal`` is another (or none) than the one seen first; looked at once every
         CHECK_S at most."""
@@ -59,7 +60,7 @@ class OpenedFile:
             if moment < self.checked + CHECK_S:
                 return
             self.checked = moment
-            self.gone = self._gone(display)
+            self.gone = self._gone(self.display)
         if self.gone is not None:
             raise DatabaseUnavailable(self.gone)
 

@@ -54,9 +54,12 @@ def live_titled(
         "title": title,
         "other_title": None if other_title == title else other_title,
     }
+    rows = run(conn, LIVE_TITLED, params).fetchall()
+    if len(rows) > 1:
+        rows.sort()
     return [
         LiveMemory(TIER_NAMES[tier], memory_id, persistence, episode, found)
-        for tier, memory_id, persistence, episode, found in sorted(run(conn, LIVE_TITLED, params))
+        for tier, memory_id, persistence, episode, found in rows
     ]
 
 

@@ -7,6 +7,7 @@ a row and back, decision-log rows, buffered bookkeeping, and what ``apply_synthe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,9 +40,23 @@ from memstore.models import (
 )
 from memstore.schema import synthesis_decisions
 
+#: the second of the last ``now()`` and that second's text (one tuple: threads share it)
+_second: tuple[int, str] = (-1, "")
+
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    """The time now, in UTC, as ``datetime.isoformat`` writes it with microseconds
+    (``2026-11-25T08:17:10.263275+00:00``); the date and time of day formatted once a
+    second (a third of the cost of formatting all of it every time)."""
+    global _second
+    second, micro = divmod(time.time_ns() // 1000, 1_000_000)
+    known = _second
+    if known[0] != second:
+        known = _second = (
+            second,
+            datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+    return f"{known[1]}.{micro:06d}+00:00"
 
 
 #: how long a write receipt is kept (memstore.commit_doubt): its writer asks for it at its

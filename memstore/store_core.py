@@ -135,7 +135,7 @@ class StoreCore:
                 self._create_schema()
             self.current_episode = self._max_episode()
             #: the database file this store opened (memstore.db_file): each write checks it
-            self._file = None if target.path is None else OpenedFile(target.path)
+            self._file = None if target.path is None else OpenedFile(target.path, target.display)
         except BaseException:
             self._dispose()  # a store that failed to open keeps no connection or thread
             raise
@@ -286,7 +286,7 @@ class StoreCore:
                 try:
                     begin_transaction(conn, begin)
                     if self._file is not None and begin != "BEGIN":
-                        self._file.check(self.target.display)
+                        self._file.check()
                     yield conn
                 except BaseException:  # a KeyboardInterrupt too, even right after BEGIN
                     end_transaction(conn, commit=False)

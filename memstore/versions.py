@@ -235,14 +235,13 @@ def record_history(
     changes them, or deletes them (``deleted``). ``live``: the memories are not
     SUPERSEDED, so they have no link to keep."""
     statement = _RECORD_LIVE if live else _RECORD
-    rows = [
-        {"version": version, "deleted": int(deleted), "memory_id": memory_id}
-        for memory_id in memory_ids
-    ]
-    if len(rows) == 1:
-        run(conn, statement, rows[0])
-    else:
-        run_many(conn, statement, rows)
+    ids = memory_ids if isinstance(memory_ids, list | tuple) else list(memory_ids)
+    if len(ids) == 1:  # (one execute: an executemany of one row costs more)
+        run(conn, statement, {"version": version, "deleted": int(deleted), "memory_id": ids[0]})
+        return
+    flag = int(deleted)
+    rows = [{"version": version, "deleted": flag, "memory_id": memory_id} for memory_id in ids]
+    run_many(conn, statement, rows)
 
 
 def state_at(
