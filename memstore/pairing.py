@@ -144,14 +144,19 @@ def _identical(stored: Sequence[Any]) -> dict[Any, list[int]] | None:
     return found
 
 
-def likeness(file: Any, stored: Any) -> tuple[bool, float, int]:
+def likeness(file: Any, stored: Any) -> tuple[bool, bool, float, int]:
     """How likely a file's memory is an edit of a stored one of its key: the same status
     and link (a reviewer edits what a memory says more often than what became of it), the
-    share of the text in common, how many other fields are the same."""
+    same kind of end (both superseded by a memory, whatever its title: a link pointed at
+    its successor's new title; or both invalidated, or both not superseded), the share of
+    the text in common, how many other fields are the same."""
     same_status = all(getattr(file, name) == getattr(stored, name) for name in STATUS_FIELDS)
+    same_end = file.status == stored.status and (file.superseded_by is None) == (
+        stored.superseded_by is None
+    )
     text = difflib.SequenceMatcher(None, file.text, stored.text, autojunk=False).ratio()
     others = sum(getattr(file, name) == getattr(stored, name) for name in CONTENT_FIELDS)
-    return same_status, text, others
+    return same_status, same_end, text, others
 
 
 def pair_section(

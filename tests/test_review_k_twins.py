@@ -497,3 +497,35 @@ def test_a_chain_of_twins_retitled_whole_is_a_conflict_where_an_agent_changed_th
     [conflict] = outcome.plan.conflicts
     assert conflict.title == "Brass lamp" and conflict.file.status.value == "ACTIVE"
     assert "superseded by 'Lamp' in the database" in str(conflict)
+
+
+def test_a_live_twin_retitled_and_moved_with_its_predecessor_s_link_repointed_is_a_retitle(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review T1 F3: ids 2 -> 3 (live) say the same. The file retitles the live one "Lamp
+    # window", moves it to the top and points id 2's link at the new title. The superseded
+    # "Window" left in the file was paired with the live row by its place (what they say
+    # tied): a spurious status change, and the retitle reported as an edit of the
+    # superseded row. The same kind of end (superseded by a memory) now pairs it with id 2.
+    store.add_memory(*KITCHEN, mem("Stove", text="The stove is cold.", turns="2"))
+    store.add_memory(*KITCHEN, mem("Window", text="The window is ajar.", turns="4"))
+    assert store.supersede_memory(
+        *KITCHEN, "Window", mem("Window", text="The window is ajar.", turns="4")
+    )
+    text = exported(store)
+    live = "**[NOTE - PERMANENT] Window** *(Ep1, T4, +0)*\nThe window is ajar.\n\n"
+    stove = "**[NOTE - PERMANENT] Stove**"
+    assert live in text and stove in text
+    text = text.replace(live, "").replace(stove, live.replace("] Window", "] Lamp window") + stove)
+    text = text.replace('by "Window"]', 'by "Lamp window"]')
+    before = rows(store)
+    outcome = import_memories(store, text, apply=True)
+    assert not outcome.applied and rows(store) == before
+    [problem] = outcome.plan.problems
+    assert "an edit of the database's live memory 'Window'" in problem.message
+    assert outcome.plan.summary().count("status changed 0") == 1
+    run(store, text, prune=True, force=True)  # (one of three memories: over --prune's 10%)
+    (stove, window, lamp) = rows(store)  # a retitle is a replacement: the new row, then
+    assert stove == (1, "Stove", "The stove is cold.", "ACTIVE", None, None)
+    assert lamp[1:] == ("Lamp window", "The window is ajar.", "ACTIVE", None, None)
+    assert window == (2, "Window", "The window is ajar.", "SUPERSEDED", lamp[0], None)
