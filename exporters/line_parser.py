@@ -73,7 +73,7 @@ _new = tuple.__new__  # a NamedTuple from its values, without its Python-level _
 
 
 class _Parser:
-    def __init__(self) -> None:
+    def __init__(self, closed_sections: bool = False) -> None:
         self.locations: list[LocationRows] = []
         self.problems: list[Problem] = []
         self.seen_ids: set[int] = set()
@@ -83,6 +83,15 @@ class _Parser:
         self.skipping_memory = False
         self.skipping_location = False
         self.in_stray_text = False
+        # True right after a memory that an empty line ended (text that follows it may be
+        # more of its text: ``stray_text``)
+        self.after_memory = False
+        # every section must end with a "---" line (a file with an export base: memstore
+        # wrote it): one that does not was cut short (``finish``)
+        self.closed_sections = closed_sections
+        self.any_closed = False
+        # whether a "---" line closed the section being read
+        self.section_closed = True
         # memory blocks read line by line by run_blocks (the others in one match)
         self.slow_memory_blocks = 0
 
@@ -95,12 +104,13 @@ class _Parser:
         skipped = (location.id, title, None) if title is not None and location else None
         self.problems.append(Problem(line, message, skipped))
 
-    def finish_memory(self) -> None:
+    def finish_memory(self) -> bool:
+        """End the memory being read; whether it was kept (not skipped)."""
         pending = self.memory
         self.memory = None
         self.skipping_memory = False
         if pending is None:
-            return
+            return False
         location = self.location
         assert location is not None
         memory = build_memory(
@@ -118,8 +128,48 @@ class _Parser:
             line = pending.reference_line if memory.at_reference else pending.line
             text = "\n".join(pending.text)
             self.problems.append(Problem(line, memory.message, (location.id, pending.title, text)))
-            return
+            return False
         location.memories.append(memory)
+        return True
+
+    def skip_open_memory(self, number: int, line: str) -> None:
+        """A structure line (a heading, a separator, a memory header that is not one) right
+        under the memory being read, with no empty line between: the memory's text may go
+        on past it (a reviewer's Markdown in the text). The memory is skipped, kept as the
+        database has it, never stored with its text cut there."""
+        memory = self.memory
+        assert memory is not None
+        self.memory = None
+        self.skipping_memory = True
+        self.after_memory = False
+        self.problem(
+            number,
+            f"{clip(line)!r} inside the text of memory {clip(memory.title)!r} (memstore ends "
+            f"a memory's text with an empty line; its text may go on here): memory "
+            f"{clip(memory.title)!r} skipped",
+            memory.title,
+        )
+
+    def close_section(self) -> None:
+        """A "---" line: the section being read is closed."""
+        self.section_closed = True
+        self.any_closed = True
+
+    def cut_short(self, line: int, location_id: int) -> None:
+        """The file ends inside the section whose header is at ``line``: no "---" line
+        closes it. Cut short (an editor, a copy or a full disk stopped writing it): its
+        last memory's text may be cut anywhere, so the whole section is skipped."""
+        self.memory = None
+        self.location = None
+        self.problems.append(
+            Problem(
+                line,
+                f"the file ends inside location {location_id}'s section, which no '---' line "
+                f"closes (memstore closes every section with one): cut short? the section is "
+                f"skipped",
+                (location_id, None, None),
+            )
+        )
 
     def finish_location(self) -> None:
         if self.memory is not None or self.skipping_memory:
@@ -152,6 +202,10 @@ class _Parser:
 
     def heading(self, number: int, line: str) -> None:
         self.in_stray_text = False
+        self.after_memory = False
+        if self.memory is not None and _LOCATION.fullmatch(line) is None:
+            self.skip_open_memory(number, line)
+            return
         if line.startswith("##") and not line.startswith("###"):
             self.location_header(number, line)
             return
@@ -167,6 +221,7 @@ class _Parser:
     def location_header(self, number: int, line: str) -> None:
         self.finish_location()
         match = _LOCATION.fullmatch(line)
+        self.open_section()
         if match is None:
             self.skipping_location = True
             loose = _LOOSE_LOCATION.match(line)
@@ -196,8 +251,13 @@ class _Parser:
         self.seen_ids.add(location_id)
         self.location = PendingLocation(number, location_id, unescape_lines(match.group(2)))
 
+    def open_section(self) -> None:
+        self.section_closed = False
+        self.after_memory = False
+
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False
+        self.after_memory = False
         self.finish_memory()
         if self.skipping_location:
             return
@@ -249,6 +309,12 @@ class _Parser:
 
     def memory_header(self, number: int, line: str) -> None:
         self.in_stray_text = False
+        self.after_memory = False
+        self.section_closed = False
+        if self.memory is not None and FAST_HEADER.fullmatch(line) is None:
+            if _HEADER.fullmatch(line) is None:  # not a header: the memory's text, maybe
+                self.skip_open_memory(number, line)
+                return
         self.finish_memory()
         if self.skipping_location:
             self.skipping_memory = True
@@ -361,7 +427,25 @@ class _Parser:
             return
         if not self.in_stray_text:
             self.in_stray_text = True
-            self.problem(number, "text outside any memory ignored")
+            self.stray_text(number)
+
+    def stray_text(self, number: int) -> None:
+        """Text outside any memory. Right after a memory that an empty line ended, it may
+        be more of that memory's text (a paragraph break): the memory is taken back,
+        skipped, and kept as the database has it, never stored with half its text."""
+        location = self.location
+        if self.after_memory and location is not None and location.memories:
+            self.after_memory = False
+            memory = location.memories.pop()
+            self.problem(
+                number,
+                f"text outside any memory right after memory {clip(memory.title)!r}, "
+                f"after an empty line (an empty line ends a memory's text; its text may go "
+                f"on here): memory {clip(memory.title)!r} skipped",
+                memory.title,
+            )
+            return
+        self.problem(number, "text outside any memory ignored")
 
     def conflict_marker(self, number: int, line: str) -> None:
         """A git conflict marker (``exporters.conflict_markers``): a merge left unresolved.
@@ -369,6 +453,7 @@ class _Parser:
         holds a side of the conflict, or both)."""
         memory = self.memory
         skipped = ""
+        self.after_memory = False
         if memory is not None:
             self.memory = None
             self.skipping_memory = True
@@ -394,7 +479,7 @@ class _Parser:
             elif not line.strip(" \t"):
                 self.in_stray_text = False
                 if self.memory is not None or self.skipping_memory:
-                    self.finish_memory()
+                    self.after_memory = self.finish_memory()
             elif first == "#" and _HEADING.match(line) is not None:
                 self.heading(number, line)
             elif first == "*" and line.startswith("**["):
@@ -403,7 +488,12 @@ class _Parser:
                 self.visits(number, line)
             elif first == "-" and line.startswith("---") and not line.strip(" \t-"):
                 self.in_stray_text = False
+                if self.memory is not None and self.memory.text:
+                    self.skip_open_memory(number, line)  # (a Markdown heading's underline?)
+                    continue
+                self.after_memory = False
                 self.finish_memory()
+                self.close_section()
             elif CONFLICT_MARKER.match(line) is not None:
                 self.conflict_marker(number, line)
             else:
@@ -423,7 +513,7 @@ class _Parser:
             if index:  # the empty line between this block and the one before
                 self.in_stray_text = False
                 if self.memory is not None or self.skipping_memory:
-                    self.finish_memory()
+                    self.after_memory = self.finish_memory()
                 number += 1
             index += 1
             if block.startswith(MEMORY_BLOCK_START):
@@ -438,15 +528,22 @@ class _Parser:
                         index += len(run) - 1
                         # each block's lines and the empty line after it (but the last's)
                         number += breaks + 2 * len(run) - 1
+                        self.after_memory = True
+                        self.section_closed = False
                         if index < count and blocks[index] == "---":
                             # the separator after a location's memories, read as below
                             self.in_stray_text = False
+                            self.after_memory = False
+                            self.close_section()
                             index += 1
                             number += 2
                         continue
                     self.slow_memory_blocks += 1
             elif block == "---" or block == "### Memories":  # as run_lines reads them
                 self.finish_memory()
+                self.after_memory = False
+                if block == "---":
+                    self.close_section()
                 number += 1
                 continue
             elif block.startswith(LOCATION_BLOCK_START) and self._location_block(block, number):
@@ -468,28 +565,40 @@ class _Parser:
         if found is None or found[0] in self.seen_ids:
             return False
         self.finish_location()
+        self.open_section()
         self.seen_ids.add(found[0])
         self.location = PendingLocation(number, *found, True, [], True)
         return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
+        if self.location is not None and not self.section_closed:  # (a skipped one is said)
+            if self.closed_sections or self.any_closed:
+                self.cut_short(self.location.line, self.location.id)
         self.finish_location()
         self.locations.sort(key=_LOCATION_ROW)  # by id: no two kept locations share one
         return self.locations, self.problems
 
 
-def read_line_by_line(text: str) -> tuple[list[LocationRows], list[Problem]]:
+def read_line_by_line(
+    text: str, *, closed_sections: bool = False
+) -> tuple[list[LocationRows], list[Problem]]:
     """The locations (sorted by id) and problems of a Memories.md body (``\\n`` line
-    endings, no byte-order mark, no base line), read line by line. Never raises."""
-    parser = _Parser()
+    endings, no byte-order mark, no base line), read line by line. Never raises.
+
+    The last section must end with a "---" line when ``closed_sections`` (the file has an
+    export base: memstore wrote it, and closes every section) or another section does: a
+    file that ends inside a section was cut short, and that section is skipped."""
+    parser = _Parser(closed_sections)
     parser.run_lines(text.split("\n"), 1)
     return parser.finish()
 
 
-def read_body(text: str) -> tuple[list[LocationRows], list[Problem], bool]:
+def read_body(
+    text: str, *, closed_sections: bool = False
+) -> tuple[list[LocationRows], list[Problem], bool]:
     """What ``read_line_by_line`` returns, read block by block (``_Parser.run_blocks``),
     and whether every memory block took the fast path. Never raises."""
-    parser = _Parser()
+    parser = _Parser(closed_sections)
     parser.run_blocks(text)
     locations, problems = parser.finish()
     return locations, problems, parser.slow_memory_blocks == 0

@@ -129,7 +129,7 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
     base, text, base_line = find_base_line(text)
-    result = _parse_body(text, fast_blocks)
+    result = _parse_body(text, fast_blocks, closed_sections=base is not None)
     problems = result.problems
     if problems and BASE_LINE_START in text:
         problems = _name_misplaced_base_lines(problems, text, base_line if base else 0)
@@ -182,16 +182,16 @@ def _name_misplaced_base_lines(
     )
 
 
-def _parse_body(text: str, fast_blocks: bool) -> ParsedRows:
+def _parse_body(text: str, fast_blocks: bool, *, closed_sections: bool) -> ParsedRows:
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         if fast_blocks:
-            locations, problems, _all_fast = read_body(text)
+            locations, problems, _all_fast = read_body(text, closed_sections=closed_sections)
         else:
-            locations, problems = read_line_by_line(text)
+            locations, problems = read_line_by_line(text, closed_sections=closed_sections)
         return ParsedRows(tuple(locations), tuple(problems))
     finally:
         if gc_was_enabled:

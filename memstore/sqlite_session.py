@@ -82,11 +82,15 @@ def _begin_in_slices(driver: Any, busy_ms: int, info: dict[str, Any]) -> None:
 
 
 def _set_busy_ms(driver: Any, busy_ms: int, info: dict[str, Any]) -> None:
-    """Set the connection's busy timeout, and note it first: a Ctrl-C between the two
-    leaves a note of a slice on the whole busy timeout (a read sets it again), never the
-    other way round."""
-    info[_NOW_MS_KEY] = busy_ms
-    driver.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    """Set the connection's busy timeout and note it, in the order that leaves a Ctrl-C
+    between the two harmless: a note of a slice over the whole busy timeout (a BEGIN of a
+    read sets the whole again), never a note of the whole over a slice."""
+    if busy_ms < info.get(_NOW_MS_KEY, busy_ms):  # shorter: noted first
+        info[_NOW_MS_KEY] = busy_ms
+        driver.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    else:  # longer: set first
+        driver.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        info[_NOW_MS_KEY] = busy_ms
 
 
 def make_ephemeral_tier(cursor: Any, ddl: list[str] | None = None) -> None:

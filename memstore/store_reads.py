@@ -72,7 +72,8 @@ class StoreReads(StoreCore):
             text = self._views.text(location_id)
             if text is None:
                 try:
-                    text = self._load_view(location_id)
+                    with self._read():  # (one snapshot, and the whole busy timeout)
+                        text = self._load_view(location_id)
                 except Exception as exc:
                     refused = self.refusal(exc)
                     if refused is None:

@@ -102,3 +102,24 @@ def test_a_store_s_writes_in_a_row_set_the_busy_timeout_once(
         assert [sql for sql in seen if "busy_timeout" in sql] == ["PRAGMA busy_timeout = 9000"]
         with store.transaction(write=False) as conn:
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 9000
+
+
+def test_the_agent_s_read_after_a_write_has_the_whole_busy_timeout(
+    db_path: Path, mem: MakeMemory
+) -> None:
+    # review A F1: get_location_memory read its view outside any transaction, so after a
+    # write it had the 100 ms slice
+    with MemoryStore.open(db_path, busy_timeout_s=9) as store:
+        with store.transaction(write=False) as conn:
+            driver = conn.connection.dbapi_connection
+        store.add_memory(1, "Hall", mem("First"))  # (its view is not kept: read again)
+        seen: list[tuple[str, bool]] = []
+
+        def look(sql: str) -> None:
+            seen.append((sql, driver.in_transaction))
+
+        with store.trace_sql(look):
+            assert "First" in store.get_location_memory(1)
+        selects = [inside for sql, inside in seen if sql.startswith("SELECT")]
+        assert selects and all(selects)
+        assert ("PRAGMA busy_timeout = 9000", False) in seen

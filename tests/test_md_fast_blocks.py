@@ -189,7 +189,7 @@ def _file_of(blocks: list[str]) -> str:
     return (
         "# Location Memories\n\n## Location 5: Room\n**Visits:** 1 | **Episodes:** 1\n\n"
         "### Memories\n\n" + "\n\n".join(blocks) + "\n\n---\n\n## Location 6: Next\n"
-        "**Visits:** 0 | **Episodes:** none\n\n### Memories\n\n**[BOGUS] x** *(Ep1, T1)*\n"
+        "**Visits:** 0 | **Episodes:** none\n\n### Memories\n\n**[BOGUS] x** *(Ep1, T1)*\n\n---\n"
     )
 
 
@@ -200,7 +200,7 @@ def test_a_file_of_edge_blocks_reads_as_line_by_line_with_the_same_line_numbers(
 
     assert fast == parse_rows_line_by_line(text)
     assert fast.problems  # the edges hold problems, each at its line
-    assert fast.problems[-1].line == text.count("\n")
+    assert fast.problems[-1].line == text.split("\n").index("**[BOGUS] x** *(Ep1, T1)*") + 1
 
 
 @PROPERTY
