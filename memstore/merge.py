@@ -251,12 +251,14 @@ def merge_import(
                     continue
                 merged, fields = _merge_fields(was.memory, memory, now.memory, resolution)
             else:  # new in the file; the database may have gained the same memory meanwhile
-                fresh = fresh_by_key.get(key)
-                if not fresh:
+                fresh = fresh_by_key.get(key) or []
+                same = next((n for n, f in enumerate(fresh) if f.memory == memory), None)
+                if same is None:  # (one the database learned since, saying something else,
+                    # is never overwritten: the file's is new, or an edit of the export's)
                     new_in_file.append((location_id, memory, title_nth))
                     continue
                 unbased.setdefault(location_id, []).append(memory)
-                now = fresh.pop(next((n for n, f in enumerate(fresh) if f.memory == memory), 0))
+                now = fresh.pop(same)
                 merged, fields = _merge_fields(None, memory, now.memory, resolution)
             if fields:
                 conflicts.append(

@@ -96,6 +96,8 @@ def import_memories(
             parsed.problems,
             parsed.base,
         )
+    if resolution is not None:  # ("theirs" names it as well; anything else: ValueError)
+        resolution = Resolution(resolution)
     if skip_invalid and resolution is None:
         resolution = Resolution.SKIP
     lines = LineFinder(text)

@@ -20,6 +20,7 @@ import pytest
 from exporters import parse_memories_md
 from memstore.cli import main
 from memstore.md_store import export_memories_md
+from memstore.merge import Resolution
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
 from tests.conftest import MakeMemory
@@ -99,3 +100,39 @@ def test_skip_invalid_never_stores_a_text_cut_at_a_line_it_could_not_place(
         ("Troll fight", TEXT),
         ("Sword", "The sword glows blue."),  # the rest of the file is applied
     ]
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_a_memory_an_agent_learned_after_the_export_is_never_overwritten_by_the_file(
+    store: MemoryStore, mem: MakeMemory, prune: bool
+) -> None:
+    # F3: the reviewer retitles "Lamp" to "Brass lamp"; an agent learns a new "Brass lamp"
+    # with the same episode and turns after the export. The file's memory was merged field
+    # by field with the agent's row, and --theirs wrote the file's text over it.
+    for n in range(12):  # (so that one deletion stays under --prune's 10%)
+        store.add_memory(99, "Filler", mem(f"F{n}", text="f", turns=str(n + 1)))
+    store.add_memory(10, "Room", mem("Lamp", text="A brass lamp lies here.", turns="4"))
+    text = export_memories_md(store).replace("] Lamp**", "] Brass lamp**")
+    agent = mem("Brass lamp", text="The lamp lasts 300 turns.", turns="4")
+    assert store.add_memory(10, "Room", agent)
+    before = stored(store)
+    for resolution in (None, Resolution.THEIRS, Resolution.OURS):
+        outcome = import_memories(store, text, apply=True, prune=prune, resolution=resolution)
+        assert not outcome.applied and stored(store) == before, resolution
+    [problem] = outcome.plan.problems
+    assert "learned after the export" in problem.message
+    import_memories(store, text, apply=True, prune=prune, skip_invalid=True)
+    assert [(m.title, m.text) for m in store.memories(10)] == [
+        ("Lamp", "A brass lamp lies here."),
+        ("Brass lamp", "The lamp lasts 300 turns."),
+    ]
+
+
+def test_a_resolution_may_be_named_by_its_value(store: MemoryStore, mem: MakeMemory) -> None:
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp."))
+    text = export_memories_md(store).replace("A lamp.", "A brass lamp.")
+    store.supersede_memory(10, "Room", "Lamp", mem("Lamp", text="A lamp, lit."))
+    outcome = import_memories(store, text, apply=True, resolution="ours")  # type: ignore[arg-type]
+    assert outcome.applied  # (a plain "ours" was taken for no resolution: nothing applied)
+    with pytest.raises(ValueError, match="'mine' is not a valid Resolution"):
+        import_memories(store, text, apply=True, resolution="mine")  # type: ignore[arg-type]
