@@ -258,6 +258,9 @@ class _Parser:
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False
         self.after_memory = False
+        if self.memory is not None:
+            self.skip_open_memory(number, line)
+            return
         self.finish_memory()
         if self.skipping_location:
             return

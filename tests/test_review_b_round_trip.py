@@ -83,6 +83,7 @@ def test_a_hand_written_file_with_no_section_closed_is_read_as_before() -> None:
         ("a heading", "It takes several", "## Tip\nIt takes several"),
         ("a smaller heading", "It takes several", "### Tip\nIt takes several"),
         ("a heading's underline", "It takes several", "---\nIt takes several"),
+        ("a visits line", "It takes several", "**Visits:** 3 | **Episodes:** 1\nIt takes several"),
     ],
 )
 def test_skip_invalid_never_stores_a_text_cut_at_a_line_it_could_not_place(
