@@ -1,11 +1,12 @@
 """The one reader of Memories.md: reads any file and explains what it cannot read.
 
-A state machine over the file's lines (``_Parser.run_lines``): location headers, visits
+A state machine over the file's lines (``LineParser.run_lines``): location headers, visits
 lines, memory headers, reference lines, text, separators, each kind of problem reported at
-its line. ``read_body`` feeds it block by block (the pieces between empty lines): a memory
-block in the renderer's exact layout is read in one match (``exporters.fast_blocks``),
-every other block line by line, with the same state; ``read_line_by_line`` feeds it every
-line, and a property test checks that both give the same. Memories are built as checked
+its line. ``exporters.block_reader.read_body`` feeds it block by block (the pieces
+between empty lines): a memory block in the renderer's exact layout is read in one match
+(``exporters.fast_blocks``), every other block line by line, with the same state;
+``read_line_by_line`` feeds it every line, and a property test checks that both give the
+same. Memories are built as checked
 ``MemoryRow``s through ``exporters.memory_block``.
 """
 
@@ -17,20 +18,13 @@ from operator import itemgetter
 from pydantic import ValidationError
 
 from exporters.conflict_markers import CONFLICT_MARKER, MARKER_STARTS
-from exporters.escaping import unescape, unescape_lines
-from exporters.fast_blocks import (
-    LOCATION_BLOCK_START,
-    MEMORY_BLOCK_START,
-    read_location_block,
-    read_memory_run,
-)
+from exporters.escaping import unescape_lines
+from exporters.header_line import HEADER, read_header
 from exporters.memory_block import (
     CATEGORIES,
     FAST_HEADER,
-    PERSISTENCES,
     REFERENCE,
     REFERENCE_STARTS,
-    STATUSES,
     Problem,
     Skipped,
     build_memory,
@@ -40,10 +34,10 @@ from exporters.memory_block import (
     location_numbers_problem,
 )
 from exporters.pending import PendingLocation, PendingMemory
-from memstore.md_rows import LocationRow, LocationRows, location_row_problem
-from memstore.models import LocationInfo, Persistence, Status
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_row_problem
+from memstore.models import LocationInfo
 
-__all__ = ["Problem", "read_body", "read_line_by_line"]
+__all__ = ["LineParser", "Problem", "read_line_by_line"]
 
 
 _HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
@@ -53,26 +47,26 @@ _TITLE_HEADING = re.compile(r"#[ \t]+Location[ \t]+Memories[ \t]*")
 _VISITS = re.compile(
     r"\*\*Visits:\*\*[ \t]*([0-9]{1,100})[ \t]*\|[ \t]*\*\*Episodes:\*\*[ \t]*(.*?)[ \t]*"
 )
-_HEADER = re.compile(r"\*\*\[([^\]]*)\] ?(.*)\*\* \*\(([^)]*)\)\*[ \t]*")
 #: the location id and the memory title a malformed header still shows (``## Location
 #: -79: Kitchen``, ``**[NOTE] Title** (Ep1, T6)``): what the problem skipped, so that the
 #: database's memories it stands for are not counted as ones the file dropped
 _LOOSE_LOCATION = re.compile(r"##[ \t]*Location[ \t]*[-+]?[ \t]*([0-9]{1,18})\b", re.IGNORECASE)
-_LOOSE_TITLE = re.compile(r"\*\*\[[^\]]*\][ \t]*(.*?)[ \t]*(?:\*\*|\*?\(|$)")
-_METADATA = re.compile(
-    r"[ \t]*(?:Ep(?:ep_)?([0-9]{1,100})[ \t]*,[ \t]*)?"
-    r"T([0-9]{1,100}(?:-[0-9]{1,100})?)[ \t]*(?:,[ \t]*([+-]?[0-9]{1,100})[ \t]*)?"
-)
-_MARKER_SPLIT = re.compile(r"[ \t]*-[ \t]*")
 #: First characters of lines that may be structure (or blank) or a git conflict marker;
 #: others are always text.
 _STRUCTURE_STARTS = frozenset(("#", "*", "-", " ", "\t", *MARKER_STARTS))
 _NO_EPISODES = frozenset({"", "none", "-", "—"})
 _LOCATION_ROW = itemgetter(0)
+#: a ``**[`` line whose marker starts with a category: a memory's header, even broken
+_KNOWN_CATEGORY = re.compile(r"\*\*\[[ \t]*(?:" + "|".join(CATEGORIES) + r")\b", re.IGNORECASE)
+#: how sure the reader is that the section's last memory is whole (``LineParser.provisional``)
+_NONE, _WEAK, _STRONG = 0, 1, 2
 _new = tuple.__new__  # a NamedTuple from its values, without its Python-level __new__
 
 
-class _Parser:
+class LineParser:
+    """The reader's state over a file's lines (``run_lines``), fed also block by block
+    (``exporters.block_reader``)."""
+
     def __init__(self, closed_sections: bool = False) -> None:
         self.locations: list[LocationRows] = []
         self.problems: list[Problem] = []
@@ -83,13 +77,14 @@ class _Parser:
         self.skipping_memory = False
         self.skipping_location = False
         self.in_stray_text = False
-        # True right after a memory that an empty line ended (text that follows it may be
-        # more of its text: ``stray_text``)
-        self.after_memory = False
+        # While the last memory of the section being read is followed by no memory or
+        # location header yet, a line met meanwhile that the file cannot place may be more
+        # of its text (``take_back``): STRONG, or WEAK once a "---" line came between
+        # (then only text is taken for more of it)
+        self.provisional = _NONE
         # every section must end with a "---" line (a file with an export base: memstore
         # wrote it): one that does not was cut short (``finish``)
         self.closed_sections = closed_sections
-        self.any_closed = False
         # whether a "---" line closed the section being read
         self.section_closed = True
         # memory blocks read line by line by run_blocks (the others in one match)
@@ -130,6 +125,7 @@ class _Parser:
             self.problems.append(Problem(line, memory.message, (location.id, pending.title, text)))
             return False
         location.memories.append(memory)
+        self.provisional = _STRONG
         return True
 
     def skip_open_memory(self, number: int, line: str) -> None:
@@ -141,7 +137,6 @@ class _Parser:
         assert memory is not None
         self.memory = None
         self.skipping_memory = True
-        self.after_memory = False
         self.problem(
             number,
             f"{clip(line)!r} inside the text of memory {clip(memory.title)!r} (memstore ends "
@@ -150,10 +145,36 @@ class _Parser:
             memory.title,
         )
 
+    def take_back(self, weak_too: bool = False) -> str | None:
+        """A line the file cannot place (a problem), met after the section's last memory
+        and before the next memory or location header: it may be more of that memory's
+        text (after an empty line, a heading, a separator). That memory is taken back and
+        skipped, kept as the database has it, never stored with its text cut; its title
+        (None: there is none to take back). ``weak_too``: also after a "---" line."""
+        location = self.location
+        wanted = self.provisional == _STRONG or (weak_too and self.provisional == _WEAK)
+        if not wanted or location is None or not location.memories:
+            return None
+        self.provisional = _NONE
+        return location.memories.pop().title
+
+    def taken_back(self, number: int) -> None:
+        """``take_back``, said at line ``number`` (beside the line's own problem)."""
+        title = self.take_back()
+        if title is not None:
+            self.problem(
+                number,
+                f"memory {clip(title)!r} above this line may go on here (its text is "
+                f"followed by a line the file cannot place before the next memory): memory "
+                f"{clip(title)!r} skipped",
+                title,
+            )
+
     def close_section(self) -> None:
         """A "---" line: the section being read is closed."""
         self.section_closed = True
-        self.any_closed = True
+        if self.provisional == _STRONG:
+            self.provisional = _WEAK
 
     def cut_short(self, line: int, location_id: int) -> None:
         """The file ends inside the section whose header is at ``line``: no "---" line
@@ -174,6 +195,7 @@ class _Parser:
     def finish_location(self) -> None:
         if self.memory is not None or self.skipping_memory:
             self.finish_memory()
+        self.provisional = _NONE
         pending = self.location
         self.location = None
         self.skipping_location = False
@@ -202,10 +224,10 @@ class _Parser:
 
     def heading(self, number: int, line: str) -> None:
         self.in_stray_text = False
-        self.after_memory = False
-        if self.memory is not None and _LOCATION.fullmatch(line) is None:
+        if self.memory is not None:  # right under a memory's text: maybe more of it
             self.skip_open_memory(number, line)
-            return
+            if _LOCATION.fullmatch(line) is None:
+                return
         if line.startswith("##") and not line.startswith("###"):
             self.location_header(number, line)
             return
@@ -213,14 +235,18 @@ class _Parser:
         if line.startswith("### "):
             if _MEMORIES_HEADING.fullmatch(line) is None:
                 self.problem(number, f"unexpected heading {clip(line)!r} ignored")
+                self.taken_back(number)
             return
         if line.startswith("# ") and _TITLE_HEADING.fullmatch(line) is not None:
             return
         self.problem(number, f"unexpected heading {clip(line)!r} ignored")
+        self.taken_back(number)
 
     def location_header(self, number: int, line: str) -> None:
-        self.finish_location()
         match = _LOCATION.fullmatch(line)
+        if match is None and _LOOSE_LOCATION.match(line) is None:  # ("## Tip": text, maybe)
+            self.taken_back(number)
+        self.finish_location()
         self.open_section()
         if match is None:
             self.skipping_location = True
@@ -253,11 +279,9 @@ class _Parser:
 
     def open_section(self) -> None:
         self.section_closed = False
-        self.after_memory = False
 
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False
-        self.after_memory = False
         if self.memory is not None:
             self.skip_open_memory(number, line)
             return
@@ -270,6 +294,7 @@ class _Parser:
             return
         if location.visits_seen or location.memories:
             self.problem(number, f"unexpected visits line in location {location.id} ignored")
+            self.taken_back(number)
             return
         match = _VISITS.fullmatch(line)
         if match is None:
@@ -311,14 +336,27 @@ class _Parser:
         location.episodes = episodes
 
     def memory_header(self, number: int, line: str) -> None:
+        """A ``**[`` line: a memory's header, or what may be text. One that is no header
+        shape right under a memory's text (no empty line between) is that text, maybe: the
+        memory is skipped. After an empty line, it takes the memory above back. A header
+        shape (a memory of its own, even one refused) ends the memory above, but one
+        refused right under its text takes it back."""
         self.in_stray_text = False
-        self.after_memory = False
-        self.section_closed = False
-        if self.memory is not None and FAST_HEADER.fullmatch(line) is None:
-            if _HEADER.fullmatch(line) is None:  # not a header: the memory's text, maybe
-                self.skip_open_memory(number, line)
-                return
+        under_text = self.memory is not None
+        shaped = FAST_HEADER.fullmatch(line) is not None or HEADER.fullmatch(line) is not None
+        if under_text and not shaped:
+            self.skip_open_memory(number, line)
+            return
         self.finish_memory()
+        if not shaped and not _KNOWN_CATEGORY.match(line):  # ("**[IMPORTANT]** x": text?)
+            self.taken_back(number)
+        self.start_memory(number, line)
+        if shaped:
+            if under_text and self.memory is None:  # refused: the line may be the text above's
+                self.taken_back(number)
+            self.provisional = _NONE
+
+    def start_memory(self, number: int, line: str) -> None:
         if self.skipping_location:
             self.skipping_memory = True
             return
@@ -331,74 +369,12 @@ class _Parser:
             self.memory = PendingMemory(number, *header_fields(fast))
             return
         self.skipping_memory = True  # until the header proves valid
-        match = _HEADER.fullmatch(line)
-        if match is None:
-            loose = _LOOSE_TITLE.match(line)
-            self.problem(
-                number,
-                "malformed memory header (expected '**[CATEGORY - PERSISTENCE] Title** "
-                "*(EpN, Tn, +s)*'): memory skipped",
-                (unescape(loose.group(1)) or None) if loose is not None else None,
-            )
-            return
-        marker, raw_title, raw_metadata = match.groups()
-        title = unescape(raw_title)
-        parts = _MARKER_SPLIT.split(marker.strip())
-        category = CATEGORIES.get(parts[0].upper())
-        if category is None:
-            self.problem(
-                number,
-                f"unknown category {clip(parts[0])!r} (expected one of "
-                f"{', '.join(CATEGORIES)}): memory {clip(title)!r} skipped",
-                title,
-            )
-            return
-        persistence: Persistence | None = None
-        status: Status | None = None
-        for part in parts[1:]:
-            word = part.upper()
-            if word in PERSISTENCES and persistence is None:
-                persistence = PERSISTENCES[word]
-            elif word in STATUSES and status is None:
-                status = STATUSES[word]
-            else:
-                self.problem(
-                    number,
-                    f"unknown or repeated marker {clip(part)!r} in [{clip(marker)}] "
-                    f"(expected CORE or PERMANENT, then TENTATIVE or SUPERSEDED): "
-                    f"memory {clip(title)!r} skipped",
-                    title,
-                )
-                return
-        if persistence is Persistence.EPHEMERAL:
-            self.problem(
-                number,
-                f"EPHEMERAL memory {clip(title)!r} skipped: ephemeral memories are never "
-                f"written to Memories.md",
-                title,
-            )
-            return
-        metadata = _METADATA.fullmatch(raw_metadata)
-        if metadata is None:
-            self.problem(
-                number,
-                f"malformed metadata {clip(raw_metadata)!r} "
-                f"(expected 'EpN, Tn' or 'EpN, Tn-m, +s'): memory {clip(title)!r} skipped",
-                title,
-            )
-            return
-        episode, turns, score = metadata.groups()
-        self.skipping_memory = False
-        self.memory = PendingMemory(
-            number,
-            category,
-            persistence or Persistence.PERMANENT,
-            status or Status.ACTIVE,
-            title,
-            int(episode) if episode is not None else 1,
-            turns,
-            int(score) if score is not None else None,
-        )
+        read = read_header(number, line)
+        if isinstance(read, PendingMemory):
+            self.skipping_memory = False
+            self.memory = read
+        else:
+            self.problem(number, *read)
 
     def reference(self, number: int, line: str) -> None:
         memory = self.memory
@@ -433,22 +409,19 @@ class _Parser:
             self.stray_text(number)
 
     def stray_text(self, number: int) -> None:
-        """Text outside any memory. Right after a memory that an empty line ended, it may
-        be more of that memory's text (a paragraph break): the memory is taken back,
-        skipped, and kept as the database has it, never stored with half its text."""
-        location = self.location
-        if self.after_memory and location is not None and location.memories:
-            self.after_memory = False
-            memory = location.memories.pop()
-            self.problem(
-                number,
-                f"text outside any memory right after memory {clip(memory.title)!r}, "
-                f"after an empty line (an empty line ends a memory's text; its text may go "
-                f"on here): memory {clip(memory.title)!r} skipped",
-                memory.title,
-            )
+        """Text outside any memory. After a memory (an empty line, a separator or a
+        heading between) it may be more of that memory's text: the memory is taken back
+        (``take_back``)."""
+        title = self.take_back(weak_too=True)
+        if title is None:
+            self.problem(number, "text outside any memory ignored")
             return
-        self.problem(number, "text outside any memory ignored")
+        self.problem(
+            number,
+            f"text outside any memory after memory {clip(title)!r} (an empty line ends a "
+            f"memory's text; its text may go on here): memory {clip(title)!r} skipped",
+            title,
+        )
 
     def conflict_marker(self, number: int, line: str) -> None:
         """A git conflict marker (``exporters.conflict_markers``): a merge left unresolved.
@@ -456,7 +429,6 @@ class _Parser:
         holds a side of the conflict, or both)."""
         memory = self.memory
         skipped = ""
-        self.after_memory = False
         if memory is not None:
             self.memory = None
             self.skipping_memory = True
@@ -482,7 +454,7 @@ class _Parser:
             elif not line.strip(" \t"):
                 self.in_stray_text = False
                 if self.memory is not None or self.skipping_memory:
-                    self.after_memory = self.finish_memory()
+                    self.finish_memory()
             elif first == "#" and _HEADING.match(line) is not None:
                 self.heading(number, line)
             elif first == "*" and line.startswith("**["):
@@ -491,81 +463,29 @@ class _Parser:
                 self.visits(number, line)
             elif first == "-" and line.startswith("---") and not line.strip(" \t-"):
                 self.in_stray_text = False
-                if self.memory is not None and self.memory.text:
-                    self.skip_open_memory(number, line)  # (a Markdown heading's underline?)
-                    continue
-                self.after_memory = False
-                self.finish_memory()
+                if self.memory is not None:  # right under it (a Markdown heading's underline?)
+                    self.skip_open_memory(number, line)
+                else:
+                    self.finish_memory()
                 self.close_section()
             elif CONFLICT_MARKER.match(line) is not None:
                 self.conflict_marker(number, line)
             else:
                 self.text_line(number, line)
 
-    def run_blocks(self, text: str) -> None:
-        """Read ``text`` block by block (the pieces between empty lines): a location's
-        header and visits line, or a memory, in the renderer's exact layout in one match
-        (``exporters.fast_blocks``), every other block line by line. Gives what
-        ``run_lines`` over the whole text gives."""
-        number = 1
-        blocks = text.split("\n\n")
-        count = len(blocks)
-        index = 0
-        while index < count:
-            block = blocks[index]
-            if index:  # the empty line between this block and the one before
-                self.in_stray_text = False
-                if self.memory is not None or self.skipping_memory:
-                    self.after_memory = self.finish_memory()
-                number += 1
-            index += 1
-            if block.startswith(MEMORY_BLOCK_START):
-                location = self.location
-                if location is not None and not self.skipping_location and self.memory is None:
-                    # The common case: a run of memories, each read in one match, up to the
-                    # first block that is not one (the empty lines between them change
-                    # nothing in the state); that block is read again below.
-                    run, breaks = read_memory_run(blocks, index - 1)
-                    if run:
-                        location.memories = location.memories + run if location.memories else run
-                        index += len(run) - 1
-                        # each block's lines and the empty line after it (but the last's)
-                        number += breaks + 2 * len(run) - 1
-                        self.after_memory = True
-                        self.section_closed = False
-                        if index < count and blocks[index] == "---":
-                            # the separator after a location's memories, read as below
-                            self.in_stray_text = False
-                            self.after_memory = False
-                            self.close_section()
-                            index += 1
-                            number += 2
-                        continue
-                    self.slow_memory_blocks += 1
-            elif block == "---" or block == "### Memories":  # as run_lines reads them
-                self.finish_memory()
-                self.after_memory = False
-                if block == "---":
-                    self.close_section()
-                number += 1
-                continue
-            elif block.startswith(LOCATION_BLOCK_START) and self._location_block(block, number):
-                number += 2
-                if index < count and blocks[index] == "### Memories":
-                    # the heading under a location's header, read as below
-                    self.in_stray_text = False
-                    index += 1
-                    number += 2
-                continue
-            lines = block.split("\n")
-            self.run_lines(lines, number)
-            number += len(lines)
+    def add_memories(self, run: list[MemoryRow]) -> None:
+        """Memories read in one match each (``exporters.block_reader``), at the end of the
+        section being read."""
+        location = self.location
+        assert location is not None
+        location.memories = location.memories + run if location.memories else run
+        self.provisional = _STRONG
 
-    def _location_block(self, block: str, number: int) -> bool:
-        """A location's header and visits line read in one match, as ``location_header``
-        and ``visits`` would read them (False: read them line by line)."""
-        found = read_location_block(block)
-        if found is None or found[0] in self.seen_ids:
+    def open_location(self, number: int, found: tuple[int, str, int, tuple[int, ...]]) -> bool:
+        """A location's header and visits line read in one match (``found``: its id, name,
+        visits and episodes), as ``location_header`` and ``visits`` would read them
+        (False: its id was seen: read them line by line)."""
+        if found[0] in self.seen_ids:
             return False
         self.finish_location()
         self.open_section()
@@ -574,9 +494,8 @@ class _Parser:
         return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
-        if self.location is not None and not self.section_closed:  # (a skipped one is said)
-            if self.closed_sections or self.any_closed:
-                self.cut_short(self.location.line, self.location.id)
+        if self.location is not None and not self.section_closed and self.closed_sections:
+            self.cut_short(self.location.line, self.location.id)  # (a skipped one is said)
         self.finish_location()
         self.locations.sort(key=_LOCATION_ROW)  # by id: no two kept locations share one
         return self.locations, self.problems
@@ -591,17 +510,6 @@ def read_line_by_line(
     The last section must end with a "---" line when ``closed_sections`` (the file has an
     export base: memstore wrote it, and closes every section) or another section does: a
     file that ends inside a section was cut short, and that section is skipped."""
-    parser = _Parser(closed_sections)
+    parser = LineParser(closed_sections)
     parser.run_lines(text.split("\n"), 1)
     return parser.finish()
-
-
-def read_body(
-    text: str, *, closed_sections: bool = False
-) -> tuple[list[LocationRows], list[Problem], bool]:
-    """What ``read_line_by_line`` returns, read block by block (``_Parser.run_blocks``),
-    and whether every memory block took the fast path. Never raises."""
-    parser = _Parser(closed_sections)
-    parser.run_blocks(text)
-    locations, problems = parser.finish()
-    return locations, problems, parser.slow_memory_blocks == 0

@@ -25,7 +25,8 @@ from exporters.base_line import (
     is_base_line,
     looks_like_base_line,
 )
-from exporters.line_parser import Problem, read_body, read_line_by_line
+from exporters.block_reader import read_body
+from exporters.line_parser import Problem, read_line_by_line
 from memstore.md_rows import LocationRows, locations_of_rows
 from memstore.models import LocationMemories
 

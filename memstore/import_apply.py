@@ -84,14 +84,14 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
 
     Order: the names the file changes, kept (``record_renames``); locations (name from the
     merged file, visits = max(file, database), episodes = union);
-    field and status updates (memories becoming SUPERSEDED first, so a title is free before
-    another memory takes it); with ``prune``, the deletion of the memories missing from the
-    file - never a location; the inserts, in file order; then the supersession links of
-    every added or status-changed SUPERSEDED memory, and of every memory whose successor
-    the prune deleted and whose status the file keeps, re-created from the successor's exact
-    title at the same location (the memory with that title that ``_successor_order`` ranks
-    first and that does not close a cycle). When no memory has that title the link keeps
-    its turn and episode but no successor.
+    field and status updates of memories becoming SUPERSEDED; with ``prune``, the deletion
+    of the memories missing from the file - never a location; the other updates (so that a
+    title is free before another memory takes it); the inserts, in file order; then the
+    supersession links of every added or status-changed SUPERSEDED memory, and of every
+    memory whose successor the prune deleted and whose status the file keeps, re-created
+    from the successor's exact title at the same location (the memory with that title
+    that ``_successor_order`` ranks first and that does not close a cycle). When no memory
+    has that title the link keeps its turn and episode but no successor.
     """
     touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
     if prune:
@@ -120,15 +120,18 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
 
     updating = (ChangeKind.CHANGED, ChangeKind.STATUS_CHANGED)
     updates = [c for c in plan.memories if c.kind in updating]
-    # Memories leaving the live set first: the partial unique index allows one live title.
+    # Memories leaving the live set first, and the prune's deletions, before any memory
+    # takes a title they free: the partial unique index allows one live title.
     updates.sort(key=lambda c: c.memory.status is not Status.SUPERSEDED)
     relink: list[tuple[int, int, MemoryLike]] = []  # (row id, location id, memory)
     relinked: set[int] = set()  # memories whose successor the prune deletes (below)
-    update_ids: list[int] = []
+    update_ids = [row_id(change) for change in updates]
     if updates:
-        update_ids = [row_id(change) for change in updates]
         record_history(conn, update_ids, version)
-        for memory_id, change in zip(update_ids, updates, strict=True):
+    leaving = sum(1 for c in updates if c.memory.status is Status.SUPERSEDED)
+
+    def update(pairs: Iterable[tuple[int, MemoryChange]]) -> None:
+        for memory_id, change in pairs:
             new = change.new
             assert new is not None
             run(
@@ -148,6 +151,8 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
                 run(conn, DELETE_LINK, {"memory_id": memory_id})
                 relink.append((memory_id, change.location_id, new))
 
+    paired = list(zip(update_ids, updates, strict=True))
+    update(paired[:leaving])
     if prune and plan.missing:
         doomed = [row_id(change) for change in plan.missing]
         record_history(conn, doomed, version, deleted=True)
@@ -169,6 +174,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
             run_many(conn, DELETE_LINK, [{"memory_id": entry[0]} for entry in orphans])
             relink.extend(orphans)
             relinked = {entry[0] for entry in orphans}
+    update(paired[leaving:])
 
     added = [c for c in plan.memories if c.kind is ChangeKind.ADDED]
     if added:

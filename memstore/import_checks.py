@@ -81,8 +81,9 @@ def duplicate_message(
     return (
         f"the file's {mine} titled {title!r} at location {location_id} would be live beside "
         f"the database's memory with that title (Ep{old.episode}, T{old.turns}), which is not "
-        f"in the file (learned after the export): one live memory per title is allowed, so "
-        f"the file's {are} skipped and the database's stays"
+        f"in the file (written after the export: an agent's, or an earlier import's of a "
+        f"file from that export): one live memory per title is allowed, so the file's {are} "
+        f"skipped and the database's stays (to edit it, export again)"
     )
 
 

@@ -27,11 +27,9 @@ file) is a conflict: only ``theirs`` applies it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import (
-    CONTENT_FIELDS,
     STATUS_FIELDS,
     ImportProblem,
     MemoryKey,
@@ -39,11 +37,11 @@ from memstore.import_plan import (
 )
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.merge_types import (
-    GROUPS,
     MergeConflict,
     MergeResult,
     Resolution,
     StoredMemory,
+    merge_fields,
 )
 from memstore.models import Status
 from memstore.name_merge import NameConflict, NameHistory, merge_name
@@ -58,37 +56,6 @@ __all__ = [
     "merge_import",
     "pair_by_content",
 ]
-
-
-def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:
-    return tuple(getattr(memory, name) for name in group)
-
-
-def _merge_fields(
-    base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
-) -> tuple[MemoryRow, tuple[str, ...]]:
-    """(the merged memory, the fields in conflict). Without a base every difference is one."""
-    if file == database:  # the common case: nothing to merge
-        return database, ()
-    update: dict[str, Any] = {}
-    conflicted: list[str] = []
-    for group in GROUPS:
-        f, d = _values(file, group), _values(database, group)
-        if f == d:
-            continue
-        b = _values(base, group) if base is not None else None
-        if b == f:
-            continue  # only the database changed it: keep the database's
-        if b != d:  # both changed it, differently
-            conflicted.extend(group)
-            if resolution is not Resolution.THEIRS:
-                continue
-        update.update(zip(group, f, strict=True))
-    if not update:
-        return database, tuple(conflicted)
-    if len(update) == len(CONTENT_FIELDS) + len(STATUS_FIELDS):
-        return file, tuple(conflicted)
-    return database._replace(**update), tuple(conflicted)
 
 
 def _numbered(entry: LocationRows) -> Iterator[tuple[MemoryRow, MemoryKey, int, int]]:
@@ -214,6 +181,7 @@ def merge_import(
         if unseen:
             database_only.add(row_id)
 
+    tied: set[int] = set()  # export memories a pairing could not tell from the one it took
     for entry in incoming:
         location_id = entry.location.id
         names[location_id] = entry.location
@@ -249,17 +217,35 @@ def merge_import(
                     problems.append(_unsure_twin(lines, location_id, memory, title_nth, bases))
                     keep(location_id, now.id, now.memory)
                     continue
-                merged, fields = _merge_fields(was.memory, memory, now.memory, resolution)
+                merged, fields = merge_fields(was.memory, memory, now.memory, resolution)
             else:  # new in the file; the database may have gained the same memory meanwhile
-                fresh = fresh_by_key.get(key) or []
-                same = next((n for n, f in enumerate(fresh) if f.memory == memory), None)
-                if same is None:  # (one the database learned since, saying something else,
-                    # is never overwritten: the file's is new, or an edit of the export's)
+                fresh = fresh_by_key.get(key)
+                if not fresh:
                     new_in_file.append((location_id, memory, title_nth))
                     continue
                 unbased.setdefault(location_id, []).append(memory)
-                now = fresh.pop(same)
-                merged, fields = _merge_fields(None, memory, now.memory, resolution)
+                now = fresh.pop(next((n for n, f in enumerate(fresh) if f.memory == memory), 0))
+                merged, fields = merge_fields(None, memory, now.memory, resolution)
+                if fields:  # written since the export (an agent's, or an earlier import's)
+                    conflicts.append(
+                        MergeConflict(
+                            lines.memory_line(location_id, memory.title, title_nth),
+                            location_id,
+                            memory.title,
+                            fields,
+                            memory,
+                            now.memory,
+                            unbased=True,
+                        )
+                    )
+                    keep(location_id, now.id, now.memory)  # never overwritten, whatever chosen
+                    # an export's memory the file's may be an edit of is kept, never pruned
+                    tied.update(
+                        was.id
+                        for was in base_sections.get(location_id, ())
+                        if was.memory.text == memory.text
+                    )
+                    continue
             if fields:
                 conflicts.append(
                     MergeConflict(
@@ -289,7 +275,6 @@ def merge_import(
     # may be that one rewritten whole, and so may every other new one there: each is a
     # conflict, so that no live copy of what an agent retired slips in unseen
     pairs: dict[int, tuple[StoredMemory[MemoryRow], bool]] = {}  # new_in_file index -> origin
-    tied: set[int] = set()  # export memories a pairing could not tell from the one it took
     for level in range(2):
         for n, (location_id, memory, _nth) in enumerate(new_in_file):
             if n not in pairs:

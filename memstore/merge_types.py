@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from memstore.import_plan import CONTENT_FIELDS, STATUS_FIELDS, ImportProblem, MemoryKey
 from memstore.md_rows import LocationRows, MemoryRow
 from memstore.models import Memory, Status
 from memstore.name_merge import NameConflict
 
-__all__ = ["GROUPS", "MergeConflict", "MergeResult", "Resolution", "StoredMemory"]
+__all__ = ["GROUPS", "MergeConflict", "MergeResult", "Resolution", "StoredMemory", "merge_fields"]
 
 #: the groups merged as a unit: each content field alone, the status with its link
 GROUPS: tuple[tuple[str, ...], ...] = (*((name,) for name in CONTENT_FIELDS), STATUS_FIELDS)
@@ -84,6 +84,9 @@ class MergeConflict:
     guessed: bool = False
     #: the location the export had ``edited_from`` at, when the file moved it elsewhere
     moved_from: int | None = None
+    #: new in the file, and written in the database since the export under its key (an
+    #: agent's, or an earlier import's): the database's is kept whatever the resolution
+    unbased: bool = False
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
@@ -116,6 +119,12 @@ class MergeConflict:
                     f"{name}: file {_group_text(self.file, group)}, "
                     f"database {_group_text(self.database, group)}"
                 )
+        if self.unbased:
+            return (
+                f"{head}: new in the file, and written in the database since the export "
+                f"(an agent's, or an earlier import's) saying otherwise: {'; '.join(parts)}; "
+                f"the database's is kept whatever you choose (to edit it, export again)"
+            )
         return f"{head}: {'; '.join(parts)}"
 
 
@@ -142,3 +151,35 @@ class MergeResult:
     #: the file's changes the merge could not place (a twin among several it cannot tell
     #: apart): each skipped, the database's memory kept
     problems: tuple[ImportProblem, ...] = ()
+
+
+def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(getattr(memory, name) for name in group)
+
+
+def merge_fields(
+    base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
+) -> tuple[MemoryRow, tuple[str, ...]]:
+    """The 3-way merge of one memory, field group by field group (``GROUPS``): (the merged
+    memory, the fields in conflict). Without a base every difference is one."""
+    if file == database:  # the common case: nothing to merge
+        return database, ()
+    update: dict[str, Any] = {}
+    conflicted: list[str] = []
+    for group in GROUPS:
+        f, d = _values(file, group), _values(database, group)
+        if f == d:
+            continue
+        b = _values(base, group) if base is not None else None
+        if b == f:
+            continue  # only the database changed it: keep the database's
+        if b != d:  # both changed it, differently
+            conflicted.extend(group)
+            if resolution is not Resolution.THEIRS:
+                continue
+        update.update(zip(group, f, strict=True))
+    if not update:
+        return database, tuple(conflicted)
+    if len(update) == len(CONTENT_FIELDS) + len(STATUS_FIELDS):
+        return file, tuple(conflicted)
+    return database._replace(**update), tuple(conflicted)

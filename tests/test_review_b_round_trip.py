@@ -109,24 +109,38 @@ def test_a_memory_an_agent_learned_after_the_export_is_never_overwritten_by_the_
 ) -> None:
     # F3: the reviewer retitles "Lamp" to "Brass lamp"; an agent learns a new "Brass lamp"
     # with the same episode and turns after the export. The file's memory was merged field
-    # by field with the agent's row, and --theirs wrote the file's text over it.
+    # by field with the agent's row, and --theirs wrote the file's text over it (with
+    # --prune, "Lamp" was deleted too). It is a conflict the database's side of which is
+    # kept whatever is chosen, and "Lamp" (maybe what the file's was edited from) is kept.
     for n in range(12):  # (so that one deletion stays under --prune's 10%)
         store.add_memory(99, "Filler", mem(f"F{n}", text="f", turns=str(n + 1)))
     store.add_memory(10, "Room", mem("Lamp", text="A brass lamp lies here.", turns="4"))
     text = export_memories_md(store).replace("] Lamp**", "] Brass lamp**")
-    agent = mem("Brass lamp", text="The lamp lasts 300 turns.", turns="4")
-    assert store.add_memory(10, "Room", agent)
+    assert store.add_memory(10, "Room", mem("Brass lamp", text="It lasts 300 turns.", turns="4"))
     before = stored(store)
-    for resolution in (None, Resolution.THEIRS, Resolution.OURS):
-        outcome = import_memories(store, text, apply=True, prune=prune, resolution=resolution)
-        assert not outcome.applied and stored(store) == before, resolution
-    [problem] = outcome.plan.problems
-    assert "learned after the export" in problem.message
-    import_memories(store, text, apply=True, prune=prune, skip_invalid=True)
-    assert [(m.title, m.text) for m in store.memories(10)] == [
-        ("Lamp", "A brass lamp lies here."),
-        ("Brass lamp", "The lamp lasts 300 turns."),
-    ]
+    outcome = import_memories(store, text, apply=True, prune=prune)
+    assert not outcome.applied and stored(store) == before
+    [conflict] = outcome.plan.conflicts
+    assert "the database's is kept whatever you choose" in str(conflict)
+    for resolution in (Resolution.THEIRS, Resolution.OURS, Resolution.SKIP):
+        import_memories(store, text, apply=True, prune=prune, resolution=resolution)
+        assert stored(store) == before, resolution
+
+
+def test_a_skipped_link_of_a_memory_the_file_added_adds_no_copy_when_run_again(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review D F1: the file adds a superseded memory whose successor names nothing;
+    # --skip-invalid stores it with no successor, and every run again added another copy
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp.", turns="4"))
+    text = export_memories_md(store).replace(
+        "\n---",
+        "\n**[NOTE - PERMANENT - SUPERSEDED] Old lamp** *(Ep1, T2, +0)*\n"
+        '[Superseded at T3 by "Nothing"]\n~~An old lamp.~~\n\n---',
+    )
+    for _ in range(3):
+        import_memories(store, text, apply=True, skip_invalid=True)
+    assert [m.title for m in store.memories(10, include_superseded=True)].count("Old lamp") == 1
 
 
 def test_a_resolution_may_be_named_by_its_value(store: MemoryStore, mem: MakeMemory) -> None:

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 
 from exporters import parse_memories_md, render_memories_md
+from exporters.block_reader import read_body
 from exporters.escaping import escape_text_lines, unescape_text_lines
-from exporters.line_parser import read_body, read_line_by_line
+from exporters.line_parser import read_line_by_line
 from memstore.import_plan import MAX_EPISODE as IMPORT_MAX_EPISODE
 from memstore.invariants import check_invariants
 from memstore.models import INT64_MAX, MEMORY_RULES, LocationInfo, LocationMemories, Memory
