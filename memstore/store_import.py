@@ -248,6 +248,15 @@ def _prune_guard(
             f"--prune would delete {len(plan.missing)} of {persistent} persistent memories "
             f"(more than {PRUNE_LIMIT:.0%}); refused without --force"
         )
+    last = max(entry.location.id for entry in parsed.locations)
+    after = {change.location_id for change in plan.missing if change.location_id > last}
+    if after:  # (the export writes its sections by location id: the file's end is cut?)
+        return (
+            f"the file ends with location {last}'s section, and --prune would delete the "
+            f"memories of {len(after)} location(s) after it in the export "
+            f"({', '.join(map(str, sorted(after)[:3]))}{', ...' if len(after) > 3 else ''}): "
+            f"a file cut short after a section? refused without --force"
+        )
     return None
 
 

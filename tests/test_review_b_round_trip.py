@@ -151,3 +151,21 @@ def test_a_resolution_may_be_named_by_its_value(store: MemoryStore, mem: MakeMem
     assert outcome.applied  # (a plain "ours" was taken for no resolution: nothing applied)
     with pytest.raises(ValueError, match="'mine' is not a valid Resolution"):
         import_memories(store, text, apply=True, resolution="mine")  # type: ignore[arg-type]
+
+
+def test_prune_of_the_sections_after_the_file_s_last_needs_force(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review C C2: a file cut right after a section's "---" cannot be told from a shorter
+    # file; --prune deleted the memories of the sections after it (under the 10% guard)
+    for n in range(30):
+        store.add_memory(10 + n // 10, f"Room {n // 10}", mem(f"Fact {n}", text=f"Fact {n}."))
+    store.add_memory(20, "Last", mem("End", text="The end."))
+    text = export_memories_md(store)
+    cut = text[: text.index("## Location 20")]
+    outcome = import_memories(store, cut, apply=True, prune=True)
+    assert not outcome.applied and "a file cut short after a section?" in (outcome.refused or "")
+    assert [m.title for m in store.memories(20)] == ["End"]
+    removed = text.replace(text[text.index("## Location 11") : text.index("## Location 12")], "")
+    assert import_memories(store, removed, apply=True, prune=True, force=True).applied
+    assert not store.memories(11) and [m.title for m in store.memories(20)] == ["End"]
