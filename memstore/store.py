@@ -211,15 +211,19 @@ class MemoryStore(StoreReads):
         session = new_memory.persistence is Persistence.EPHEMERAL
         with (self._session_write if session else self._write)(forget=None) as conn:
             # the old memory and any other holder of the new title, in one statement
-            live = live_titled(conn, location_id, old_memory_title, new_memory.title)
-            old = next((found for found in live if found.title == old_memory_title), None)
+            old, taken = None, False  # the old memory; another holds the new title
+            for found in live_titled(conn, location_id, old_memory_title, new_memory.title):
+                if old is None and found.title == old_memory_title:
+                    old = found
+                elif found.title == new_memory.title:
+                    taken = True
             if old is None:
                 return SupersedeOutcome.NOT_FOUND
             tier = old.tier
             if not Persistence(old.persistence).may_be_superseded_by(new_memory.persistence):
                 # would lose a game mechanic or spawn state after reset
                 return SupersedeOutcome.FORBIDDEN_TRANSITION
-            if any(found.title == new_memory.title and found is not old for found in live):
+            if taken:
                 return SupersedeOutcome.DUPLICATE_TITLE
             version = WriteVersion(conn)
             self._mark_superseded(conn, tier, old.id, version)
