@@ -20,12 +20,10 @@ from memstore.md_rows import LocationRows
 __all__ = ["read_body"]
 
 
-def read_body(
-    text: str, *, closed_sections: bool = False
-) -> tuple[list[LocationRows], list[Problem], bool]:
+def read_body(text: str) -> tuple[list[LocationRows], list[Problem], bool]:
     """What ``exporters.line_parser.read_line_by_line`` returns, read block by block, and
     whether every memory block took the fast path. Never raises."""
-    parser = LineParser(closed_sections)
+    parser = LineParser()
     _run_blocks(parser, text)
     locations, problems = parser.finish()
     return locations, problems, parser.slow_memory_blocks == 0

@@ -67,7 +67,7 @@ class LineParser:
     """The reader's state over a file's lines (``run_lines``), fed also block by block
     (``exporters.block_reader``)."""
 
-    def __init__(self, closed_sections: bool = False) -> None:
+    def __init__(self) -> None:
         self.locations: list[LocationRows] = []
         self.problems: list[Problem] = []
         self.seen_ids: set[int] = set()
@@ -82,11 +82,10 @@ class LineParser:
         # of its text (``take_back``): STRONG, or WEAK once a "---" line came between
         # (then only text is taken for more of it)
         self.provisional = _NONE
-        # every section must end with a "---" line (a file with an export base: memstore
-        # wrote it): one that does not was cut short (``finish``)
-        self.closed_sections = closed_sections
-        # whether a "---" line closed the section being read
-        self.section_closed = True
+        # True while a location header read right under a memory's text (no empty line
+        # between) is followed by nothing but text: that memory, the last of the section
+        # before, may go on in it (``stray_text``)
+        self.carried = False
         # memory blocks read line by line by run_blocks (the others in one match)
         self.slow_memory_blocks = 0
 
@@ -158,9 +157,9 @@ class LineParser:
         self.provisional = _NONE
         return location.memories.pop().title
 
-    def taken_back(self, number: int) -> None:
+    def taken_back(self, number: int, weak_too: bool = False) -> None:
         """``take_back``, said at line ``number`` (beside the line's own problem)."""
-        title = self.take_back()
+        title = self.take_back(weak_too)
         if title is not None:
             self.problem(
                 number,
@@ -172,25 +171,9 @@ class LineParser:
 
     def close_section(self) -> None:
         """A "---" line: the section being read is closed."""
-        self.section_closed = True
+        self.carried = False
         if self.provisional == _STRONG:
             self.provisional = _WEAK
-
-    def cut_short(self, line: int, location_id: int) -> None:
-        """The file ends inside the section whose header is at ``line``: no "---" line
-        closes it. Cut short (an editor, a copy or a full disk stopped writing it): its
-        last memory's text may be cut anywhere, so the whole section is skipped."""
-        self.memory = None
-        self.location = None
-        self.problems.append(
-            Problem(
-                line,
-                f"the file ends inside location {location_id}'s section, which no '---' line "
-                f"closes (memstore closes every section with one): cut short? the section is "
-                f"skipped",
-                (location_id, None, None),
-            )
-        )
 
     def finish_location(self) -> None:
         if self.memory is not None or self.skipping_memory:
@@ -224,10 +207,10 @@ class LineParser:
 
     def heading(self, number: int, line: str) -> None:
         self.in_stray_text = False
-        if self.memory is not None:  # right under a memory's text: maybe more of it
-            self.skip_open_memory(number, line)
-            if _LOCATION.fullmatch(line) is None:
-                return
+        self.carried = False
+        if self.memory is not None and _LOCATION.fullmatch(line) is None:
+            self.skip_open_memory(number, line)  # right under a memory's text: more of it?
+            return
         if line.startswith("##") and not line.startswith("###"):
             self.location_header(number, line)
             return
@@ -246,8 +229,9 @@ class LineParser:
         match = _LOCATION.fullmatch(line)
         if match is None and _LOOSE_LOCATION.match(line) is None:  # ("## Tip": text, maybe)
             self.taken_back(number)
+        under_text = self.memory is not None and self.finish_memory()
         self.finish_location()
-        self.open_section()
+        self.carried = under_text and match is not None
         if match is None:
             self.skipping_location = True
             loose = _LOOSE_LOCATION.match(line)
@@ -277,11 +261,9 @@ class LineParser:
         self.seen_ids.add(location_id)
         self.location = PendingLocation(number, location_id, unescape_lines(match.group(2)))
 
-    def open_section(self) -> None:
-        self.section_closed = False
-
     def visits(self, number: int, line: str) -> None:
         self.in_stray_text = False
+        self.carried = False
         if self.memory is not None:
             self.skip_open_memory(number, line)
             return
@@ -342,6 +324,7 @@ class LineParser:
         shape (a memory of its own, even one refused) ends the memory above, but one
         refused right under its text takes it back."""
         self.in_stray_text = False
+        self.carried = False
         under_text = self.memory is not None
         shaped = FAST_HEADER.fullmatch(line) is not None or HEADER.fullmatch(line) is not None
         if under_text and not shaped:
@@ -349,7 +332,7 @@ class LineParser:
             return
         self.finish_memory()
         if not shaped and not _KNOWN_CATEGORY.match(line):  # ("**[IMPORTANT]** x": text?)
-            self.taken_back(number)
+            self.taken_back(number, weak_too=True)
         self.start_memory(number, line)
         if shaped:
             if under_text and self.memory is None:  # refused: the line may be the text above's
@@ -413,14 +396,23 @@ class LineParser:
         heading between) it may be more of that memory's text: the memory is taken back
         (``take_back``)."""
         title = self.take_back(weak_too=True)
+        location_id = self.location.id if self.location is not None else 0
+        if title is None and self.carried and self.locations:  # (the section before's)
+            self.carried = False
+            info, memories = self.locations[-1]
+            self.locations[-1] = _new(LocationRows, (info, memories[:-1]))
+            title, location_id = memories[-1].title, info.id
         if title is None:
             self.problem(number, "text outside any memory ignored")
             return
-        self.problem(
-            number,
-            f"text outside any memory after memory {clip(title)!r} (an empty line ends a "
-            f"memory's text; its text may go on here): memory {clip(title)!r} skipped",
-            title,
+        self.problems.append(
+            Problem(
+                number,
+                f"text outside any memory after memory {clip(title)!r} (an empty line or a "
+                f"header ends a memory's text; its text may go on here): memory "
+                f"{clip(title)!r} skipped",
+                (location_id, title, None),
+            )
         )
 
     def conflict_marker(self, number: int, line: str) -> None:
@@ -429,6 +421,7 @@ class LineParser:
         holds a side of the conflict, or both)."""
         memory = self.memory
         skipped = ""
+        self.carried = False
         if memory is not None:
             self.memory = None
             self.skipping_memory = True
@@ -463,10 +456,7 @@ class LineParser:
                 self.visits(number, line)
             elif first == "-" and line.startswith("---") and not line.strip(" \t-"):
                 self.in_stray_text = False
-                if self.memory is not None:  # right under it (a Markdown heading's underline?)
-                    self.skip_open_memory(number, line)
-                else:
-                    self.finish_memory()
+                self.finish_memory()
                 self.close_section()
             elif CONFLICT_MARKER.match(line) is not None:
                 self.conflict_marker(number, line)
@@ -478,6 +468,7 @@ class LineParser:
         section being read."""
         location = self.location
         assert location is not None
+        self.carried = False
         location.memories = location.memories + run if location.memories else run
         self.provisional = _STRONG
 
@@ -487,29 +478,21 @@ class LineParser:
         (False: its id was seen: read them line by line)."""
         if found[0] in self.seen_ids:
             return False
+        self.carried = False
         self.finish_location()
-        self.open_section()
         self.seen_ids.add(found[0])
         self.location = PendingLocation(number, *found, True, [], True)
         return True
 
     def finish(self) -> tuple[list[LocationRows], list[Problem]]:
-        if self.location is not None and not self.section_closed and self.closed_sections:
-            self.cut_short(self.location.line, self.location.id)  # (a skipped one is said)
         self.finish_location()
         self.locations.sort(key=_LOCATION_ROW)  # by id: no two kept locations share one
         return self.locations, self.problems
 
 
-def read_line_by_line(
-    text: str, *, closed_sections: bool = False
-) -> tuple[list[LocationRows], list[Problem]]:
+def read_line_by_line(text: str) -> tuple[list[LocationRows], list[Problem]]:
     """The locations (sorted by id) and problems of a Memories.md body (``\\n`` line
-    endings, no byte-order mark, no base line), read line by line. Never raises.
-
-    The last section must end with a "---" line when ``closed_sections`` (the file has an
-    export base: memstore wrote it, and closes every section) or another section does: a
-    file that ends inside a section was cut short, and that section is skipped."""
-    parser = LineParser(closed_sections)
+    endings, no byte-order mark, no base line), read line by line. Never raises."""
+    parser = LineParser()
     parser.run_lines(text.split("\n"), 1)
     return parser.finish()

@@ -16,6 +16,7 @@ memories around it are still returned. Multi-line memory texts keep their line b
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass
 
 from exporters.base_line import (
@@ -65,6 +66,10 @@ class ParsedRows:
     locations: tuple[LocationRows, ...]
     problems: tuple[Problem, ...]
     base: ExportBase | None = None
+    #: a file with an export base (memstore closes each of its sections with a "---" line)
+    #: whose last section no "---" line closes: (its header's line, its location id). Cut
+    #: short? (``memstore.store_import`` skips it when the database has that location.)
+    open_end: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -130,7 +135,7 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
     base, text, base_line = find_base_line(text)
-    result = _parse_body(text, fast_blocks, closed_sections=base is not None)
+    result = _parse_body(text, fast_blocks)
     problems = result.problems
     if problems and BASE_LINE_START in text:
         problems = _name_misplaced_base_lines(problems, text, base_line if base else 0)
@@ -140,7 +145,24 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     problems = tuple(
         Problem(p.line + (p.line >= base_line), p.message, p.skipped) for p in problems
     )
-    return ParsedRows(result.locations, problems, base)
+    return ParsedRows(result.locations, problems, base, _open_end(text, base_line))
+
+
+_LAST_SECTION = re.compile(r"^##[ \t]+Location[ \t]+([0-9]{1,18})[ \t]*:", re.MULTILINE)
+_SEPARATOR = re.compile(r"^---[ \t-]*$", re.MULTILINE)
+
+
+def _open_end(text: str, base_line: int) -> tuple[int, int] | None:
+    """The last section of ``text`` (a body, ``\n`` line endings, without the base line
+    read at ``base_line``) when no "---" line follows its header: (the header's line in
+    the file, its location id)."""
+    last = None
+    for last in _LAST_SECTION.finditer(text):  # noqa: B007 - the last one is wanted
+        pass
+    if last is None or _SEPARATOR.search(text, last.end()) is not None:
+        return None
+    line = text.count("\n", 0, last.start()) + 1
+    return line + (line >= base_line), int(last.group(1))
 
 
 _MISPLACED_BASE = (
@@ -183,16 +205,16 @@ def _name_misplaced_base_lines(
     )
 
 
-def _parse_body(text: str, fast_blocks: bool, *, closed_sections: bool) -> ParsedRows:
+def _parse_body(text: str, fast_blocks: bool) -> ParsedRows:
     # Parsing creates many small objects and no reference cycles: pausing the cyclic
     # garbage collector meanwhile saves about a third of the time on large files.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         if fast_blocks:
-            locations, problems, _all_fast = read_body(text, closed_sections=closed_sections)
+            locations, problems, _all_fast = read_body(text)
         else:
-            locations, problems = read_line_by_line(text, closed_sections=closed_sections)
+            locations, problems = read_line_by_line(text)
         return ParsedRows(tuple(locations), tuple(problems))
     finally:
         if gc_was_enabled:

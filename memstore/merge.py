@@ -238,8 +238,11 @@ def merge_import(
                             unbased=True,
                         )
                     )
-                    keep(location_id, now.id, now.memory)  # never overwritten, whatever chosen
-                    # an export's memory the file's may be an edit of is kept, never pruned
+                    if resolution is Resolution.THEIRS:
+                        keep(location_id, now.id, merged)
+                        continue
+                    keep(location_id, now.id, now.memory)
+                    # an export's memory the file's may be an edit of: never pruned for it
                     tied.update(
                         was.id
                         for was in base_sections.get(location_id, ())

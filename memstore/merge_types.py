@@ -85,7 +85,7 @@ class MergeConflict:
     #: the location the export had ``edited_from`` at, when the file moved it elsewhere
     moved_from: int | None = None
     #: new in the file, and written in the database since the export under its key (an
-    #: agent's, or an earlier import's): the database's is kept whatever the resolution
+    #: agent's, or an earlier import's)
     unbased: bool = False
 
     def __str__(self) -> str:
@@ -122,8 +122,7 @@ class MergeConflict:
         if self.unbased:
             return (
                 f"{head}: new in the file, and written in the database since the export "
-                f"(an agent's, or an earlier import's) saying otherwise: {'; '.join(parts)}; "
-                f"the database's is kept whatever you choose (to edit it, export again)"
+                f"(an agent's, or an earlier import's): {'; '.join(parts)}"
             )
         return f"{head}: {'; '.join(parts)}"
 

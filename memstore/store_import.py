@@ -9,11 +9,12 @@ writes (``memstore.import_apply``), with no pydantic object built per memory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from exporters.base_line import ExportBase
+from exporters.line_parser import Problem
 from exporters.parse import ParsedRows, ParseResult, parse_memories_md_rows
 from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa: F401 - importable from here too
 from memstore.import_apply import apply_plan
@@ -104,6 +105,7 @@ def import_memories(
     with store.transaction(write=apply) as conn:
         current = stored_rows(conn)
         current_locations = {row.id: row for row in location_rows(conn)}
+        parsed = _cut_short(parsed, current_locations)
         here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
         base_state = stored_rows_at(conn, base.version, current) if base else None
@@ -155,6 +157,25 @@ def import_memories(
                 f"nothing was written"
             )
     return ImportOutcome(plan, True, None, base, guard)
+
+
+def _cut_short(parsed: ParsedRows, known: Collection[int]) -> ParsedRows:
+    """A file with an export base whose last section no "---" line closes, where that
+    section is one of the database's locations: cut short while it was written (an
+    editor's crash, a full disk, a copy that stopped)? That section is skipped, a problem
+    (its last memory's text may be cut anywhere). A new location's section adds what it
+    says, as any new memory (nothing stored can be lost by it)."""
+    if parsed.open_end is None or parsed.open_end[1] not in known:
+        return parsed
+    line, location_id = parsed.open_end
+    problem = Problem(
+        line,
+        f"the file ends inside location {location_id}'s section, which no '---' line closes "
+        f"(memstore closes every section with one): cut short? the section is skipped",
+        (location_id, None, None),
+    )
+    kept = tuple(entry for entry in parsed.locations if entry.location.id != location_id)
+    return ParsedRows(kept, (*parsed.problems, problem), parsed.base)
 
 
 def _usable_base(
@@ -247,15 +268,6 @@ def _prune_guard(
         return (
             f"--prune would delete {len(plan.missing)} of {persistent} persistent memories "
             f"(more than {PRUNE_LIMIT:.0%}); refused without --force"
-        )
-    last = max(entry.location.id for entry in parsed.locations)
-    after = {change.location_id for change in plan.missing if change.location_id > last}
-    if after:  # (the export writes its sections by location id: the file's end is cut?)
-        return (
-            f"the file ends with location {last}'s section, and --prune would delete the "
-            f"memories of {len(after)} location(s) after it in the export "
-            f"({', '.join(map(str, sorted(after)[:3]))}{', ...' if len(after) > 3 else ''}): "
-            f"a file cut short after a section? refused without --force"
         )
     return None
 

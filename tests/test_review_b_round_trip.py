@@ -82,7 +82,7 @@ def test_a_hand_written_file_with_no_section_closed_is_read_as_before() -> None:
         ("a bold lead", "Attack the troll", "**[IMPORTANT]** Attack the troll"),
         ("a heading", "It takes several", "## Tip\nIt takes several"),
         ("a smaller heading", "It takes several", "### Tip\nIt takes several"),
-        ("a heading's underline", "It takes several", "---\nIt takes several"),
+        ("a heading's underline", "It takes several", "---\nIt takes several"),  # (then text)
         ("a visits line", "It takes several", "**Visits:** 3 | **Episodes:** 1\nIt takes several"),
     ],
 )
@@ -104,14 +104,15 @@ def test_skip_invalid_never_stores_a_text_cut_at_a_line_it_could_not_place(
 
 
 @pytest.mark.parametrize("prune", [False, True])
-def test_a_memory_an_agent_learned_after_the_export_is_never_overwritten_by_the_file(
+def test_a_memory_an_agent_learned_since_the_export_is_a_conflict_the_file_never_wins_alone(
     store: MemoryStore, mem: MakeMemory, prune: bool
 ) -> None:
     # F3: the reviewer retitles "Lamp" to "Brass lamp"; an agent learns a new "Brass lamp"
-    # with the same episode and turns after the export. The file's memory was merged field
-    # by field with the agent's row, and --theirs wrote the file's text over it (with
-    # --prune, "Lamp" was deleted too). It is a conflict the database's side of which is
-    # kept whatever is chosen, and "Lamp" (maybe what the file's was edited from) is kept.
+    # with the same episode and turns after the export. The conflict did not say that the
+    # database's side was written since the export; --ours kept it, and with --prune
+    # deleted "Lamp" (what the file's "Brass lamp" was an edit of). Review E F1: --theirs
+    # must still take the file's side (a reviewer's fix of a memory an earlier import of
+    # the same file added is such a conflict).
     for n in range(12):  # (so that one deletion stays under --prune's 10%)
         store.add_memory(99, "Filler", mem(f"F{n}", text="f", turns=str(n + 1)))
     store.add_memory(10, "Room", mem("Lamp", text="A brass lamp lies here.", turns="4"))
@@ -121,10 +122,64 @@ def test_a_memory_an_agent_learned_after_the_export_is_never_overwritten_by_the_
     outcome = import_memories(store, text, apply=True, prune=prune)
     assert not outcome.applied and stored(store) == before
     [conflict] = outcome.plan.conflicts
-    assert "the database's is kept whatever you choose" in str(conflict)
-    for resolution in (Resolution.THEIRS, Resolution.OURS, Resolution.SKIP):
-        import_memories(store, text, apply=True, prune=prune, resolution=resolution)
+    assert "written in the database since the export" in str(conflict)
+    for resolution in (Resolution.OURS, Resolution.SKIP):
+        assert import_memories(store, text, apply=True, prune=prune, resolution=resolution)
         assert stored(store) == before, resolution
+    import_memories(store, text, apply=True, prune=prune, resolution=Resolution.THEIRS)
+    assert ("Brass lamp", "A brass lamp lies here.") in [
+        (m.title, m.text) for m in store.memories(10)
+    ]
+
+
+def test_a_reviewer_fixes_a_memory_an_earlier_import_of_the_file_added(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review E F1: the fix was a conflict whose database side was always kept, and the
+    # export then refused the file, advising the same --theirs
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp."))
+    text = export_memories_md(store).replace(
+        "\n---", "\n**[NOTE - PERMANENT] Grating** *(Ep1, T6, +0)*\nA gratin.\n\n---"
+    )
+    assert import_memories(store, text, apply=True).applied
+    fixed = text.replace("A gratin.", "A grating.")
+    assert not import_memories(store, fixed, apply=True).applied  # a conflict: choose
+    assert import_memories(store, fixed, apply=True, resolution=Resolution.THEIRS).applied
+    assert [m.text for m in store.memories(10)] == ["A lamp.", "A grating."]
+    assert not import_memories(store, fixed, apply=False).plan.has_changes
+
+
+def test_a_new_location_added_at_the_end_needs_no_closing_line(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review E F2: a section the reviewer adds at the end, with no "---" after it, was
+    # refused as a file cut short; only a section of a location the database has is
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp."))
+    text = export_memories_md(store) + (
+        "\n## Location 11: Attic\n**Visits:** 1 | **Episodes:** 1\n\n### Memories\n\n"
+        "**[NOTE - PERMANENT] Dust** *(Ep1, T7, +0)*\nDust everywhere.\n"
+    )
+    outcome = import_memories(store, text, apply=True)
+    assert outcome.applied and not outcome.plan.problems
+    assert [m.title for m in store.memories(11)] == ["Dust"]
+    unclosed = export_memories_md(store).removesuffix("---\n")
+    [problem] = import_memories(store, unclosed, apply=False).plan.problems
+    assert "the file ends inside location 11's section" in problem.message
+
+
+@pytest.mark.parametrize("after", ["---", "## Location 11: Attic"])
+def test_a_memory_right_above_a_separator_or_a_location_header_is_read_whole(
+    store: MemoryStore, mem: MakeMemory, after: str
+) -> None:
+    # review E F3: a memory whose text ended right above "---" or a location header (no
+    # empty line between) was skipped
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp."))
+    text = export_memories_md(store).replace("A lamp.\n\n---", f"A brass lamp.\n{after}")
+    if after != "---":
+        text += "**Visits:** 1 | **Episodes:** 1\n\n---\n"
+    outcome = import_memories(store, text, apply=True)
+    assert outcome.applied and not outcome.plan.problems, outcome.plan.summary()
+    assert [m.text for m in store.memories(10)] == ["A brass lamp."]
 
 
 def test_a_skipped_link_of_a_memory_the_file_added_adds_no_copy_when_run_again(
@@ -153,19 +208,15 @@ def test_a_resolution_may_be_named_by_its_value(store: MemoryStore, mem: MakeMem
         import_memories(store, text, apply=True, resolution="mine")  # type: ignore[arg-type]
 
 
-def test_prune_of_the_sections_after_the_file_s_last_needs_force(
+def test_a_location_header_inside_a_memory_s_text_never_cuts_it(
     store: MemoryStore, mem: MakeMemory
 ) -> None:
-    # review C C2: a file cut right after a section's "---" cannot be told from a shorter
-    # file; --prune deleted the memories of the sections after it (under the 10% guard)
-    for n in range(30):
-        store.add_memory(10 + n // 10, f"Room {n // 10}", mem(f"Fact {n}", text=f"Fact {n}."))
-    store.add_memory(20, "Last", mem("End", text="The end."))
-    text = export_memories_md(store)
-    cut = text[: text.index("## Location 20")]
-    outcome = import_memories(store, cut, apply=True, prune=True)
-    assert not outcome.applied and "a file cut short after a section?" in (outcome.refused or "")
-    assert [m.title for m in store.memories(20)] == ["End"]
-    removed = text.replace(text[text.index("## Location 11") : text.index("## Location 12")], "")
-    assert import_memories(store, removed, apply=True, prune=True, force=True).applied
-    assert not store.memories(11) and [m.title for m in store.memories(20)] == ["End"]
+    # review C C1: "## Location 99: X" right under a line of the text, the rest after it:
+    # the memory was stored up to the header (review E F3: with nothing but a new section
+    # after it, the memory above is whole: the test above)
+    store.add_memory(10, "Troll Room", mem("Troll fight", text=TEXT))
+    text = export_memories_md(store).replace("\nIt takes several", "\n## Location 99: X\nIt takes")
+    [problem] = import_memories(store, text, apply=False).plan.problems
+    assert "memory 'Troll fight' skipped" in problem.message
+    import_memories(store, text, apply=True, skip_invalid=True)
+    assert [m.text for m in store.memories(10)] == [TEXT]
