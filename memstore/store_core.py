@@ -85,6 +85,11 @@ class StoreCore:
         answer_timeout_s: float | None = None,
     ) -> None:
         """Use ``MemoryStore.open``; this assumes the target was checked."""
+        if not isinstance(target, Target):  # (a path or URL: what ``open`` takes)
+            raise TypeError(
+                f"MemoryStore() takes a checked target, not {type(target).__name__}: open a "
+                f"store with MemoryStore.open({target!r})"
+            )
         if answer_timeout_s is not None and not (
             type(answer_timeout_s) in (int, float) and 0 < answer_timeout_s < math.inf
         ):

@@ -45,3 +45,9 @@ def test_prune_frees_a_title_before_an_old_memory_takes_it_again(
         ("Stove", "The stove is cold.", "ACTIVE"),
         ("Trapdoor", "A lamp.", "ACTIVE"),
     ]
+
+
+def test_a_store_made_from_a_path_says_to_open_it(tmp_path: object) -> None:
+    # review E (outside its range): MemoryStore("/path.db") raised AttributeError
+    with pytest.raises(TypeError, match=r"MemoryStore\.open\("):
+        MemoryStore(str(tmp_path))  # type: ignore[arg-type]
