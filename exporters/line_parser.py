@@ -389,12 +389,15 @@ class LineParser:
             return
         if not self.in_stray_text:
             self.in_stray_text = True
-            self.stray_text(number)
+            self.stray_text(number, line)
 
-    def stray_text(self, number: int) -> None:
+    def stray_text(self, number: int, line: str) -> None:
         """Text outside any memory. After a memory (an empty line, a separator or a
         heading between) it may be more of that memory's text: the memory is taken back
         (``take_back``)."""
+        if line.startswith("<!--"):  # a note (an HTML comment): never a memory's text
+            self.problem(number, "text outside any memory ignored")
+            return
         title = self.take_back(weak_too=True)
         location_id = self.location.id if self.location is not None else 0
         if title is None and self.carried and self.locations:  # (the section before's)

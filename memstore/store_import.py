@@ -105,7 +105,6 @@ def import_memories(
     with store.transaction(write=apply) as conn:
         current = stored_rows(conn)
         current_locations = {row.id: row for row in location_rows(conn)}
-        parsed = _cut_short(parsed, current_locations)
         here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
         base_state = stored_rows_at(conn, base.version, current) if base else None
@@ -118,6 +117,9 @@ def import_memories(
                     f"since?): compared 2-way, as a file with no base",
                 )
                 base, base_state = None, None
+        # (the locations the export had memories at: a section the file adds is not cut)
+        exported = {m.location_id for m in base_state.values()} if base_state else current_locations
+        parsed = _cut_short(parsed, exported)
         merged = merge_import(
             parsed.locations,
             current,
@@ -161,10 +163,11 @@ def import_memories(
 
 def _cut_short(parsed: ParsedRows, known: Collection[int]) -> ParsedRows:
     """A file with an export base whose last section no "---" line closes, where that
-    section is one of the database's locations: cut short while it was written (an
-    editor's crash, a full disk, a copy that stopped)? That section is skipped, a problem
-    (its last memory's text may be cut anywhere). A new location's section adds what it
-    says, as any new memory (nothing stored can be lost by it)."""
+    section is one of the ``known`` locations (the export's, with memories; the
+    database's when the base cannot be used): cut short while it was written (an editor's
+    crash, a full disk, a copy that stopped)? That section is skipped, a problem (its last
+    memory's text may be cut anywhere). A section the file adds says what it says, as any
+    new memory (nothing stored can be lost by it)."""
     if parsed.open_end is None or parsed.open_end[1] not in known:
         return parsed
     line, location_id = parsed.open_end

@@ -159,9 +159,11 @@ def test_a_new_location_added_at_the_end_needs_no_closing_line(
         "\n## Location 11: Attic\n**Visits:** 1 | **Episodes:** 1\n\n### Memories\n\n"
         "**[NOTE - PERMANENT] Dust** *(Ep1, T7, +0)*\nDust everywhere.\n"
     )
+    store.add_memory(11, "Attic", mem("Bat", text="A bat."))  # an agent, there, meanwhile
     outcome = import_memories(store, text, apply=True)
     assert outcome.applied and not outcome.plan.problems
-    assert [m.title for m in store.memories(11)] == ["Dust"]
+    assert [m.title for m in store.memories(11)] == ["Bat", "Dust"]
+    assert not import_memories(store, text, apply=False).plan.problems  # review F F1: again
     unclosed = export_memories_md(store).removesuffix("---\n")
     [problem] = import_memories(store, unclosed, apply=False).plan.problems
     assert "the file ends inside location 11's section" in problem.message
@@ -220,3 +222,15 @@ def test_a_location_header_inside_a_memory_s_text_never_cuts_it(
     assert "memory 'Troll fight' skipped" in problem.message
     import_memories(store, text, apply=True, skip_invalid=True)
     assert [m.text for m in store.memories(10)] == [TEXT]
+
+
+def test_a_note_after_a_section_is_no_memory_s_text(store: MemoryStore, mem: MakeMemory) -> None:
+    # review F F4: an HTML comment after a section's "---" skipped the memory above it
+    store.add_memory(10, "Room", mem("Lamp", text="A lamp."))
+    store.add_memory(20, "Hall", mem("Door", text="A door."))
+    text = export_memories_md(store).replace("A lamp.", "A brass lamp.")
+    text = text.replace("---\n\n## Location 20", "---\n\n<!-- reviewed -->\n\n## Location 20")
+    [problem] = import_memories(store, text, apply=False).plan.problems
+    assert problem.message == "text outside any memory ignored"
+    assert import_memories(store, text, apply=True, skip_invalid=True).applied
+    assert [m.text for m in store.memories(10)] == ["A brass lamp."]
