@@ -226,29 +226,13 @@ def merge_import(
                 unbased.setdefault(location_id, []).append(memory)
                 now = fresh.pop(next((n for n, f in enumerate(fresh) if f.memory == memory), 0))
                 merged, fields = merge_fields(None, memory, now.memory, resolution)
-                if fields:  # written since the export (an agent's, or an earlier import's)
-                    conflicts.append(
-                        MergeConflict(
-                            lines.memory_line(location_id, memory.title, title_nth),
-                            location_id,
-                            memory.title,
-                            fields,
-                            memory,
-                            now.memory,
-                            unbased=True,
-                        )
-                    )
-                    if resolution is Resolution.THEIRS:
-                        keep(location_id, now.id, merged)
-                        continue
-                    keep(location_id, now.id, now.memory)
+                if fields and resolution is not Resolution.THEIRS:
                     # an export's memory the file's may be an edit of: never pruned for it
                     tied.update(
                         was.id
                         for was in base_sections.get(location_id, ())
                         if was.memory.text == memory.text
                     )
-                    continue
             if fields:
                 conflicts.append(
                     MergeConflict(
@@ -258,6 +242,8 @@ def merge_import(
                         fields,
                         memory,
                         now.memory,
+                        # written since the export (an agent's, or an earlier import's)
+                        unbased=index is None or index >= len(bases),
                     )
                 )
                 if resolution is Resolution.SKIP:
