@@ -263,7 +263,7 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
             f"location(s) {shown}{more} (an agent's since the export, or lowered in the "
             f"file): they only grow, so the database's are kept"
         )
-    if args.verbose and plan.has_changes:
+    if args.verbose and (plan.has_changes or plan.missing):  # (what --prune would delete)
         ctx.print(plan.details())
     if outcome.refused is not None:
         raise CliError(f"{args.file}: {outcome.refused}")

@@ -61,6 +61,13 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         return None  # empty: nothing to lose
     outcome = import_memories(store, text, apply=False, parsed=parsed)
     plan = outcome.plan
+    # the deletions are imported by --prune, which meets what it meets (a memory the file
+    # deleted that an agent changed since is a conflict): the advice is that import's
+    deletes = outcome.base is not None and bool(plan.missing)
+    advised = outcome
+    if deletes:
+        advised = import_memories(store, text, apply=False, parsed=parsed, prune=True)
+    met = max(0, len(advised.plan.conflicts) - len(plan.conflicts))  # (by --prune only)
     # compared 2-way (a base this database cannot use), a memory only the database has
     # was deleted in the file or learned after it was written: which, it cannot tell, so
     # it is at risk, but it is no deletion to import (--prune would take the agents' too).
@@ -79,7 +86,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
             "retitled, moved or with new turns (only --prune imports "
             f"{'it' if replaced == 1 else 'them'})",
         ),
-        (max(0, len(plan.missing) - replaced) if three_way else 0, "deleted"),
+        (max(0, len(plan.missing) - replaced - met) if three_way else 0, "deleted"),
         (
             unknown,
             "missing from the file (removed there, or learned by the database since: "
@@ -87,16 +94,15 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         ),
         (new_locations, "new location" if new_locations == 1 else "new locations"),
         (len(plan.locations) - new_locations, "location(s) changed"),
-        (len(plan.conflicts), "in conflict with the database"),
+        (len(plan.conflicts) + met, "in conflict with the database"),
         (len(plan.problems) - replaced, "with problems"),
     )
     total = sum(count for count, _what in counts)
     if not total:
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
-    prune = three_way and bool(plan.missing)
     import_it = _import_advice(
-        path, plan, prune=prune, force=prune and outcome.prune_guard is not None
+        path, advised.plan, prune=deletes, force=deletes and advised.prune_guard is not None
     )
     if not with_base:
         return EditsAtRisk(
