@@ -118,7 +118,11 @@ def import_memories(
                 )
                 base, base_state = None, None
         # (the locations the export had memories at: a section the file adds is not cut)
-        exported = {m.location_id for m in base_state.values()} if base_state else current_locations
+        exported = (
+            {m.location_id for m in base_state.values()}
+            if base_state is not None
+            else current_locations
+        )
         parsed = _cut_short(parsed, exported)
         merged = merge_import(
             parsed.locations,

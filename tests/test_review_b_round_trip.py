@@ -234,3 +234,17 @@ def test_a_note_after_a_section_is_no_memory_s_text(store: MemoryStore, mem: Mak
     assert problem.message == "text outside any memory ignored"
     assert import_memories(store, text, apply=True, skip_invalid=True).applied
     assert [m.text for m in store.memories(10)] == ["A brass lamp."]
+
+
+def test_a_section_added_to_the_export_of_an_empty_database_is_no_cut_when_run_again(
+    store: MemoryStore,
+) -> None:
+    # (the export's locations with memories: none; the check read the database's instead)
+    text = export_memories_md(store) + (
+        "\n## Location 11: Attic\n**Visits:** 1 | **Episodes:** 1\n\n### Memories\n\n"
+        "**[NOTE - PERMANENT] Dust** *(Ep1, T7, +0)*\nDust everywhere.\n"
+    )
+    assert "memstore-base" in text
+    assert import_memories(store, text, apply=True).applied
+    again = import_memories(store, text, apply=False)
+    assert not again.plan.problems and not again.plan.has_changes
