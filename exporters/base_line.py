@@ -1,9 +1,18 @@
-"""The export's base: which database a Memories.md was exported from, and at which change.
+"""The export's base: which database a Memories.md was exported from, and at which change;
+and the export's end line.
 
 ``memstore export`` writes one HTML comment line under the ``# Location Memories`` heading::
 
     # Location Memories
     <!-- memstore-base: database=5f0c9a3e-... version=42 rows=9c1d02aa -->
+
+and another as the file's last line, under the last section's ``---``::
+
+    <!-- memstore-end: import --prune reads a file without this line as cut short -->
+
+A file cut short (an editor's crash, a full disk, a copy that stopped) right after a
+section's ``---`` reads as a file whose reviewer deleted the sections after it; the end
+line tells the two apart (``memstore.store_import``). A reviewer may add sections after it.
 
 A Markdown viewer hides it, and the older implementation's parser skips it (a line that is
 not structure). ``memstore import`` reads it to tell the reviewer's edits from what agents
@@ -18,6 +27,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "BASE_LINE_START",
+    "END_LINE",
+    "blank_end_line",
     "ExportBase",
     "find_base_line",
     "is_base_line",
@@ -33,6 +44,12 @@ _BASE_LINE = re.compile(
     r"<!-- memstore-base: database=([0-9a-f-]{1,64}) version=([0-9]{1,18})"
     r"(?: rows=([0-9a-f]{8}))? -->[ \t]*"
 )
+
+
+#: the export's last line (``render_memories_md`` writes it under a base line)
+END_LINE = "<!-- memstore-end: import --prune reads a file without this line as cut short -->"
+#: an end line, as a whole line (the words after the colon are for people: any will do)
+_END_LINE = re.compile(r"^[ \t]*<!-- memstore-end(?:[ \t]*|:[^\n]*) -->[ \t]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +115,15 @@ def is_base_line(line: str) -> bool:
 def looks_like_base_line(line: str) -> bool:
     """A line that was meant as an export base line (wherever it is)."""
     return line.lstrip().startswith(BASE_LINE_START)
+
+
+def blank_end_line(text: str) -> tuple[str, bool]:
+    """(``text`` with its first end line made an empty line, True) when it has one, else
+    (``text``, False). ``text`` has ``\n`` line endings. No other line moves; a memory's
+    text never holds such a line (``exporters.escaping`` protects one)."""
+    if "<!-- memstore-end" not in text:
+        return text, False
+    found = _END_LINE.search(text)
+    if found is None:
+        return text, False
+    return text[: found.start()] + text[found.end() :], True

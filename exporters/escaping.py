@@ -28,7 +28,8 @@ characters stands for that character:
 - `\<`, `\=`, `\>` and `\|` stand for `<`, `=`, `>` and `|`. They protect the first
   character of a text line that would be a git conflict marker (seven `<`, `=`, `>` or
   `|`, then a space or the end of the line: `=======`, `<<<<<<< HEAD`), which the reader
-  refuses as an unresolved merge.
+  refuses as an unresolved merge, or that starts with `<!-- memstore-` (the export's end
+  line is one).
 - `\xHH` and `\uHHHH` (lower-case hex) stand for a control or format character that a
   terminal or git would act on rather than show: the C0 controls but tab and line breaks,
   DEL, the C1 controls, and the bidirectional marks and overrides (U+061C, U+200E,
@@ -225,7 +226,7 @@ def _escape_text_segment(segment: str) -> str:
     segment = protect_line_end(segment)  # first: a lone space becomes ``\s``, not ``\ ``
     if segment and (
         segment[0] in "# \t"
-        or segment.startswith("---")
+        or segment.startswith(("---", "<!-- memstore-"))
         or CONFLICT_MARKER.match(segment) is not None
     ):
         segment = "\\" + segment
@@ -238,7 +239,8 @@ def escape_text_lines(text: str) -> list[str]:
     Promises: an empty text gives no line; no line is blank (empty or only spaces and
     tabs); no line starts with ``#``, ``*``, ``[``, ``~``, ``---``, a space or a tab, or
     ends with a space or a tab; no line is a git conflict marker
-    (``exporters.conflict_markers``); no line ends in an unpaired backslash;
+    (``exporters.conflict_markers``) or starts with ``<!-- memstore-``; no line ends in
+    an unpaired backslash;
     ``unescape_text_lines(escape_text_lines(t)) == t``.
     """
     if not text:

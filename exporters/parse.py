@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from exporters.base_line import (
     BASE_LINE_START,
     ExportBase,
+    blank_end_line,
     find_base_line,
     is_base_line,
     looks_like_base_line,
@@ -51,6 +52,8 @@ class ParseResult:
     problems: tuple[Problem, ...]
     #: the database and change counter the file was exported at (None: no base line)
     base: ExportBase | None = None
+    #: the file has the export's end line (see ``ParsedRows.ended``)
+    ended: bool = False
 
     @property
     def ok(self) -> bool:
@@ -70,6 +73,9 @@ class ParsedRows:
     #: whose last section no "---" line closes: (its header's line, its location id). Cut
     #: short? (``memstore.store_import`` skips it when the database has that location.)
     open_end: tuple[int, int] | None = None
+    #: the file has the export's end line (``exporters.base_line.END_LINE``): it was not
+    #: cut short after a section's "---" line
+    ended: bool = False
 
     @property
     def ok(self) -> bool:
@@ -77,7 +83,7 @@ class ParsedRows:
 
     def as_models(self) -> ParseResult:
         """The same result with the public models (each row validated by pydantic)."""
-        return ParseResult(locations_of_rows(self.locations), self.problems, self.base)
+        return ParseResult(locations_of_rows(self.locations), self.problems, self.base, self.ended)
 
 
 def parse_memories_md(text: str) -> ParseResult:
@@ -135,17 +141,18 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
     base, text, base_line = find_base_line(text)
+    text, ended = blank_end_line(text)
     result = _parse_body(text, fast_blocks)
     problems = result.problems
     if problems and BASE_LINE_START in text:
         problems = _name_misplaced_base_lines(problems, text, base_line if base else 0)
     if base is None:
-        return result if problems is result.problems else ParsedRows(result.locations, problems)
+        return ParsedRows(result.locations, problems, ended=ended)
     # every problem after the base line moves down one line
     problems = tuple(
         Problem(p.line + (p.line >= base_line), p.message, p.skipped) for p in problems
     )
-    return ParsedRows(result.locations, problems, base, _open_end(text, base_line))
+    return ParsedRows(result.locations, problems, base, _open_end(text, base_line), ended)
 
 
 _LAST_SECTION = re.compile(r"^##[ \t]+Location[ \t]+([0-9]{1,18})[ \t]*:", re.MULTILINE)

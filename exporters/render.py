@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from exporters.base_line import ExportBase, render_base_line
+from exporters.base_line import END_LINE, ExportBase, render_base_line
 from exporters.escaping import escape_inline, escape_text_lines, protect_line_end
 from exporters.memory_block import HEADER_STARTS
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
@@ -116,7 +116,9 @@ def render_memories_md(
     """Render locations as the text of Memories.md (the public models or plain rows alike).
 
     With ``base`` (the database and change counter exported from), a hidden comment line
-    under the title records it, for the 3-way import (``exporters.base_line``).
+    under the title records it, for the 3-way import, and another ends the file
+    (``exporters.base_line``): the import tells a file cut short from one whose reviewer
+    deleted its last sections by it.
 
     Promises: deterministic (the same input always gives byte-identical text, whatever
     the input order of locations); locations sorted by id; memories in the order given;
@@ -141,4 +143,6 @@ def render_memories_md(
         lines.append("---")
         lines.append("")
     lines.pop()  # no blank line after the last separator (or after the title)
+    if base is not None:
+        lines += ("", END_LINE)
     return "\n".join(lines) + "\n"

@@ -45,7 +45,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     """
     from exporters.parse import parse_memories_md_rows
     from exporters.render import FILE_TITLE
-    from memstore.store_import import import_memories
+    from memstore.store_import import deletions_past_a_cut, import_memories
 
     parsed = parse_memories_md_rows(text)
     with_base = parsed.base is not None
@@ -102,7 +102,11 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
     import_it = _import_advice(
-        path, advised.plan, prune=deletes, force=deletes and advised.prune_guard is not None
+        path,
+        advised.plan,
+        prune=deletes,
+        force=deletes and advised.prune_guard is not None,
+        cut=deletes and bool(deletions_past_a_cut(advised.plan, parsed)),
     )
     if not with_base:
         return EditsAtRisk(
@@ -123,23 +127,30 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     )
 
 
-def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool) -> str:
+def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool, cut: bool) -> str:
     """What to do about a file's edits that were not imported: the import that takes them,
     or ``--force``. A conflict stops a plain ``--apply``, and a problem stops any import
     but ``--skip-invalid``; an import that resolved them by leaving those edits out
     (``--ours``, ``--skip-invalid``) leaves them in the file, so only ``--force`` replaces
     it then (the file is compared again, and they are still not in the database). A
     problem ``--prune`` resolves (a retitle: ``ImportProblem.pruned``) needs no fixing;
-    ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...)."""
+    ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...);
+    ``cut``: the file lacks the export's end line and drops whole sections (cut short?)."""
     flags = (" --prune" if prune else "") + (" --force" if force else "")
     command = f"memstore import {path} --apply{flags}"
     problems = [p for p in plan.problems if not (prune and p.pruned)]
-    if not plan.conflicts and not problems:
-        return f"import it first ({command}) or pass --force to overwrite it"
     if plan.conflicts:
         command += " --theirs, to take the file's side of the conflicts"
     if problems:
         command = f"fix its problems, then {command}"
+    if cut:
+        return (
+            f"it has no end line, which memstore writes last: if it was cut short, pass "
+            f"--force to overwrite it; if its reviewer deleted its last sections, import it "
+            f"first ({command})"
+        )
+    if not plan.conflicts and not problems:
+        return f"import it first ({command}) or pass --force to overwrite it"
     left_out = " and ".join(
         what
         for what, present in (

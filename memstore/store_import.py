@@ -10,10 +10,10 @@ writes (``memstore.import_apply``), with no pydantic object built per memory.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from exporters.base_line import ExportBase
+from exporters.base_line import END_LINE, ExportBase
 from exporters.line_parser import Problem
 from exporters.parse import ParsedRows, ParseResult, parse_memories_md_rows
 from memstore.errors import ImportConflict, ImportRefused, MemstoreError  # noqa: F401 - importable from here too
@@ -21,7 +21,7 @@ from memstore.import_apply import apply_plan
 from memstore.import_plan import MemoryChange
 from memstore.importing import ImportPlan, LineFinder, plan_import
 from memstore.invariants import check_invariants
-from memstore.md_rows import LocationRow, LocationRows, MemoryRow, location_rows_of
+from memstore.md_rows import LocationRow, LocationRows, MemoryRow
 from memstore.md_store import location_rows, stored_rows, stored_rows_at
 from memstore.merge import Resolution, StoredMemory, merge_import
 from memstore.versions import identity, names_since, rows_fingerprint
@@ -32,6 +32,7 @@ __all__ = [
     "ImportRefused",
     "apply_import",
     "apply_plan",
+    "deletions_past_a_cut",
     "import_memories",
 ]
 
@@ -89,14 +90,10 @@ def import_memories(
     database's rules (``memstore.invariants``) before the commit: a breach rolls it all
     back (ImportRefused). A dry run computes the same plan, read-only.
     """
-    if parsed is None:
+    if parsed is None or isinstance(parsed, ParseResult):
+        # (a ParseResult, the models, does not say where the file may be cut short: the
+        # rows are read again, which is cheap beside building the models)
         parsed = parse_memories_md_rows(text)
-    elif isinstance(parsed, ParseResult):  # the caller's parse of ``text``, as models
-        parsed = ParsedRows(
-            tuple([location_rows_of(entry) for entry in parsed.locations]),
-            parsed.problems,
-            parsed.base,
-        )
     if resolution is not None:  # ("theirs" names it as well; anything else: ValueError)
         resolution = Resolution(resolution)
     if skip_invalid and resolution is None:
@@ -182,7 +179,7 @@ def _cut_short(parsed: ParsedRows, known: Collection[int]) -> ParsedRows:
         (location_id, None, None),
     )
     kept = tuple(entry for entry in parsed.locations if entry.location.id != location_id)
-    return ParsedRows(kept, (*parsed.problems, problem), parsed.base)
+    return replace(parsed, locations=kept, problems=(*parsed.problems, problem), open_end=None)
 
 
 def _usable_base(
@@ -271,12 +268,34 @@ def _prune_guard(
             f"only the database has ({_named(plan.missing)}), which agents may have learned "
             f"after the file was written; refused without --force"
         )
+    absent = deletions_past_a_cut(plan, parsed)
+    if absent:
+        places = len({change.location_id for change in absent})
+        return (
+            f"the file has no end line ({END_LINE}), which memstore writes last: cut short "
+            f"after a '---' line? --prune would delete {len(absent)} "
+            f"memor{'y' if len(absent) == 1 else 'ies'} at {places} "
+            f"location{'' if places == 1 else 's'} the file has no section for "
+            f"({_named(absent)}); if the file is whole, put the line back at its end, or "
+            f"pass --force"
+        )
     if len(plan.missing) > PRUNE_LIMIT * persistent:
         return (
             f"--prune would delete {len(plan.missing)} of {persistent} persistent memories "
             f"(more than {PRUNE_LIMIT:.0%}); refused without --force"
         )
     return None
+
+
+def deletions_past_a_cut(plan: ImportPlan, parsed: ParsedRows) -> list[MemoryChange]:
+    """The deletions of ``plan`` (``--prune``'s) at locations the file has no section for,
+    when it is an export (a base line) without its end line (``exporters.base_line``): cut
+    short right after a section's "---" line, the file reads as one whose reviewer
+    deleted the sections after it. Empty for a whole file."""
+    if parsed.base is None or parsed.ended or not plan.missing:
+        return []
+    sections = {entry.location.id for entry in parsed.locations}
+    return [change for change in plan.missing if change.location_id not in sections]
 
 
 def _named(missing: Sequence[MemoryChange], shown: int = 3) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 import memstore.cli as cli
 from exporters import render_memories_md
-from exporters.base_line import split_base_line
+from exporters.base_line import END_LINE, split_base_line
 from memstore.merge import Resolution
 from memstore.models import Status
 from memstore.store import MemoryStore
@@ -513,7 +513,7 @@ def test_prune_with_an_empty_file_is_refused_without_force(filled: MemoryStore, 
 
 def test_prune_of_more_than_a_tenth_is_refused_without_force(filled: MemoryStore) -> None:
     text = exported(filled)
-    kitchen = text[text.index("## Location 79") :]
+    kitchen = text[text.index("## Location 79") : text.index(END_LINE)]  # (the end line stays)
     outcome = run_import(filled, text.replace(kitchen, ""), prune=True)
     assert "--prune would delete 4 of 10 persistent memories" in (outcome.refused or "")
     assert filled.get_persistent_count() == 10

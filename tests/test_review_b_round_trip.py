@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from exporters import parse_memories_md
+from exporters.base_line import END_LINE
 from memstore.cli import main
 from memstore.md_store import export_memories_md
 from memstore.merge import Resolution
@@ -43,7 +44,7 @@ def test_a_file_cut_short_anywhere_changes_nothing(store: MemoryStore, mem: Make
     text = export_memories_md(store)
     before = stored(store)
     start = text.index("## Location 10")
-    for cut in range(start, len(text) - len("---\n") + 1):
+    for cut in range(start, len(text)):
         for prune in (False, True):
             outcome = import_memories(store, text[:cut], apply=True, prune=prune)
             assert stored(store) == before, (cut, outcome.plan.summary())
@@ -164,7 +165,7 @@ def test_a_new_location_added_at_the_end_needs_no_closing_line(
     assert outcome.applied and not outcome.plan.problems
     assert [m.title for m in store.memories(11)] == ["Bat", "Dust"]
     assert not import_memories(store, text, apply=False).plan.problems  # review F F1: again
-    unclosed = export_memories_md(store).removesuffix("---\n")
+    unclosed = export_memories_md(store).removesuffix(f"---\n\n{END_LINE}\n")
     [problem] = import_memories(store, unclosed, apply=False).plan.problems
     assert "the file ends inside location 11's section" in problem.message
 

@@ -1,0 +1,166 @@
+"""Review C, C2: a Memories.md cut short right after a section's "---" line read as a file
+whose reviewer deleted the sections after it, and ``import --prune`` deleted their
+memories (within its 10% guard, so nothing stopped it).
+
+The export now ends with an end line (``exporters.base_line.END_LINE``). A file with an
+export base and no end line is one that may have been cut short: ``--prune`` refuses,
+without ``--force``, to delete the memories of a location the file has no section for.
+A reviewer who deletes sections keeps the end line, and their deletions go through.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporters import parse_memories_md, render_memories_md
+from exporters.base_line import END_LINE, ExportBase
+from memstore.cli import main
+from memstore.md_store import export_memories_md
+from memstore.store import MemoryStore
+from memstore.store_import import import_memories
+from tests.conftest import MakeMemory
+
+
+def stored(store: MemoryStore) -> list[tuple[object, ...]]:
+    with store.transaction(write=False) as conn:
+        found = conn.exec_driver_sql("SELECT id, location_id, title, text, status FROM memories")
+        return sorted(tuple(row) for row in found)
+
+
+def fill(store: MemoryStore, mem: MakeMemory, locations: int = 12, each: int = 3) -> None:
+    for n in range(locations * each):
+        place = 10 + n // each
+        store.add_memory(place, f"Room {place}", mem(f"Fact {n}", text=f"Fact {n} is true."))
+
+
+def section(text: str, location_id: int) -> tuple[int, int]:
+    """Where location ``location_id``'s section starts and ends (after its "---" line)."""
+    start = text.index(f"## Location {location_id}:")
+    return start, text.index("---\n", start) + len("---\n")
+
+
+def test_a_file_cut_after_any_line_prunes_nothing(store: MemoryStore, mem: MakeMemory) -> None:
+    fill(store, mem)
+    text = export_memories_md(store)
+    before = stored(store)
+    cuts = [at + 1 for at, char in enumerate(text) if char == "\n"][:-1]
+    assert len(cuts) > 100
+    for cut in cuts:
+        outcome = import_memories(store, text[:cut], apply=True, prune=True)
+        assert stored(store) == before, (cut, outcome.plan.summary())
+
+
+def test_the_cut_is_named_and_force_still_prunes(store: MemoryStore, mem: MakeMemory) -> None:
+    fill(store, mem)
+    text = export_memories_md(store)
+    cut = section(text, 20)[1]  # the last section, 21, is lost
+    outcome = import_memories(store, text[:cut], apply=True, prune=True)
+    assert not outcome.applied and outcome.prune_guard is not None
+    assert outcome.prune_guard.startswith("the file has no end line (<!-- memstore-end")
+    assert "--prune would delete 3 memories at 1 location the file has no section for" in (
+        outcome.prune_guard
+    )
+    assert "location 21 'Fact 33'" in outcome.prune_guard
+    forced = import_memories(store, text[:cut], apply=True, prune=True, force=True)
+    assert forced.applied and [m.title for m in store.memories(21)] == []
+
+
+def test_a_reviewer_who_deletes_the_last_sections_keeps_the_end_line(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    fill(store, mem)
+    text = export_memories_md(store)
+    reviewed = text[: section(text, 21)[0]] + text[section(text, 21)[1] :]
+    outcome = import_memories(store, reviewed, apply=True, prune=True)
+    assert outcome.applied and outcome.prune_guard is None
+    assert store.memories(21) == [] and len(store.memories(20)) == 3
+
+
+def test_deletions_inside_a_section_need_no_end_line(store: MemoryStore, mem: MakeMemory) -> None:
+    fill(store, mem)
+    text = export_memories_md(store).replace(END_LINE + "\n", "")
+    start, end = section(text, 15)
+    reviewed = text[:start] + text[start:end].replace("Fact 15 is true.", "X") + text[end:]
+    at = reviewed.index("**[NOTE - PERMANENT] Fact 16**")
+    reviewed = reviewed[:at] + reviewed[reviewed.index("\n\n", at) + 2 :]
+    outcome = import_memories(store, reviewed, apply=True, prune=True)
+    assert outcome.applied, outcome.prune_guard
+    assert [m.title for m in store.memories(15)] == ["Fact 15", "Fact 17"]
+
+
+def test_a_section_added_after_the_end_line_is_read(store: MemoryStore, mem: MakeMemory) -> None:
+    fill(store, mem, locations=2)
+    text = export_memories_md(store)
+    added = (
+        "\n## Location 99: Attic\n**Visits:** 0 | **Episodes:** none\n\n### Memories\n\n"
+        "**[NOTE - PERMANENT] Dusty** *(Ep1, T1)*\nIt is dusty.\n\n---\n"
+    )
+    outcome = import_memories(store, text + added, apply=True, prune=True)
+    assert outcome.applied and not outcome.plan.problems
+    assert [m.title for m in store.memories(99)] == ["Dusty"]
+    assert len(stored(store)) == 7
+
+
+def test_the_end_line_is_written_last_by_an_export_only() -> None:
+    base = ExportBase("5f0c9a3e", 4)
+    assert render_memories_md([], base).endswith(f"-->\n\n{END_LINE}\n")
+    assert END_LINE not in render_memories_md([])
+    for line in (END_LINE, "<!-- memstore-end -->", "  <!-- memstore-end: anything -->\t"):
+        parsed = parse_memories_md(f"# Location Memories\n\n{line}\n")
+        assert parsed.ended and not parsed.problems, line
+    for line in ("<!-- memstore-ending -->", "x <!-- memstore-end -->", "<!-- memstore-end"):
+        parsed = parse_memories_md(f"# Location Memories\n\n{line}\n")
+        assert not parsed.ended and parsed.problems, line
+
+
+@pytest.mark.parametrize(
+    "text", ["<!-- memstore-end -->", "a\n<!-- memstore-end: x -->", "<!-- memstore-base: x"]
+)
+def test_a_text_line_shaped_like_a_mark_reads_back_as_written(
+    store: MemoryStore, mem: MakeMemory, text: str
+) -> None:
+    store.add_memory(5, "Cave", mem("Marked", text=text))
+    exported = export_memories_md(store)
+    parsed = parse_memories_md(exported)
+    assert parsed.ended and not parsed.problems
+    assert parsed.locations[0].memories[0].text == text
+    cut = exported[: exported.index("\n---\n") + 5]  # the memory is whole; the end line is not
+    assert not parse_memories_md(cut).ended
+
+
+def test_the_command_refuses_a_file_cut_after_a_separator(
+    tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore.open(db) as store:
+        fill(store, mem)
+    out = tmp_path / "Memories.md"
+    assert main(["--db", str(db), "export", "--out", str(out)]) == 0
+    text = out.read_text()
+    out.write_text(text[: section(text, 20)[1]])
+    assert main(["--db", str(db), "import", str(out), "--apply", "--prune"]) != 0
+    said = capsys.readouterr()
+    assert "cut short after a '---' line?" in said.out + said.err
+    with MemoryStore.open(db) as store:
+        assert len(store.memories(21)) == 3
+
+
+def test_export_over_a_cut_file_says_it_may_be_cut(
+    tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore.open(db) as store:
+        fill(store, mem)
+    out = tmp_path / "Memories.md"
+    assert main(["--db", str(db), "export", "--out", str(out)]) == 0
+    text = out.read_text()
+    out.write_text(text[: section(text, 20)[1]])
+    capsys.readouterr()
+    assert main(["--db", str(db), "export", "--out", str(out)]) != 0
+    said = capsys.readouterr().err
+    assert "it has no end line, which memstore writes last: if it was cut short, pass " in said
+    assert f"(memstore import {out} --apply --prune --force)" in said
+    assert main(["--db", str(db), "export", "--out", str(out), "--force"]) == 0
+    assert out.read_text() == text
