@@ -75,6 +75,11 @@ _TITLE_KEYS = tuple(f"t{n}" for n in range(TITLES_AT_ONCE))
 SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
     memory_links.c.superseded_by_id.is_not(None)
 )
+MOVE_LINK = (
+    update(memory_links)
+    .where(memory_links.c.memory_id == bindparam("pointer_id"))
+    .values(superseded_by_id=bindparam("successor_id"))
+)
 
 
 def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
@@ -90,8 +95,10 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     supersession links of every added or status-changed SUPERSEDED memory, and of every
     memory whose successor the prune deleted and whose status the file keeps, re-created
     from the successor's exact title at the same location (the memory with that title
-    that ``_successor_order`` ranks first and that does not close a cycle). When no memory
-    has that title the link keeps its turn and episode but no successor.
+    that ``_successor_order`` ranks first and that does not close a cycle; when each one
+    does, through a memory linked to this one by its title, that memory's link moves to
+    a twin of this one that closes none: the same title). When no memory has that title
+    the link keeps its turn and episode but no successor.
     """
     touched = {c.location_id for c in plan.memories if c.kind is not ChangeKind.UNCHANGED}
     if prune:
@@ -418,7 +425,38 @@ def _write_links(
             current = next_of.get(current)
         return False
 
-    links = []
+    links: list[tuple[Any, ...]] = []
+    made: dict[int, int] = {}  # memory id -> its place in links
+
+    def untwist(memory_id: int, location_id: int, title: str, first: _Candidate) -> bool:
+        """Every memory with the title the file names as the successor of ``memory_id``
+        leads back to it (``first`` the most likely), through a memory ``pointer`` linked
+        to ``memory_id`` by its title: a circle between rows that the check of titles
+        (``memory.import_checks``) cannot see, as a twin of ``memory_id`` with that title
+        is where the circle may end. ``pointer`` is linked to such a twin instead (the same
+        title: nothing it says changes), when one does not lead back; then the link of
+        ``memory_id`` to ``first`` is made (True)."""
+        pointer = first.id
+        while next_of[pointer] != memory_id:
+            pointer = next_of[pointer]
+        next_of[memory_id] = first.id
+        twins = [
+            _Candidate(twin_id, status != superseded, episode, start, start if end is None else end)
+            for twin_id, at, _title, episode, start, end, status in _titled_keys(conn, [title])
+            if at == location_id and twin_id not in (memory_id, pointer)
+        ]
+        for twin in _successor_order(twins, pointer, None):
+            if not leads_back(twin.id, pointer):
+                next_of[pointer] = twin.id
+                if pointer in made:  # linked by this import, above: not written yet
+                    at = made[pointer]
+                    links[at] = (links[at][0], twin.id, *links[at][2:])
+                else:
+                    run(conn, MOVE_LINK, {"pointer_id": pointer, "successor_id": twin.id})
+                return True
+        del next_of[memory_id]
+        return False
+
     stamp = now()
     for memory_id, location_id, memory in entries:
         episode = memory.superseded_at_episode or memory.episode
@@ -440,6 +478,8 @@ def _write_links(
             successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
             if successor is not None:
                 next_of[memory_id] = successor.id
+            elif ordered and untwist(memory_id, location_id, memory.title, ordered[0]):
+                successor = ordered[0]
         turn = memory.superseded_at_turn
         if turn is None:
             turn = (
@@ -447,6 +487,8 @@ def _write_links(
                 if successor is not None
                 else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
             )
+        if successor is not None:
+            made[memory_id] = len(links)
         links.append(
             (
                 memory_id,

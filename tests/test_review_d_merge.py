@@ -5,6 +5,12 @@ F2. With ``--prune --force``, a file that makes an old "Stove" live again and re
     ``import``: the old one became live before the prune deleted the live one. Deletions
     now come before any memory takes the title they free. (F1, a copy added on every run
     of ``--skip-invalid``, is in test_review_b_round_trip.py.)
+F3. In a chain "Stove" by "Window" by a live "Window" twin, a file that points the
+    superseded "Window" at "Stove" closed a circle between rows (the "Stove" row linked
+    to that very "Window"), which the check of titles cannot see: the import kept it
+    superseded with no successor, said nothing, and every later run reported a conflict
+    with its own write. The "Stove" row's link now moves to the live twin, which is the
+    same title (what the file says), and the file's link is made.
 """
 
 from __future__ import annotations
@@ -51,3 +57,43 @@ def test_a_store_made_from_a_path_says_to_open_it(tmp_path: object) -> None:
     # review E (outside its range): MemoryStore("/path.db") raised AttributeError
     with pytest.raises(TypeError, match=r"MemoryStore\.open\("):
         MemoryStore(str(tmp_path))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("order", ["stored", "swapped"])
+def test_a_link_between_twins_that_would_close_a_circle_is_made_by_moving_the_other(
+    store: MemoryStore, mem: MakeMemory, order: str
+) -> None:
+    store.add_memory(5, "Kitchen", mem("Stove", text="The stove is hot.", turns="1"))
+    store.supersede_memory(5, "Kitchen", "Stove", mem("Window", text="Ajar.", turns="2"))
+    store.supersede_memory(5, "Kitchen", "Window", mem("Window", text="Open.", turns="3"))
+    text = export_memories_md(store)
+    stove, ajar = text.index("] Stove**"), text.index("~~Ajar.~~")
+    assert stove < ajar
+    reviewed = text[:ajar].replace(
+        '[Superseded at T3 by "Window"]', '[Superseded at T3 by "Stove"]'
+    )
+    reviewed += text[ajar:]
+    if order == "swapped":  # the superseded "Window" block first (the file's order is free)
+        start = text.index("**[NOTE - PERMANENT - SUPERSEDED] Window")
+        block = reviewed[start : reviewed.index("\n\n", start) + 2]
+        reviewed = reviewed.replace(block, "")
+        at = reviewed.index("**[NOTE - PERMANENT - SUPERSEDED] Stove")
+        reviewed = reviewed[:at] + block + reviewed[at:]
+    outcome = import_memories(store, reviewed, apply=True)
+    assert outcome.applied and not outcome.plan.problems
+    exported = export_memories_md(store)
+    assert '[Superseded at T3 by "Stove"]\n~~Ajar.~~' in exported
+    assert '[Superseded at T2 by "Window"]\n~~The stove is hot.~~' in exported
+    again = import_memories(store, reviewed, apply=False).plan
+    assert not again.conflicts and not again.has_changes, again.summary()
+    with store.transaction(write=False) as conn:
+        links = dict(
+            conn.exec_driver_sql(
+                "SELECT m.title || ':' || m.text, s.title || ':' || s.text FROM memory_links l "
+                "JOIN memories m ON m.id = l.memory_id JOIN memories s ON s.id = l.superseded_by_id"
+            ).fetchall()
+        )
+    assert links == {
+        "Stove:The stove is hot.": "Window:Open.",
+        "Window:Ajar.": "Stove:The stove is hot.",
+    }
