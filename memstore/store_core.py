@@ -50,7 +50,7 @@ from memstore.errors import (
     StoreClosed,
     UnstorableText,
 )
-from memstore.executor import TRACERS
+from memstore.executor import TRACERS, run
 from memstore.location_views import LocationViews
 from memstore.map_sql import forget_cached_maps
 from memstore.pg_connection import answer_watch
@@ -70,6 +70,11 @@ __all__ = ["ALL", "StoreCore"]
 
 #: "every location" for the cache-invalidation argument of the write transactions
 ALL = object()
+#: the latest episode each table holds, of its values that are integers
+_LATEST_EPISODE = tuple(
+    select(func.max(table.c.episode)).where(holds_integer(table.c.episode))
+    for table in (location_episodes, memories)
+)
 
 
 class StoreCore:
@@ -151,11 +156,8 @@ class StoreCore:
         integer) is passed over here and reported by ``memstore check``."""
         found = [1]
         with self._read() as conn:
-            for table in (location_episodes, memories):
-                episode = table.c.episode
-                latest = conn.execute(
-                    select(func.max(episode)).where(holds_integer(episode))
-                ).scalar()
+            for statement in _LATEST_EPISODE:
+                latest = run(conn, statement, {}).fetchone()[0]
                 if latest is not None:
                     found.append(int(latest))
         return max(found)
