@@ -130,16 +130,23 @@ def test_a_text_line_shaped_like_a_mark_reads_back_as_written(
     assert not parse_memories_md(cut).ended
 
 
-def test_the_command_refuses_a_file_cut_after_a_separator(
-    tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
-) -> None:
-    db = tmp_path / "m.db"
+def cut_export(folder: Path, mem: MakeMemory) -> tuple[Path, Path, str]:
+    """(database, Memories.md, its whole text): the file exported, then cut right after
+    location 20's section (location 21's, the last, is lost)."""
+    db = folder / "m.db"
     with MemoryStore.open(db) as store:
         fill(store, mem)
-    out = tmp_path / "Memories.md"
+    out = folder / "Memories.md"
     assert main(["--db", str(db), "export", "--out", str(out)]) == 0
     text = out.read_text()
     out.write_text(text[: section(text, 20)[1]])
+    return db, out, text
+
+
+def test_the_command_refuses_a_file_cut_after_a_separator(
+    tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, out, _text = cut_export(tmp_path, mem)
     assert main(["--db", str(db), "import", str(out), "--apply", "--prune"]) != 0
     said = capsys.readouterr()
     assert "cut short after a '---' line?" in said.out + said.err
@@ -150,13 +157,7 @@ def test_the_command_refuses_a_file_cut_after_a_separator(
 def test_export_over_a_cut_file_says_it_may_be_cut(
     tmp_path: Path, mem: MakeMemory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db = tmp_path / "m.db"
-    with MemoryStore.open(db) as store:
-        fill(store, mem)
-    out = tmp_path / "Memories.md"
-    assert main(["--db", str(db), "export", "--out", str(out)]) == 0
-    text = out.read_text()
-    out.write_text(text[: section(text, 20)[1]])
+    db, out, text = cut_export(tmp_path, mem)
     capsys.readouterr()
     assert main(["--db", str(db), "export", "--out", str(out)]) != 0
     said = capsys.readouterr().err
