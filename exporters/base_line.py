@@ -12,7 +12,9 @@ and another as the file's last line, under the last section's ``---``::
 
 A file cut short (an editor's crash, a full disk, a copy that stopped) right after a
 section's ``---`` reads as a file whose reviewer deleted the sections after it; the end
-line tells the two apart (``memstore.store_import``). A reviewer may add sections after it.
+line tells the two apart (``memstore.store_import``): a file ends with it, or may have been
+cut short. (memstore before it reads the end line as text outside any memory: a problem,
+which ``--skip-invalid`` passes over.)
 
 A Markdown viewer hides it, and the older implementation's parser skips it (a line that is
 not structure). ``memstore import`` reads it to tell the reviewer's edits from what agents
@@ -29,6 +31,7 @@ __all__ = [
     "BASE_LINE_START",
     "END_LINE",
     "blank_end_line",
+    "looks_like_end_line",
     "ExportBase",
     "find_base_line",
     "is_base_line",
@@ -118,12 +121,33 @@ def looks_like_base_line(line: str) -> bool:
 
 
 def blank_end_line(text: str) -> tuple[str, bool]:
-    """(``text`` with its first end line made an empty line, True) when it has one, else
-    (``text``, False). ``text`` has ``\n`` line endings. No other line moves; a memory's
-    text never holds such a line (``exporters.escaping`` protects one)."""
+    """(``text`` with each end line made an empty line, whether it ends with one: nothing
+    but blank space follows the last). ``text`` has ``\n`` line endings; no line moves.
+
+    An end line counts where no memory's text can hold it: under an empty line, a heading,
+    a "---" line or the base line, or as the first line. One right under a line of text is
+    that text (an older memstore wrote such a line of a memory's text unescaped), and is
+    left as it is."""
     if "<!-- memstore-end" not in text:
         return text, False
-    found = _END_LINE.search(text)
-    if found is None:
+    pieces: list[str] = []
+    kept_from = 0
+    ended = False
+    for found in _END_LINE.finditer(text):
+        start = found.start()
+        if start:
+            above = text[text.rfind("\n", 0, start - 1) + 1 : start - 1].strip(" \t")
+            if above and not above.startswith(("#", "---")) and not is_base_line(above):
+                continue  # under a line of text
+        pieces.append(text[kept_from:start])
+        kept_from = found.end()
+        ended = not text[kept_from:].strip(" \t\n")
+    if not pieces:
         return text, False
-    return text[: found.start()] + text[found.end() :], True
+    pieces.append(text[kept_from:])
+    return "".join(pieces), ended
+
+
+def looks_like_end_line(line: str) -> bool:
+    """A line that was meant as the export's end line (wherever it is)."""
+    return line.lstrip().startswith("<!-- memstore-end")

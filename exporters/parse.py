@@ -26,6 +26,7 @@ from exporters.base_line import (
     find_base_line,
     is_base_line,
     looks_like_base_line,
+    looks_like_end_line,
 )
 from exporters.block_reader import read_body
 from exporters.line_parser import Problem, read_line_by_line
@@ -140,19 +141,22 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
         text = text[1:]
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
+    text, ended = blank_end_line(text)  # (first: one may stand above the base line)
     base, text, base_line = find_base_line(text)
-    text, ended = blank_end_line(text)
     result = _parse_body(text, fast_blocks)
     problems = result.problems
     if problems and BASE_LINE_START in text:
         problems = _name_misplaced_base_lines(problems, text, base_line if base else 0)
+    if problems and "<!-- memstore-end" in text:
+        problems = _name_end_lines(problems, text)
     if base is None:
         return ParsedRows(result.locations, problems, ended=ended)
     # every problem after the base line moves down one line
     problems = tuple(
         Problem(p.line + (p.line >= base_line), p.message, p.skipped) for p in problems
     )
-    return ParsedRows(result.locations, problems, base, _open_end(text, base_line), ended)
+    open_end = None if ended else _open_end(text, base_line)
+    return ParsedRows(result.locations, problems, base, open_end, ended)
 
 
 _LAST_SECTION = re.compile(r"^##[ \t]+Location[ \t]+([0-9]{1,18})[ \t]*:", re.MULTILINE)
@@ -170,6 +174,24 @@ def _open_end(text: str, base_line: int) -> tuple[int, int] | None:
         return None
     line = text.count("\n", 0, last.start()) + 1
     return line + (line >= base_line), int(last.group(1))
+
+
+_END_LINE_PROBLEM = (
+    "an end line memstore does not write, or not where it writes one (it writes "
+    "<!-- memstore-end: ... --> last, under an empty line); it is ignored"
+)
+
+
+def _name_end_lines(problems: tuple[Problem, ...], text: str) -> tuple[Problem, ...]:
+    """Say so when the stray text a problem points at was meant as the export's end line
+    (misspelled, cut, or right under a line of text)."""
+    lines = text.split("\n")
+    return tuple(
+        Problem(p.line, _END_LINE_PROBLEM, p.skipped)
+        if 0 < p.line <= len(lines) and looks_like_end_line(lines[p.line - 1])
+        else p
+        for p in problems
+    )
 
 
 _MISPLACED_BASE = (

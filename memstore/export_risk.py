@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +101,17 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     if not total:
         return None
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
+    cut = deletes and bool(deletions_past_a_cut(advised.plan, parsed))
+    if cut:  # the advice: the end line put back, then the import (with the other guards)
+        advised = import_memories(
+            store, text, apply=False, parsed=replace(parsed, ended=True), prune=True
+        )
     import_it = _import_advice(
         path,
         advised.plan,
         prune=deletes,
         force=deletes and advised.prune_guard is not None,
-        cut=deletes and bool(deletions_past_a_cut(advised.plan, parsed)),
+        cut=cut,
     )
     if not with_base:
         return EditsAtRisk(
@@ -135,7 +140,8 @@ def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool, cut
     it then (the file is compared again, and they are still not in the database). A
     problem ``--prune`` resolves (a retitle: ``ImportProblem.pruned``) needs no fixing;
     ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...);
-    ``cut``: the file lacks the export's end line and drops whole sections (cut short?)."""
+    ``cut``: the file does not end with the export's end line and drops whole sections
+    (cut short?); ``plan`` is then the import of the file with its end line put back."""
     flags = (" --prune" if prune else "") + (" --force" if force else "")
     command = f"memstore import {path} --apply{flags}"
     problems = [p for p in plan.problems if not (prune and p.pruned)]
@@ -145,9 +151,9 @@ def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool, cut
         command = f"fix its problems, then {command}"
     if cut:
         return (
-            f"it has no end line, which memstore writes last: if it was cut short, pass "
-            f"--force to overwrite it; if its reviewer deleted its last sections, import it "
-            f"first ({command})"
+            f"it does not end with its end line, which memstore writes last: if it was cut "
+            f"short, pass --force to overwrite it; if its reviewer deleted those sections, "
+            f"put the end line back at its end, then import it ({command})"
         )
     if not plan.conflicts and not problems:
         return f"import it first ({command}) or pass --force to overwrite it"

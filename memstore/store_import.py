@@ -63,7 +63,9 @@ class ImportOutcome:
     refused: str | None
     base: ExportBase | None
     #: what ``--prune`` would be refused for without ``--force`` (a file with no location
-    #: section, a 2-way file, more than PRUNE_LIMIT of the memories), whether or not asked
+    #: section, a 2-way file, an export that does not end with its end line and has no
+    #: section for a location whose memories it would delete, more than PRUNE_LIMIT of the
+    #: memories), whether or not asked
     prune_guard: str | None = None
 
 
@@ -85,8 +87,9 @@ def import_memories(
     (``memstore.merge``); conflicts are resolved by ``resolution`` (ours, theirs, skip),
     and without one nothing is applied. ``skip_invalid`` applies the rest of a file with
     problems (and skips conflicting memories). ``prune`` deletes the memories the reviewer
-    removed, but refuses without ``force`` a file with no location sections or a deletion
-    of more than 10% of the persistent memories. The result is checked against the
+    removed, but refuses without ``force`` a file with no location sections, a deletion
+    at a location an export with no end line has no section for (cut short?), or a
+    deletion of more than 10% of the persistent memories. The result is checked against the
     database's rules (``memstore.invariants``) before the commit: a breach rolls it all
     back (ImportRefused). A dry run computes the same plan, read-only.
     """
@@ -272,8 +275,8 @@ def _prune_guard(
     if absent:
         places = len({change.location_id for change in absent})
         return (
-            f"the file has no end line ({END_LINE}), which memstore writes last: cut short "
-            f"after a '---' line? --prune would delete {len(absent)} "
+            f"the file does not end with its end line ({END_LINE}), which memstore writes "
+            f"last: cut short after a '---' line? --prune would delete {len(absent)} "
             f"memor{'y' if len(absent) == 1 else 'ies'} at {places} "
             f"location{'' if places == 1 else 's'} the file has no section for "
             f"({_named(absent)}); if the file is whole, put the line back at its end, or "
@@ -289,9 +292,9 @@ def _prune_guard(
 
 def deletions_past_a_cut(plan: ImportPlan, parsed: ParsedRows) -> list[MemoryChange]:
     """The deletions of ``plan`` (``--prune``'s) at locations the file has no section for,
-    when it is an export (a base line) without its end line (``exporters.base_line``): cut
-    short right after a section's "---" line, the file reads as one whose reviewer
-    deleted the sections after it. Empty for a whole file."""
+    when it is an export (a base line) that does not end with its end line
+    (``exporters.base_line``): cut short right after a section's "---" line, the file
+    reads as one whose reviewer deleted the sections after it. Empty for a whole file."""
     if parsed.base is None or parsed.ended or not plan.missing:
         return []
     sections = {entry.location.id for entry in parsed.locations}
