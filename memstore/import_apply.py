@@ -9,14 +9,15 @@ touching the database.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from memstore.dialect import OnConflict, greatest, resolve
 from memstore.errors import ImportConflict
 from memstore.executor import run, run_many, run_rows
+from memstore.import_links import MEMORY_KEYS, SUCCESSOR_LINKS, write_links
 from memstore.import_plan import ChangeKind, ImportPlan, MemoryChange, MemoryKey, MemoryLike
 from memstore.models import Category, Persistence, Status, parse_turns
 from memstore.rows import now
@@ -49,37 +50,8 @@ UPDATE_MEMORY = (
 DELETE_LINK = delete(memory_links).where(memory_links.c.memory_id == bindparam("memory_id"))
 DELETE_MEMORY = delete(memories).where(memories.c.id == bindparam("memory_id"))
 INSERT_MEMORY = insert(memories)
-INSERT_LINK = insert(memory_links)
 LAST_ID = select(func.coalesce(func.max(memories.c.id), 0))
 IDS_AFTER = select(memories.c.id).where(memories.c.id > bindparam("after")).order_by(memories.c.id)
-#: what identifies each persistent memory and ranks it as a successor, in stored order
-MEMORY_KEYS = select(
-    memories.c.id,
-    memories.c.location_id,
-    memories.c.title,
-    memories.c.episode,
-    memories.c.turn_start,
-    memories.c.turn_end,
-    memories.c.status,
-).order_by(memories.c.id)
-#: titles asked for in one statement (SQLite allows 32,766 parameters)
-TITLES_AT_ONCE = 500
-#: the same, of the memories titled as one of ``t0`` .. ``t{n-1}``, for a few sizes ``n``:
-#: fixed lists, so that the executor compiles each once (the unused places are NULL, which
-#: no title equals), and a few titles bind a few parameters, not 500
-TITLED_KEYS = {
-    size: MEMORY_KEYS.where(memories.c.title.in_([bindparam(f"t{n}") for n in range(size)]))
-    for size in (4, 32, TITLES_AT_ONCE)
-}
-_TITLE_KEYS = tuple(f"t{n}" for n in range(TITLES_AT_ONCE))
-SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
-    memory_links.c.superseded_by_id.is_not(None)
-)
-MOVE_LINK = (
-    update(memory_links)
-    .where(memory_links.c.memory_id == bindparam("pointer_id"))
-    .values(superseded_by_id=bindparam("successor_id"))
-)
 
 
 def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
@@ -95,7 +67,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
     supersession links of every added or status-changed SUPERSEDED memory, and of every
     memory whose successor the prune deleted and whose status the file keeps, re-created
     from the successor's exact title at the same location (the memory with that title
-    that ``_successor_order`` ranks first and that does not close a cycle; when each one
+    that ``memstore.import_links`` ranks first and that does not close a cycle; when each one
     does, through a memory linked to this one by its title, that memory's link moves to
     a twin of this one that closes none: the same title). When no memory has that title
     the link keeps its turn and episode but no successor.
@@ -199,9 +171,7 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
             (memory_id, change.location_id, change.new)  # type: ignore[misc]
             for memory_id, change in zip(new_ids, added, strict=True)
         )
-    _write_links(
-        conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED], relinked
-    )
+    write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED], relinked)
     return touched
 
 
@@ -217,7 +187,7 @@ def _orphans_in_file(
 ) -> list[tuple[int, int, MemoryLike]]:
     """The memories ``orphaned`` (their successor is being deleted) that the file holds
     with their status unchanged (their text may be changed) and names a successor for, as
-    (row id, location id, the file's memory): their link is made again (``_write_links``)
+    (row id, location id, the file's memory): their link is made again (``write_links``)
     as the file writes it. (A status change's link is made again anyway.) A successor is
     at its predecessor's location, which the prune ``touched``: memories elsewhere are
     not asked for their row."""
@@ -294,10 +264,6 @@ NEW_MEMORY_COLUMNS = (
 )
 
 
-#: the columns of a new link's row, in ``_write_links``' order (the table's)
-NEW_LINK_COLUMNS = ("memory_id", "superseded_by_id", "episode", "turn", "reason", "created_at")
-
-
 def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
     """The values of a new memory's row (``NEW_MEMORY_COLUMNS``)."""
     memory = change.new
@@ -320,183 +286,3 @@ def _row(change: MemoryChange, stamp: str, version: int) -> tuple[Any, ...]:
         version,
         version,
     )
-
-
-def _has_link(memory: MemoryLike) -> bool:
-    return (
-        memory.superseded_by is not None
-        or memory.invalidation_reason is not None
-        or memory.superseded_at_turn is not None
-        or memory.superseded_at_episode is not None
-    )
-
-
-class _Candidate(NamedTuple):
-    """A memory that may be a successor: its row id, whether it is live, and when learned."""
-
-    id: int
-    live: bool
-    episode: int
-    start: int
-    last: int
-
-
-def _successor_order(
-    candidates: Iterable[_Candidate], memory_id: int, at: tuple[int, int] | None
-) -> list[_Candidate]:
-    """The possible successors of memory ``memory_id``, the most likely first.
-
-    ``at`` is the link's (episode, turn). The store links a memory to its successor at the
-    successor's own episode and last turn (``supersede_memory``; ``apply_synthesis`` at the
-    current turn, which is the new memory's), so a candidate learned exactly then comes
-    first - the first stored after the memory among several, as the store inserts the
-    successor after it. Then, for a hand-edited link, the latest learned before it, then
-    the earliest learned after it. Without a link turn: the live one, then the latest
-    stored after the memory, then the latest stored before it.
-    """
-    if at is None:
-        return sorted(candidates, key=lambda c: (not c.live, c.id < memory_id, -c.id))
-
-    def rank(c: _Candidate) -> tuple[int, ...]:
-        if (c.episode, c.last) == at:
-            return (0, c.id < memory_id, c.id)
-        if (c.episode, c.start) <= at:
-            return (1, -c.episode, -c.start, -c.id)
-        return (2, c.episode, c.start, c.id)
-
-    return sorted(candidates, key=rank)
-
-
-def _titled_keys(conn: Connection, titles: list[str]) -> Any:
-    """The rows of MEMORY_KEYS titled as one of ``titles`` (at most TITLES_AT_ONCE), from
-    the smallest of TITLED_KEYS that takes them."""
-    size = next(size for size in TITLED_KEYS if size >= len(titles))
-    padded = [*titles, *[None] * (size - len(titles))]
-    return run(conn, TITLED_KEYS[size], dict(zip(_TITLE_KEYS, padded, strict=False)))
-
-
-def _write_links(
-    conn: Connection,
-    entries: list[tuple[int, int, MemoryLike]],
-    relinked: Collection[int] = (),
-) -> None:
-    """Link each of ``entries`` (row id, location id, memory) to its successor by title
-    (``_successor_order``). A memory ``relinked`` lost its successor to this import's
-    prune: the successor is the memory with that title added again (its turns fixed), so
-    it is ranked without the link's turn, which was the old successor's."""
-    entries = [entry for entry in entries if _has_link(entry[2])]
-    if not entries:
-        return
-    # every memory that has a successor's title where it is named, in stored order
-    by_title: dict[tuple[int, str], list[_Candidate]] = {
-        (location_id, memory.superseded_by): []
-        for _id, location_id, memory in entries
-        if memory.superseded_by is not None
-    }
-    superseded = Status.SUPERSEDED.value
-    titles = sorted({title for _location_id, title in by_title})
-    rows = (
-        row
-        for at in range(0, len(titles), TITLES_AT_ONCE)
-        for row in _titled_keys(conn, titles[at : at + TITLES_AT_ONCE])
-    )
-    for memory_id, location_id, title, episode, start, end, status in rows:
-        found = by_title.get((location_id, title))
-        if found is not None:
-            found.append(
-                _Candidate(
-                    memory_id,
-                    status != superseded,
-                    episode,
-                    start,
-                    end if end is not None else start,
-                )
-            )
-    # the links already there (memory -> successor), so a new link never closes a cycle
-    next_of: dict[int, int] = dict(run(conn, SUCCESSOR_LINKS, {}).fetchall())
-
-    def leads_back(start: int, memory_id: int) -> bool:
-        seen = set()
-        current: int | None = start
-        while current is not None and current not in seen:
-            if current == memory_id:
-                return True
-            seen.add(current)
-            current = next_of.get(current)
-        return False
-
-    links: list[tuple[Any, ...]] = []
-    made: dict[int, int] = {}  # memory id -> its place in links
-
-    def untwist(memory_id: int, location_id: int, title: str, first: _Candidate) -> bool:
-        """Every memory with the title the file names as the successor of ``memory_id``
-        leads back to it (``first`` the most likely), through a memory ``pointer`` linked
-        to ``memory_id`` by its title: a circle between rows that the check of titles
-        (``memory.import_checks``) cannot see, as a twin of ``memory_id`` with that title
-        is where the circle may end. ``pointer`` is linked to such a twin instead (the same
-        title: nothing it says changes), when one does not lead back; then the link of
-        ``memory_id`` to ``first`` is made (True)."""
-        pointer = first.id
-        while next_of[pointer] != memory_id:
-            pointer = next_of[pointer]
-        next_of[memory_id] = first.id
-        twins = [
-            _Candidate(twin_id, status != superseded, episode, start, start if end is None else end)
-            for twin_id, at, _title, episode, start, end, status in _titled_keys(conn, [title])
-            if at == location_id and twin_id not in (memory_id, pointer)
-        ]
-        for twin in _successor_order(twins, pointer, None):
-            if not leads_back(twin.id, pointer):
-                next_of[pointer] = twin.id
-                if pointer in made:  # linked by this import, above: not written yet
-                    at = made[pointer]
-                    links[at] = (links[at][0], twin.id, *links[at][2:])
-                else:
-                    run(conn, MOVE_LINK, {"pointer_id": pointer, "successor_id": twin.id})
-                return True
-        del next_of[memory_id]
-        return False
-
-    stamp = now()
-    for memory_id, location_id, memory in entries:
-        episode = memory.superseded_at_episode or memory.episode
-        successor: _Candidate | None = None
-        if memory.superseded_by is not None:
-            candidates = [
-                c
-                for c in by_title.get((location_id, memory.superseded_by), [])
-                if c.id != memory_id
-            ]
-            at = (
-                None
-                if memory.superseded_at_turn is None or memory_id in relinked
-                else (episode, memory.superseded_at_turn)
-            )
-            ordered = (
-                candidates if len(candidates) < 2 else _successor_order(candidates, memory_id, at)
-            )
-            successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
-            if successor is not None:
-                next_of[memory_id] = successor.id
-            elif ordered and untwist(memory_id, location_id, memory.title, ordered[0]):
-                successor = ordered[0]
-        turn = memory.superseded_at_turn
-        if turn is None:
-            turn = (
-                successor.last
-                if successor is not None
-                else (memory.turn_end if memory.turn_end is not None else memory.turn_start)
-            )
-        if successor is not None:
-            made[memory_id] = len(links)
-        links.append(
-            (
-                memory_id,
-                successor.id if successor is not None else None,
-                episode,
-                turn,
-                memory.invalidation_reason,
-                stamp,
-            )
-        )
-    run_rows(conn, INSERT_LINK, NEW_LINK_COLUMNS, links)

@@ -389,7 +389,7 @@ def test_apply_is_one_transaction(
     def explode(*_args: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(import_apply, "_write_links", explode)
+    monkeypatch.setattr(import_apply, "write_links", explode)
     with pytest.raises(RuntimeError, match="disk on fire"):
         apply_import(store, plan, prune=False)
     assert export_text(store) == before
@@ -550,7 +550,7 @@ def test_links_to_more_successor_titles_than_one_statement_asks_for_are_all_made
     """The successors' rows are read by title, TITLES_AT_ONCE titles a statement (a
     statement of 4, 32 or 500 places): 520 distinct successor titles take two statements,
     4, 5, 32 and 33 one statement each, and every link is made."""
-    from memstore.import_apply import TITLES_AT_ONCE
+    from memstore.import_links import TITLES_AT_ONCE
     from memstore.store_import import import_memories
 
     count = TITLES_AT_ONCE + extra
