@@ -54,7 +54,9 @@ LAST_ID = select(func.coalesce(func.max(memories.c.id), 0))
 IDS_AFTER = select(memories.c.id).where(memories.c.id > bindparam("after")).order_by(memories.c.id)
 
 
-def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
+def apply_plan(
+    conn: Connection, plan: ImportPlan, *, prune: bool, base_version: int | None = None
+) -> set[int]:
     """Write ``plan`` inside the caller's write transaction; the locations whose memories
     it changed. Every row it changes, deletes or adds is stamped with one new version of
     the change counter, and the state it replaced is kept (memstore.versions).
@@ -171,7 +173,8 @@ def apply_plan(conn: Connection, plan: ImportPlan, *, prune: bool) -> set[int]:
             (memory_id, change.location_id, change.new)  # type: ignore[misc]
             for memory_id, change in zip(new_ids, added, strict=True)
         )
-    write_links(conn, [entry for entry in relink if entry[2].status is Status.SUPERSEDED], relinked)
+    superseded = [entry for entry in relink if entry[2].status is Status.SUPERSEDED]
+    write_links(conn, superseded, relinked, base_version)
     return touched
 
 

@@ -45,6 +45,16 @@ _TITLE_KEYS = tuple(f"t{n}" for n in range(TITLES_AT_ONCE))
 SUCCESSOR_LINKS = select(memory_links.c.memory_id, memory_links.c.superseded_by_id).where(
     memory_links.c.superseded_by_id.is_not(None)
 )
+#: the memories at one location, to find a way out of a circle (``write_links``)
+LOCATION_KEYS = select(
+    memories.c.id,
+    memories.c.title,
+    memories.c.episode,
+    memories.c.turn_start,
+    memories.c.turn_end,
+    memories.c.status,
+    memories.c.changed_version,
+).where(memories.c.location_id == bindparam("location_id"))
 MOVE_LINK = (
     update(memory_links)
     .where(memory_links.c.memory_id == bindparam("pointer_id"))
@@ -113,11 +123,15 @@ def write_links(
     conn: Connection,
     entries: list[tuple[int, int, MemoryLike]],
     relinked: Collection[int] = (),
+    base_version: int | None = None,
 ) -> None:
     """Link each of ``entries`` (row id, location id, memory) to its successor by title
     (``_successor_order``). A memory ``relinked`` lost its successor to this import's
     prune: the successor is the memory with that title added again (its turns fixed), so
-    it is ranked without the link's turn, which was the old successor's."""
+    it is ranked without the link's turn, which was the old successor's. A link the file
+    states that would close a circle between rows moves another link of that circle to a
+    twin of its successor (``untwist``): one this import made, or, with ``base_version``
+    (the export's change), one no write changed since."""
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
         return
@@ -162,32 +176,51 @@ def write_links(
     links: list[tuple[Any, ...]] = []
     made: dict[int, int] = {}  # memory id -> its place in links
 
-    def untwist(memory_id: int, location_id: int, title: str, first: _Candidate) -> bool:
+    places: dict[int, dict[int, tuple[str, _Candidate, int]]] = {}
+
+    def untwist(memory_id: int, location_id: int, first: _Candidate) -> bool:
         """Every memory with the title the file names as the successor of ``memory_id``
-        leads back to it (``first`` the most likely), through a memory ``pointer`` linked
-        to ``memory_id`` by its title: a circle between rows that the check of titles
-        (``memory.import_checks``) cannot see, as a twin of ``memory_id`` with that title
-        is where the circle may end. ``pointer`` is linked to such a twin instead (the same
-        title: nothing it says changes), when one does not lead back; then the link of
-        ``memory_id`` to ``first`` is made (True)."""
-        pointer = first.id
-        while next_of[pointer] != memory_id:
-            pointer = next_of[pointer]
+        leads back to it (``first`` the most likely): a circle between rows that the check
+        of titles (``memstore.import_checks``) cannot see, as a twin of a title on it ends
+        somewhere else. A link on the way from ``first`` back to ``memory_id`` is moved to
+        such a twin of its successor (the same title: nothing it says changes), when one
+        does not lead back; then the link of ``memory_id`` to ``first`` is made (True).
+        Only a link this import made, or one as old as the export (``base_version``), is
+        moved: never one an agent wrote since."""
+        path = []
+        current = first.id
+        while current != memory_id:
+            path.append(current)
+            current = next_of[current]
+        rows = places.get(location_id)
+        if rows is None:
+            rows = places[location_id] = {}
+            for row_id, title, ep, start, end, status, changed in run(
+                conn, LOCATION_KEYS, {"location_id": location_id}
+            ):
+                last = start if end is None else end
+                live = status != superseded
+                rows[row_id] = (title, _Candidate(row_id, live, ep, start, last), changed)
         next_of[memory_id] = first.id
-        twins = [
-            _Candidate(twin_id, status != superseded, episode, start, start if end is None else end)
-            for twin_id, at, _title, episode, start, end, status in _titled_keys(conn, [title])
-            if at == location_id and twin_id not in (memory_id, pointer)
-        ]
-        for twin in _successor_order(twins, pointer, None):
-            if not leads_back(twin.id, pointer):
-                next_of[pointer] = twin.id
-                if pointer in made:  # linked by this import, above: not written yet
-                    at = made[pointer]
-                    links[at] = (links[at][0], twin.id, *links[at][2:])
-                else:
-                    run(conn, MOVE_LINK, {"pointer_id": pointer, "successor_id": twin.id})
-                return True
+        for pointer in reversed(path):  # (the link into memory_id first)
+            if pointer not in made and (base_version is None or rows[pointer][2] > base_version):
+                continue
+            successor = next_of[pointer]
+            title = rows[successor][0]
+            twins = [
+                candidate
+                for twin_id, (twin_title, candidate, _changed) in rows.items()
+                if twin_title == title and twin_id not in (successor, pointer, memory_id)
+            ]
+            for twin in _successor_order(twins, pointer, None):
+                if not leads_back(twin.id, pointer):
+                    next_of[pointer] = twin.id
+                    if pointer in made:  # linked by this import, above: not written yet
+                        at = made[pointer]
+                        links[at] = (links[at][0], twin.id, *links[at][2:])
+                    else:
+                        run(conn, MOVE_LINK, {"pointer_id": pointer, "successor_id": twin.id})
+                    return True
         del next_of[memory_id]
         return False
 
@@ -212,7 +245,7 @@ def write_links(
             successor = next((c for c in ordered if not leads_back(c.id, memory_id)), None)
             if successor is not None:
                 next_of[memory_id] = successor.id
-            elif ordered and untwist(memory_id, location_id, memory.title, ordered[0]):
+            elif ordered and untwist(memory_id, location_id, ordered[0]):
                 successor = ordered[0]
         turn = memory.superseded_at_turn
         if turn is None:

@@ -154,7 +154,12 @@ def import_memories(
         pending = plan.has_changes or (prune and plan.ok and bool(plan.missing))
         if not apply or refused is not None or not pending:
             return ImportOutcome(plan, False, refused, base, guard)
-        apply_plan(conn, plan, prune=prune and plan.ok)
+        apply_plan(
+            conn,
+            plan,
+            prune=prune and plan.ok,
+            base_version=base.version if base is not None else None,
+        )
         broken = check_invariants(conn)
         if broken:
             raise ImportRefused(

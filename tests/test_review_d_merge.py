@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from memstore.md_store import export_memories_md
+from memstore.merge import Resolution
 from memstore.store import MemoryStore
 from memstore.store_import import import_memories
 from tests.conftest import MakeMemory
@@ -97,3 +98,51 @@ def test_a_link_between_twins_that_would_close_a_circle_is_made_by_moving_the_ot
         "Stove:The stove is hot.": "Window:Open.",
         "Window:Ajar.": "Stove:The stove is hot.",
     }
+
+
+def test_a_circle_broken_at_a_twin_further_along_the_chain_is_made(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review H F1: "Stove" by "Lamp" by "Window", a live "Lamp" twin; the file points the
+    # "Window" at "Stove": the way out is the "Stove" row's link, moved to the live "Lamp"
+    store.add_memory(79, "Kitchen", mem("Stove", text="The stove is cold.", turns="1"))
+    store.supersede_memory(79, "Kitchen", "Stove", mem("Lamp", text="A lamp.", turns="2"))
+    store.supersede_memory(79, "Kitchen", "Lamp", mem("Window", text="Ajar.", turns="3"))
+    store.add_memory(79, "Kitchen", mem("Lamp", text="The lamp is lit.", turns="5"))
+    store.invalidate_memory(79, "Window", "gone", turn=6)
+    text = export_memories_md(store).replace(
+        '[Invalidated at T6: "gone"]', '[Superseded at T6 by "Stove"]'
+    )
+    outcome = import_memories(store, text, apply=True)
+    assert outcome.applied and not outcome.plan.problems
+    assert export_memories_md(store).split("\n", 2)[2] == text.split("\n", 2)[2]
+    again = import_memories(store, text, apply=False).plan
+    assert not again.conflicts and not again.has_changes, again.summary()
+
+
+def test_a_link_an_agent_wrote_since_the_export_is_never_moved(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review H F2: under --theirs the agent's "Stove" -> its new "Window" link was moved to
+    # an older "Window" invalidated before the agent wrote
+    store.add_memory(79, "Kitchen", mem("Stove", text="The stove is cold.", turns="2"))
+    store.add_memory(79, "Kitchen", mem("Window", text="Ajar.", turns="4"))
+    store.invalidate_memory(79, "Window", "gone", turn=5)
+    text = export_memories_md(store)
+    store.supersede_memory(79, "Kitchen", "Stove", mem("Window", text="Shut.", turns="4"))
+    with store.transaction(write=False) as conn:
+        before = conn.exec_driver_sql("SELECT memory_id, superseded_by_id FROM memory_links")
+        agents = {row[0]: row[1] for row in before}
+    block = (
+        "**[NOTE - PERMANENT - SUPERSEDED] Window** *(Ep1, T4, +0)*\n"
+        '[Superseded at T6 by "Stove"]\n~~Shut.~~\n\n'
+    )
+    at = text.index("---\n")
+    outcome = import_memories(
+        store, text[:at] + block + text[at:], apply=True, resolution=Resolution.THEIRS
+    )
+    assert outcome.applied
+    with store.transaction(write=False) as conn:
+        found = conn.exec_driver_sql("SELECT memory_id, superseded_by_id FROM memory_links")
+        after = dict(found.fetchall())
+    assert {m: after[m] for m in agents} == agents
