@@ -174,7 +174,7 @@ def apply_plan(
             for memory_id, change in zip(new_ids, added, strict=True)
         )
     superseded = [entry for entry in relink if entry[2].status is Status.SUPERSEDED]
-    write_links(conn, superseded, relinked, base_version)
+    write_links(conn, superseded, relinked, base_version, version)
     return touched
 
 

@@ -124,14 +124,16 @@ def write_links(
     entries: list[tuple[int, int, MemoryLike]],
     relinked: Collection[int] = (),
     base_version: int | None = None,
+    version: int = 0,
 ) -> None:
     """Link each of ``entries`` (row id, location id, memory) to its successor by title
     (``_successor_order``). A memory ``relinked`` lost its successor to this import's
     prune: the successor is the memory with that title added again (its turns fixed), so
     it is ranked without the link's turn, which was the old successor's. A link the file
     states that would close a circle between rows moves another link of that circle to a
-    twin of its successor (``untwist``): one this import made, or, with ``base_version``
-    (the export's change), one no write changed since."""
+    twin of its successor (``untwist``): one this import made or changed (its change is
+    ``version``), or, with ``base_version`` (the export's change), one no write changed
+    since."""
     entries = [entry for entry in entries if _has_link(entry[2])]
     if not entries:
         return
@@ -185,8 +187,8 @@ def write_links(
         somewhere else. A link on the way from ``first`` back to ``memory_id`` is moved to
         such a twin of its successor (the same title: nothing it says changes), when one
         does not lead back; then the link of ``memory_id`` to ``first`` is made (True).
-        Only a link this import made, or one as old as the export (``base_version``), is
-        moved: never one an agent wrote since."""
+        Only a link of a memory this import made or changed, or one as old as the export
+        (``base_version``), is moved: never one an agent wrote since."""
         path = []
         current = first.id
         while current != memory_id:
@@ -203,8 +205,13 @@ def write_links(
                 rows[row_id] = (title, _Candidate(row_id, live, ep, start, last), changed)
         next_of[memory_id] = first.id
         for pointer in reversed(path):  # (the link into memory_id first)
-            if pointer not in made and (base_version is None or rows[pointer][2] > base_version):
-                continue
+            changed = rows[pointer][2]
+            if not (
+                pointer in made
+                or changed == version
+                or (base_version is not None and changed <= base_version)
+            ):
+                continue  # an agent's link (or, compared 2-way, perhaps one)
             successor = next_of[pointer]
             title = rows[successor][0]
             twins = [
