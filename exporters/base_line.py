@@ -120,16 +120,17 @@ def looks_like_base_line(line: str) -> bool:
     return line.lstrip().startswith(BASE_LINE_START)
 
 
-def blank_end_line(text: str) -> tuple[str, bool]:
-    """(``text`` with each end line made an empty line, whether it ends with one: nothing
-    but blank space follows the last). ``text`` has ``\n`` line endings; no line moves.
+def blank_end_line(text: str) -> tuple[str, bool, bool]:
+    """(``text`` with each end line made an empty line, whether it has one, whether it
+    ends with one: nothing but blank space follows the last). ``text`` has ``\\n`` line
+    endings; no line moves.
 
     An end line counts where no memory's text can hold it: under an empty line, a heading,
     a "---" line or the base line, or as the first line. One right under a line of text is
     that text (an older memstore wrote such a line of a memory's text unescaped), and is
     left as it is."""
     if "<!-- memstore-end" not in text:
-        return text, False
+        return text, False, False
     pieces: list[str] = []
     kept_from = 0
     ended = False
@@ -143,9 +144,9 @@ def blank_end_line(text: str) -> tuple[str, bool]:
         kept_from = found.end()
         ended = not text[kept_from:].strip(" \t\n")
     if not pieces:
-        return text, False
+        return text, False, False
     pieces.append(text[kept_from:])
-    return "".join(pieces), ended
+    return "".join(pieces), True, ended
 
 
 def looks_like_end_line(line: str) -> bool:

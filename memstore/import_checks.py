@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from memstore.import_lines import LineFinder
 from memstore.import_plan import (
     MAX_EPISODE,
+    ChangeKind,
     ImportProblem,
     LocationLike,
     MemoryChange,
@@ -30,6 +31,7 @@ __all__ = [
     "file_says_superseded",
     "no_successor",
     "reference_cycles",
+    "circle_links_skipped",
     "twin_choices",
     "unstorable_name",
 ]
@@ -181,6 +183,7 @@ def reference_cycles(
     changes: Sequence[MemoryChange],
     lines: LineFinder,
     kept: Sequence[MemoryChange] = (),
+    circles: set[tuple[int, str]] | None = None,
 ) -> list[ImportProblem]:
     """Supersession references in the file that can only go round in a circle (A by B, B
     by A): the database cannot link them (a problem at the first line).
@@ -189,7 +192,8 @@ def reference_cycles(
     by a newer A, which was invalidated) and end there. So a title *ends* a chain when some
     memory with it is live (in the file, or ``kept`` from the database), has no successor
     (invalidated, or superseded with none named), or names a successor that itself ends;
-    a circle is a set of titles none of which ends.
+    a circle is a set of titles none of which ends. ``circles`` receives the titles of
+    each circle reported, as (location id, title).
     """
     successors: dict[tuple[int, str], set[str]] = {}
     ends: set[tuple[int, str]] = set()
@@ -265,6 +269,8 @@ def reference_cycles(
             on_path.add(current[1])
         if known:
             continue
+        if circles is not None:
+            circles.update((location_id, name) for name in path)
         first = path[0]
         shown = [*path[:CIRCLE_SHOWN], first] if len(path) <= CIRCLE_SHOWN else path[:CIRCLE_SHOWN]
         circle = " -> ".join(repr(t[:60]) for t in shown)
@@ -274,8 +280,40 @@ def reference_cycles(
             ImportProblem(
                 lines.reference_line(location_id, first),
                 f"supersession references at location {location_id} go round "
-                f"in a circle ({circle}): no memory ends it (with --skip-invalid "
-                f"the link that closes the circle is left out)",
+                f"in a circle ({circle}): no memory ends it (with --skip-invalid the "
+                f"file's memories that close it are skipped, kept as the database has them)",
             )
         )
     return problems
+
+
+#: the kinds of change that write a memory's status or link as the file has it
+_WRITTEN = (ChangeKind.ADDED, ChangeKind.CHANGED, ChangeKind.STATUS_CHANGED)
+
+
+def circle_links_skipped(
+    changes: list[MemoryChange], circles: set[tuple[int, str]]
+) -> list[MemoryChange]:
+    """``changes`` without those that close a circle of titles ``reference_cycles``
+    reported (``circles``): a memory on it that the file links to a title on it, where the
+    database has no such link (added, or its status or successor changed), is skipped,
+    kept as the database has it (an added one is not added). The database's links go
+    round in no circle, so what is left ends: ``--skip-invalid`` never stores a memory
+    superseded with no successor for it, which every later run would report as a
+    conflict with its own write (review I F1)."""
+    kept = []
+    for change in changes:
+        new, old = change.new, change.old
+        if (
+            change.kind in _WRITTEN
+            and new is not None
+            and new.superseded_by is not None
+            and (change.location_id, new.title) in circles
+            and (change.location_id, new.superseded_by) in circles
+            and (old is None or (old.status, old.superseded_by) != (new.status, new.superseded_by))
+        ):
+            if old is not None:
+                kept.append(change._replace(kind=ChangeKind.UNCHANGED, new=old, fields=()))
+            continue
+        kept.append(change)
+    return kept

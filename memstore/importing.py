@@ -35,6 +35,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from memstore.import_checks import (
+    circle_links_skipped,
     duplicate_message,
     episodes_in_range,
     file_says_superseded,
@@ -358,7 +359,10 @@ def plan_import(
             continue
         unlinked.add(n)
         all_problems.append(no_successor(lines, location_id, title, successor, nth, prune))
-    all_problems.extend(reference_cycles(changes, lines, () if prune else missing))
+    circles: set[tuple[int, str]] = set()
+    all_problems.extend(reference_cycles(changes, lines, () if prune else missing, circles))
+    if circles:  # (a plan with problems is applied only with --skip-invalid)
+        changes = circle_links_skipped(changes, circles)
     if prune and all_problems:  # nothing is pruned: a replacement would stand beside the old
         relinked.clear()
         changes = drop_title_conflicts(

@@ -171,19 +171,21 @@ def import_memories(
 
 
 def _cut_short(parsed: ParsedRows, known: Collection[int]) -> ParsedRows:
-    """A file with an export base whose last section no "---" line closes, where that
-    section is one of the ``known`` locations (the export's, with memories; the
-    database's when the base cannot be used): cut short while it was written (an editor's
-    crash, a full disk, a copy that stopped)? That section is skipped, a problem (its last
-    memory's text may be cut anywhere). A section the file adds says what it says, as any
-    new memory (nothing stored can be lost by it)."""
-    if parsed.open_end is None or parsed.open_end[1] not in known:
+    """A file with an export base whose last section no "---" line closes and that does
+    not end with its end line: cut short while it was written (an editor's crash, a full
+    disk, a copy that stopped)? That section is skipped, a problem (its last memory's text
+    may be cut anywhere), also one the file adds (review I F2). Only a section after an end
+    line, of a location that is not one of the ``known`` (the export's, with memories;
+    the database's when the base cannot be used), is taken as a reviewer's addition: a
+    cut file has no end line."""
+    if parsed.open_end is None or (parsed.marked and parsed.open_end[1] not in known):
         return parsed
     line, location_id = parsed.open_end
     problem = Problem(
         line,
         f"the file ends inside location {location_id}'s section, which no '---' line closes "
-        f"(memstore closes every section with one): cut short? the section is skipped",
+        f"(memstore closes every section with one), with no end line: cut short? the "
+        f"section is skipped (if it is whole, close it with a '---' line)",
         (location_id, None, None),
     )
     kept = tuple(entry for entry in parsed.locations if entry.location.id != location_id)

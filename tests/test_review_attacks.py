@@ -423,7 +423,8 @@ def test_a_lead_in_that_joins_a_circle_after_it_was_found_adds_no_second_report(
     problems = [p.message for p in import_memories(store, text, apply=False).plan.problems]
     assert problems == [
         "supersession references at location 5 go round in a circle ('B' -> 'C' -> 'B'): no "
-        "memory ends it (with --skip-invalid the link that closes the circle is left out)"
+        "memory ends it (with --skip-invalid the file's memories that close it are skipped, "
+        "kept as the database has them)"
     ]
 
 

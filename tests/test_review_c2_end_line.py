@@ -269,3 +269,33 @@ def test_export_s_advice_for_a_file_without_its_end_line_keeps_the_ten_percent_g
     with MemoryStore.open(db) as store:
         guard = import_memories(store, out.read_text(), apply=False, prune=True).prune_guard
     assert guard is not None and "more than 10%" in guard
+
+
+# --- review I -------------------------------------------------------------------------------
+
+
+def test_a_file_cut_inside_a_section_the_reviewer_added_changes_nothing(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # I F2: the section was new, so "nothing stored can be lost by it": the cut text of its
+    # memory was stored, without --prune and with no problem
+    fill(store, mem, locations=2)
+    text = export_memories_md(store)
+    added = (
+        "## Location 400: Maze\n**Visits:** 1 | **Episodes:** 2\n\n### Memories\n\n"
+        "**[DANGER - CORE] Thief** *(Ep2, T140)*\nThe thief steals.\nKeep moving.\n\n"
+        "**[NOTE - PERMANENT] Skeleton** *(Ep2, T141)*\nA skeleton.\n\n---\n\n"
+    )
+    reviewed = text.replace(END_LINE, added + END_LINE)
+    before = stored(store)
+    start = reviewed.index("## Location 400")
+    for cut in range(start, reviewed.index("---\n", start)):
+        outcome = import_memories(store, reviewed[:cut], apply=True)
+        assert stored(store) == before, (cut, outcome.plan.summary())
+        assert store.location(400) is None, cut
+    [problem] = import_memories(
+        store, reviewed[: reviewed.index("Keep m") + 6], apply=False
+    ).plan.problems
+    assert "the file ends inside location 400's section" in problem.message
+    assert import_memories(store, reviewed, apply=True).applied
+    assert [m.title for m in store.memories(400)] == ["Thief", "Skeleton"]

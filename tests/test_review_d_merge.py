@@ -150,3 +150,33 @@ def test_a_link_an_agent_wrote_since_the_export_is_never_moved(
         found = conn.exec_driver_sql("SELECT memory_id, superseded_by_id FROM memory_links")
         after = dict(found.fetchall())
     assert {m: after[m] for m in agents} == agents
+
+
+def test_skip_invalid_skips_the_file_s_memory_that_closes_a_circle_of_titles(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review I F1: --skip-invalid stored "Case B" superseded with no successor (the chain
+    # then had no live memory), and every later run conflicted with that write
+    store.add_memory(75, "Living Room", mem("Case A", text="a", turns="200"))
+    store.supersede_memory(75, "Living Room", "Case A", mem("Case B", text="b", turns="201"))
+    store.add_memory(75, "Living Room", mem("Other", text="c", turns="202"))
+    text = export_memories_md(store)
+    reviewed = text.replace(
+        "**[NOTE - PERMANENT] Case B** *(Ep1, T201, +0)*\nb",
+        "**[NOTE - PERMANENT - SUPERSEDED] Case B** *(Ep1, T201, +0)*\n"
+        '[Superseded at T202 by "Case A"]\n~~b~~',
+    ).replace("\nc\n", "\nc, edited\n")
+    assert reviewed.count("by \"Case A\"") == 1 and "c, edited" in reviewed
+    plan = import_memories(store, reviewed, apply=False).plan
+    [problem] = plan.problems
+    assert "go round in a circle" in problem.message
+    assert "with --skip-invalid the file's memories that close it are skipped" in problem.message
+    outcome = import_memories(store, reviewed, apply=True, skip_invalid=True)
+    assert outcome.applied
+    assert [(m.title, m.status.value) for m in store.memories(75)] == [
+        ("Case B", "ACTIVE"),
+        ("Other", "ACTIVE"),
+    ]
+    assert store.memories(75)[1].text == "c, edited"
+    again = import_memories(store, reviewed, apply=False, skip_invalid=True)
+    assert not again.plan.conflicts and not again.plan.has_changes, again.plan.summary()
