@@ -41,12 +41,20 @@ def no_successor(
     lines: LineFinder, location_id: int, title: str, successor: str, nth: int, prune: bool
 ) -> ImportProblem:
     """The problem of a memory superseded by a title no memory at its location will have."""
-    where = "the file" if prune else "the file or the database"
+    if prune:  # (a plan with problems prunes nothing: the database's successor stays)
+        where, then = "the file", (
+            "to end the chain there, write its reference line with no successor (as "
+            "'[Superseded at T5]', with no 'by'); with --skip-invalid nothing is deleted, "
+            "and a link the database has stays"
+        )
+    else:
+        where, then = "the file or the database", (
+            "with --skip-invalid it is imported with no successor"
+        )
     return ImportProblem(
         lines.reference_line(location_id, title, nth),
         f"memory {title!r} at location {location_id} is superseded by "
-        f"{successor!r}, but no other memory there in {where} has that title: "
-        f"with --skip-invalid it is imported with no successor",
+        f"{successor!r}, but no other memory there in {where} has that title: {then}",
     )
 
 

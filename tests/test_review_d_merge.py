@@ -166,7 +166,7 @@ def test_skip_invalid_skips_the_file_s_memory_that_closes_a_circle_of_titles(
         "**[NOTE - PERMANENT - SUPERSEDED] Case B** *(Ep1, T201, +0)*\n"
         '[Superseded at T202 by "Case A"]\n~~b~~',
     ).replace("\nc\n", "\nc, edited\n")
-    assert reviewed.count("by \"Case A\"") == 1 and "c, edited" in reviewed
+    assert reviewed.count('by "Case A"') == 1 and "c, edited" in reviewed
     plan = import_memories(store, reviewed, apply=False).plan
     [problem] = plan.problems
     assert "go round in a circle" in problem.message
@@ -180,3 +180,28 @@ def test_skip_invalid_skips_the_file_s_memory_that_closes_a_circle_of_titles(
     assert store.memories(75)[1].text == "c, edited"
     again = import_memories(store, reviewed, apply=False, skip_invalid=True)
     assert not again.plan.conflicts and not again.plan.has_changes, again.plan.summary()
+
+
+def test_a_deleted_successor_s_problem_says_how_to_end_the_chain(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review I F3: with --prune the problem said "with --skip-invalid it is imported with
+    # no successor", but --skip-invalid deletes nothing and the stored link stays
+    store.add_memory(7, "Cellar", mem("Knife", text="A knife.", turns="3"))
+    store.supersede_memory(7, "Cellar", "Knife", mem("Knife vs troll", text="No.", turns="4"))
+    text = export_memories_md(store)
+    gone = "**[NOTE - PERMANENT] Knife vs troll** *(Ep1, T4, +0)*\nNo.\n\n"
+    assert gone in text
+    reviewed = text.replace(gone, "")
+    [problem] = import_memories(store, reviewed, apply=False, prune=True).plan.problems
+    assert "with --skip-invalid nothing is deleted, and a link the database has stays" in (
+        problem.message
+    )
+    assert "write its reference line with no successor (as '[Superseded at T5]'" in problem.message
+    outcome = import_memories(store, reviewed, apply=True, prune=True, skip_invalid=True)
+    assert [m.title for m in store.memories(7)] == ["Knife vs troll"]  # as it said
+    ended = reviewed.replace('[Superseded at T4 by "Knife vs troll"]', "[Superseded at T4]")
+    outcome = import_memories(store, ended, apply=True, prune=True, force=True)  # (1 of 2)
+    assert outcome.applied and store.memories(7) == []
+    again = import_memories(store, ended, apply=False, prune=True).plan
+    assert not again.has_changes and not again.missing and not again.problems
