@@ -120,9 +120,9 @@ def looks_like_base_line(line: str) -> bool:
     return line.lstrip().startswith(BASE_LINE_START)
 
 
-def blank_end_line(text: str) -> tuple[str, bool, bool]:
-    """(``text`` with each end line made an empty line, whether it has one, whether it
-    ends with one: nothing but blank space follows the last). ``text`` has ``\\n`` line
+def blank_end_line(text: str) -> tuple[str, bool]:
+    """(``text`` with each end line made an empty line, whether it ends with one: nothing
+    but blank space follows the last). ``text`` has ``\\n`` line
     endings; no line moves.
 
     An end line counts where no memory's text can hold it: under an empty line, a heading,
@@ -130,7 +130,7 @@ def blank_end_line(text: str) -> tuple[str, bool, bool]:
     that text (an older memstore wrote such a line of a memory's text unescaped), and is
     left as it is."""
     if "<!-- memstore-end" not in text:
-        return text, False, False
+        return text, False
     pieces: list[str] = []
     kept_from = 0
     ended = False
@@ -144,9 +144,9 @@ def blank_end_line(text: str) -> tuple[str, bool, bool]:
         kept_from = found.end()
         ended = not text[kept_from:].strip(" \t\n")
     if not pieces:
-        return text, False, False
+        return text, False
     pieces.append(text[kept_from:])
-    return "".join(pieces), True, ended
+    return "".join(pieces), ended
 
 
 def looks_like_end_line(line: str) -> bool:

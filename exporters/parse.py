@@ -77,8 +77,6 @@ class ParsedRows:
     #: the file has the export's end line (``exporters.base_line.END_LINE``): it was not
     #: cut short after a section's "---" line
     ended: bool = False
-    #: the file has an end line, last or not (a section after it is one a reviewer added)
-    marked: bool = False
 
     @property
     def ok(self) -> bool:
@@ -143,7 +141,7 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
         text = text[1:]
     if "\r" in text:  # a memchr scan: much faster than a replace that finds nothing
         text = text.replace("\r\n", "\n")
-    text, marked, ended = blank_end_line(text)  # (first: one may stand above the base line)
+    text, ended = blank_end_line(text)  # (first: one may stand above the base line)
     base, text, base_line = find_base_line(text)
     result = _parse_body(text, fast_blocks)
     problems = result.problems
@@ -152,13 +150,13 @@ def _parse(text: str, fast_blocks: bool) -> ParsedRows:
     if problems and "<!-- memstore-end" in text:
         problems = _name_end_lines(problems, text)
     if base is None:
-        return ParsedRows(result.locations, problems, ended=ended, marked=marked)
+        return ParsedRows(result.locations, problems, ended=ended)
     # every problem after the base line moves down one line
     problems = tuple(
         Problem(p.line + (p.line >= base_line), p.message, p.skipped) for p in problems
     )
     open_end = None if ended else _open_end(text, base_line)
-    return ParsedRows(result.locations, problems, base, open_end, ended, marked)
+    return ParsedRows(result.locations, problems, base, open_end, ended)
 
 
 _LAST_SECTION = re.compile(r"^##[ \t]+Location[ \t]+([0-9]{1,18})[ \t]*:", re.MULTILINE)

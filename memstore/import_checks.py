@@ -32,6 +32,7 @@ __all__ = [
     "no_successor",
     "reference_cycles",
     "circle_links_skipped",
+    "unlinked_skipped",
     "twin_choices",
     "unstorable_name",
 ]
@@ -42,14 +43,18 @@ def no_successor(
 ) -> ImportProblem:
     """The problem of a memory superseded by a title no memory at its location will have."""
     if prune:  # (a plan with problems prunes nothing: the database's successor stays)
-        where, then = "the file", (
-            "to end the chain there, write its reference line with no successor (as "
-            "'[Superseded at T5]', with no 'by'); with --skip-invalid nothing is deleted, "
-            "and a link the database has stays"
+        where, then = (
+            "the file",
+            (
+                "to end the chain there, write its reference line with no successor (as "
+                "'[Superseded at T5]', with no 'by'); with --skip-invalid nothing is deleted, "
+                "and a link the database has stays"
+            ),
         )
     else:
-        where, then = "the file or the database", (
-            "with --skip-invalid it is imported with no successor"
+        where, then = (
+            "the file or the database",
+            ("with --skip-invalid it is skipped, kept as the database has it"),
         )
     return ImportProblem(
         lines.reference_line(location_id, title, nth),
@@ -299,6 +304,25 @@ def reference_cycles(
 _WRITTEN = (ChangeKind.ADDED, ChangeKind.CHANGED, ChangeKind.STATUS_CHANGED)
 
 
+def _writes_link(change: MemoryChange) -> bool:
+    """The file adds ``change``'s memory, or changes its status or successor, to a link
+    to a successor's title."""
+    new, old = change.new, change.old
+    return (
+        change.kind in _WRITTEN
+        and new is not None
+        and new.superseded_by is not None
+        and (old is None or (old.status, old.superseded_by) != (new.status, new.superseded_by))
+    )
+
+
+def _skipped(change: MemoryChange) -> MemoryChange | None:
+    """``change`` skipped: the database's memory as it is (None: an added one, not added)."""
+    if change.old is None:
+        return None
+    return change._replace(kind=ChangeKind.UNCHANGED, new=change.old, fields=())
+
+
 def circle_links_skipped(
     changes: list[MemoryChange], circles: set[tuple[int, str]]
 ) -> list[MemoryChange]:
@@ -311,17 +335,53 @@ def circle_links_skipped(
     conflict with its own write (review I F1)."""
     kept = []
     for change in changes:
-        new, old = change.new, change.old
+        new = change.new
         if (
-            change.kind in _WRITTEN
+            _writes_link(change)
             and new is not None
-            and new.superseded_by is not None
             and (change.location_id, new.title) in circles
             and (change.location_id, new.superseded_by) in circles
-            and (old is None or (old.status, old.superseded_by) != (new.status, new.superseded_by))
         ):
-            if old is not None:
-                kept.append(change._replace(kind=ChangeKind.UNCHANGED, new=old, fields=()))
-            continue
+            change = _skipped(change)  # type: ignore[assignment]
+            if change is None:
+                continue
         kept.append(change)
     return kept
+
+
+def unlinked_skipped(
+    changes: list[MemoryChange],
+    titles: Mapping[tuple[int, str], int],
+    relinked: Mapping[tuple[int, str, str], str],
+) -> tuple[list[MemoryChange], list[MemoryChange]]:
+    """(``changes`` without those that link a memory to a successor's title no memory will
+    have, the changes skipped): each is kept as the database has it (an added one is not
+    added), and what that leaves with no successor is skipped in turn. ``titles``: how
+    many memories each (location id, title) will have (``titles_after``); ``relinked``:
+    the links kept to the database's old title. Stored superseded with no successor, such
+    a memory would be a conflict with the import's own write at every later run (review J
+    J1, and before it every "no successor" problem under ``--skip-invalid``)."""
+    counts = dict(titles)
+    skipped_all: list[MemoryChange] = []
+    while True:
+        kept: list[MemoryChange] = []
+        skipped: list[MemoryChange] = []
+        for change in changes:
+            new = change.new
+            if _writes_link(change) and new is not None and new.superseded_by is not None:
+                successor = (change.location_id, new.superseded_by)
+                itself = 1 if new.superseded_by == new.title else 0
+                relink = (change.location_id, new.title, new.superseded_by)
+                if relink not in relinked and counts.get(successor, 0) <= itself:
+                    skipped.append(change)
+                    replaced = _skipped(change)
+                    if replaced is None:
+                        counts[(change.location_id, new.title)] -= 1
+                    else:
+                        kept.append(replaced)
+                    continue
+            kept.append(change)
+        if not skipped:
+            return changes, skipped_all
+        skipped_all += skipped
+        changes = kept

@@ -24,8 +24,8 @@ the file - which only ``--prune`` can replace -, or that the 3-way merge paired 
 or move of a memory missing from the file, live or superseded (the same text: its link from
 a predecessor stays the database's); a SUPERSEDED memory whose successor title
 no memory at its location will have after the import). The memories a problem touches are
-left out of the plan, so ``--skip-invalid`` can apply the rest - except the one with a
-missing successor, which is imported with no successor (its link keeps turn and episode).
+left out of the plan, so ``--skip-invalid`` can apply the rest; so is a memory whose
+successor is one left out, or that closes a circle of titles.
 ``memstore.store_import.apply_import`` applies a plan.
 """
 
@@ -42,6 +42,7 @@ from memstore.import_checks import (
     no_successor,
     reference_cycles,
     twin_choices,
+    unlinked_skipped,
     unstorable_name,
 )
 from memstore.import_lines import LineFinder
@@ -345,6 +346,7 @@ def plan_import(
     titles = titles_after(changes, missing if prune else [], db_order)
     pruned_titles = {(change.location_id, change.memory.title) for change in missing}
     unlinked: set[int] = set()  # the references reported: no memory will have that title
+    told: set[tuple[int, str]] = set()  # (location id, title) of those
     for n, (location_id, title, successor, nth) in enumerate(references):
         itself = 1 if successor == title else 0  # a memory cannot succeed itself
         if titles[(location_id, successor)] > itself:
@@ -358,6 +360,7 @@ def plan_import(
             # cuts the link as it cuts any (its refusals name what it would delete)
             continue
         unlinked.add(n)
+        told.add((location_id, title))
         all_problems.append(no_successor(lines, location_id, title, successor, nth, prune))
     circles: set[tuple[int, str]] = set()
     all_problems.extend(reference_cycles(changes, lines, () if prune else missing, circles))
@@ -375,7 +378,20 @@ def plan_import(
             successor = relinked.get((location_id, title, successor), successor)
             itself = 1 if successor == title else 0
             if n not in unlinked and titles[(location_id, successor)] <= itself:
+                told.add((location_id, title))
                 all_problems.append(no_successor(lines, location_id, title, successor, nth, False))
+    if all_problems:  # (applied only with --skip-invalid, which prunes nothing)
+        # a memory whose successor no memory will have (a skipped one's, above) is skipped
+        # too, kept as the database has it: never stored superseded with no successor
+        changes, skipped = unlinked_skipped(changes, titles_after(changes, [], db_order), relinked)
+        for change in skipped:
+            new = change.new
+            assert new is not None and new.superseded_by is not None
+            if (change.location_id, new.title) not in told:
+                told.add((change.location_id, new.title))
+                all_problems.append(
+                    no_successor(lines, change.location_id, new.title, new.superseded_by, 0, False)
+                )
     return ImportPlan(
         memories=tuple(changes),
         missing=tuple(reported),

@@ -9,7 +9,7 @@ writes (``memstore.import_apply``), with no pydantic object built per memory.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -117,13 +117,7 @@ def import_memories(
                     f"since?): compared 2-way, as a file with no base",
                 )
                 base, base_state = None, None
-        # (the locations the export had memories at: a section the file adds is not cut)
-        exported = (
-            {m.location_id for m in base_state.values()}
-            if base_state is not None
-            else current_locations
-        )
-        parsed = _cut_short(parsed, exported)
+        parsed = _cut_short(parsed)
         merged = merge_import(
             parsed.locations,
             current,
@@ -170,15 +164,13 @@ def import_memories(
     return ImportOutcome(plan, True, None, base, guard)
 
 
-def _cut_short(parsed: ParsedRows, known: Collection[int]) -> ParsedRows:
+def _cut_short(parsed: ParsedRows) -> ParsedRows:
     """A file with an export base whose last section no "---" line closes and that does
     not end with its end line: cut short while it was written (an editor's crash, a full
     disk, a copy that stopped)? That section is skipped, a problem (its last memory's text
-    may be cut anywhere), also one the file adds (review I F2). Only a section after an end
-    line, of a location that is not one of the ``known`` (the export's, with memories;
-    the database's when the base cannot be used), is taken as a reviewer's addition: a
-    cut file has no end line."""
-    if parsed.open_end is None or (parsed.marked and parsed.open_end[1] not in known):
+    may be cut anywhere), also one the file adds (reviews I F2, J J2: its memories' texts
+    were stored as far as the cut)."""
+    if parsed.open_end is None:
         return parsed
     line, location_id = parsed.open_end
     problem = Problem(

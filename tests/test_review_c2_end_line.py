@@ -299,3 +299,23 @@ def test_a_file_cut_inside_a_section_the_reviewer_added_changes_nothing(
     assert "the file ends inside location 400's section" in problem.message
     assert import_memories(store, reviewed, apply=True).applied
     assert [m.title for m in store.memories(400)] == ["Thief", "Skeleton"]
+
+
+def test_a_file_cut_inside_a_section_added_after_the_end_line_changes_nothing(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review J J2: a section after the end line was taken for a reviewer's addition, so a
+    # cut inside it stored its text as far as the cut (and a location named 'Grat')
+    fill(store, mem, locations=2)
+    reviewed = export_memories_md(store) + (
+        "\n## Location 400: Grating Room\n**Visits:** 1 | **Episodes:** 2\n\n### Memories\n\n"
+        "**[NOTE - PERMANENT] Grating** *(Ep2, T140)*\nA grating.\nKeep trying.\n\n---\n"
+    )
+    before = stored(store)
+    start = reviewed.index("## Location 400")
+    for cut in range(start, reviewed.rindex("---\n")):
+        outcome = import_memories(store, reviewed[:cut], apply=True)
+        assert stored(store) == before, (cut, outcome.plan.summary())
+        assert store.location(400) is None, cut
+    assert import_memories(store, reviewed, apply=True).applied
+    assert [m.text for m in store.memories(400)] == ["A grating.\nKeep trying."]

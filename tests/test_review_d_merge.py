@@ -205,3 +205,42 @@ def test_a_deleted_successor_s_problem_says_how_to_end_the_chain(
     assert outcome.applied and store.memories(7) == []
     again = import_memories(store, ended, apply=False, prune=True).plan
     assert not again.has_changes and not again.missing and not again.problems
+
+
+def test_a_memory_linked_to_one_a_circle_leaves_out_is_skipped_too(
+    store: MemoryStore, mem: MakeMemory
+) -> None:
+    # review J J1: the file adds "Case A" by "Case B", marks "Case B" by "Case A" (a circle)
+    # and "Case D" by "Case A": --skip-invalid left "Case A" out but stored "Case D"
+    # superseded with no successor, said nothing of it, and no later run settled
+    store.add_memory(75, "Living Room", mem("Case B", text="b", turns="201"))
+    store.add_memory(75, "Living Room", mem("Case D", text="d", turns="203"))
+    text = export_memories_md(store)
+
+    def superseded(title: str, text: str, turn: str, by: str) -> str:
+        return (
+            f"**[NOTE - PERMANENT - SUPERSEDED] {title}** *(Ep1, T{turn}, +0)*\n"
+            f'[Superseded at T205 by "{by}"]\n~~{text}~~'
+        )
+
+    reviewed = text.replace(
+        "**[NOTE - PERMANENT] Case B** *(Ep1, T201, +0)*\nb",
+        superseded("Case A", "a", "200", "Case B")
+        + "\n\n"
+        + superseded("Case B", "b", "201", "Case A"),
+    ).replace(
+        "**[NOTE - PERMANENT] Case D** *(Ep1, T203, +0)*\nd",
+        superseded("Case D", "d", "203", "Case A"),
+    )
+    problems = [p.message for p in import_memories(store, reviewed, apply=False).plan.problems]
+    assert len(problems) == 2 and "go round in a circle" in problems[0]
+    assert problems[1].startswith("memory 'Case D' at location 75 is superseded by 'Case A'")
+    for resolution in (None, Resolution.THEIRS):
+        outcome = import_memories(
+            store, reviewed, apply=True, skip_invalid=True, resolution=resolution
+        )
+        assert not outcome.plan.has_changes and not outcome.plan.conflicts
+        assert [(m.title, m.status.value) for m in store.memories(75)] == [
+            ("Case B", "ACTIVE"),
+            ("Case D", "ACTIVE"),
+        ]
