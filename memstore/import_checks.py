@@ -43,19 +43,15 @@ def no_successor(
 ) -> ImportProblem:
     """The problem of a memory superseded by a title no memory at its location will have."""
     if prune:  # (a plan with problems prunes nothing: the database's successor stays)
-        where, then = (
-            "the file",
-            (
-                "to end the chain there, write its reference line with no successor (as "
-                "'[Superseded at T5]', with no 'by'); with --skip-invalid nothing is deleted, "
-                "and a link the database has stays"
-            ),
+        where = "the file"
+        then = (
+            "to end the chain there, write its reference line with no successor (as "
+            "'[Superseded at T5]', with no 'by'); with --skip-invalid nothing is deleted, "
+            "and a link the database has stays"
         )
     else:
-        where, then = (
-            "the file or the database",
-            ("with --skip-invalid it is skipped, kept as the database has it"),
-        )
+        where = "the file or the database"
+        then = "with --skip-invalid it is skipped, kept as the database has it"
     return ImportProblem(
         lines.reference_line(location_id, title, nth),
         f"memory {title!r} at location {location_id} is superseded by "
@@ -336,16 +332,15 @@ def circle_links_skipped(
     kept = []
     for change in changes:
         new = change.new
-        if (
+        closes = (
             _writes_link(change)
             and new is not None
             and (change.location_id, new.title) in circles
             and (change.location_id, new.superseded_by) in circles
-        ):
-            change = _skipped(change)  # type: ignore[assignment]
-            if change is None:
-                continue
-        kept.append(change)
+        )
+        replaced = _skipped(change) if closes else change
+        if replaced is not None:
+            kept.append(replaced)
     return kept
 
 
