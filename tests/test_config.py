@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
-from memstore.config import MemstoreConfig
+from memstore import config
+from memstore.config import MemstoreConfig, load_config
 
 
 @pytest.mark.parametrize("timeout", [float("inf"), 1e10, float("nan"), 0, -1])
@@ -18,3 +22,52 @@ def test_a_timeout_no_call_could_keep_is_refused(timeout: float) -> None:
 
 def test_a_timeout_of_a_day_is_kept() -> None:
     assert MemstoreConfig(timeout=86_400).timeout == 86_400
+
+
+def test_a_pyproject_is_parsed_again_only_when_its_bytes_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``MemoryStore.open`` reads ``[tool.memstore]``; a file whose bytes did not
+    change is not parsed again, and one rewritten within the same modification time and
+    size is (a cache keyed by the file's status would have kept the old settings)."""
+    pyproject = tmp_path / "pyproject.toml"
+    monkeypatch.delenv("MEMSTORE_MODEL", raising=False)
+    pyproject.write_text('[tool.memstore]\nmodel = "model-a"\n', encoding="utf-8")
+    parsed: list[str] = []
+    real_loads = config.tomllib.loads
+
+    def counting_loads(text: str) -> dict[str, object]:
+        parsed.append(text)
+        return real_loads(text)
+
+    monkeypatch.setattr(config.tomllib, "loads", counting_loads)
+    first = load_config(pyproject)
+    second = load_config(pyproject)
+    assert first.model == second.model == "model-a"
+    assert len(parsed) == 1
+    stat = pyproject.stat()
+    pyproject.write_text('[tool.memstore]\nmodel = "model-b"\n', encoding="utf-8")
+    os.utime(pyproject, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert pyproject.stat().st_size == stat.st_size
+    assert load_config(pyproject).model == "model-b"
+    assert len(parsed) == 2
+
+
+def test_a_setting_the_environment_overrode_once_is_the_file_s_again_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What one load did with the file's settings changes nothing the next load sees."""
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.memstore]\nmodel = "model-a"\n', encoding="utf-8")
+    monkeypatch.setenv("MEMSTORE_MODEL", "from-the-environment")
+    assert load_config(pyproject).model == "from-the-environment"
+    monkeypatch.delenv("MEMSTORE_MODEL")
+    assert load_config(pyproject).model == "model-a"
+
+
+def test_a_pyproject_that_cannot_be_read_is_refused_every_time(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.memstore]\nmodel = "a\n', encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="cannot read"):
+            load_config(pyproject)
