@@ -201,14 +201,12 @@ def reference_cycles(
     by a newer A, which was invalidated) and end there. So a title *ends* a chain when some
     memory with it is live (in the file, or ``kept`` from the database), has no successor
     (invalidated, or superseded with none named), or names a successor that itself ends;
-    a circle is a set of titles none of which ends. ``circles`` receives the titles of
-    each circle reported, as (location id, title).
+    a circle is a set of titles none of which ends. A memory ``kept`` (the database's,
+    missing from the file) names its successor as stored: a circle may run through it.
+    ``circles`` receives the titles of each circle reported, as (location id, title).
     """
     successors: dict[tuple[int, str], set[str]] = {}
     ends: set[tuple[int, str]] = set()
-    for change in kept:
-        if change.memory.status is not Status.SUPERSEDED:
-            ends.add((change.location_id, change.memory.title))
     superseded = Status.SUPERSEDED
     # how many memories have each title: one superseded by its own title with no other is
     # reported above (no successor); with others, they are its successors like any title's
@@ -230,6 +228,13 @@ def reference_cycles(
         ):
             ends.add(key)  # live, no successor, or itself alone (reported above)
         else:
+            successors.setdefault(key, set()).add(memory.superseded_by)
+    for change in kept:  # the database's memories the file leaves out, as they are stored
+        memory = change.memory
+        key = (change.location_id, memory.title)
+        if memory.status is not superseded or memory.superseded_by is None:
+            ends.add(key)
+        elif memory.superseded_by != memory.title:  # (a link to a twin leads elsewhere)
             successors.setdefault(key, set()).add(memory.superseded_by)
     # a title ends when one of its successors ends, or is no title the file has (reported
     # above, not a circle): spread from the ends backwards, each reference once

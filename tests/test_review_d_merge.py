@@ -244,3 +244,42 @@ def test_a_memory_linked_to_one_a_circle_leaves_out_is_skipped_too(
             ("Case B", "ACTIVE"),
             ("Case D", "ACTIVE"),
         ]
+
+
+@pytest.mark.parametrize("based", [True, False])
+def test_a_circle_through_a_title_only_the_database_has_is_a_problem(
+    store: MemoryStore, mem: MakeMemory, based: bool
+) -> None:
+    # review H F4: the reviewer deleted "Stove" (superseded by "Lamp") and pointed the live
+    # "Lamp" back at "Stove". The check of titles took "Stove", which only the database
+    # still has, for an end: the import stored "Lamp" superseded with no successor, said
+    # nothing, and every later run reported a conflict with that write
+    store.add_memory(5, "Kitchen", mem("Stove", text="The stove is hot.", turns="1"))
+    store.supersede_memory(5, "Kitchen", "Stove", mem("Lamp", text="A lamp.", turns="2"))
+    store.add_memory(5, "Kitchen", mem("Other", text="c", turns="3"))
+    text = export_memories_md(store)
+    stove = text.index("**[NOTE - PERMANENT - SUPERSEDED] Stove")
+    reviewed = text[:stove] + text[text.index("**[NOTE - PERMANENT] Lamp") :]
+    reviewed = reviewed.replace(
+        "**[NOTE - PERMANENT] Lamp** *(Ep1, T2, +0)*\nA lamp.",
+        "**[NOTE - PERMANENT - SUPERSEDED] Lamp** *(Ep1, T2, +0)*\n"
+        '[Superseded at T4 by "Stove"]\n~~A lamp.~~',
+    ).replace("\nc\n", "\nc, edited\n")
+    assert "] Stove**" not in reviewed and 'by "Stove"' in reviewed
+    if not based:
+        lines = reviewed.splitlines(keepends=True)  # the base line gone: 2-way
+        reviewed = "".join(line for line in lines if not line.startswith("<!-- memstore-base:"))
+        assert "memstore-base" not in reviewed
+    [problem] = import_memories(store, reviewed, apply=False).plan.problems
+    assert "go round in a circle ('Lamp' -> 'Stove' -> 'Lamp')" in problem.message, problem
+    assert problem.line == reviewed.splitlines().index('[Superseded at T4 by "Stove"]') + 1
+    outcome = import_memories(store, reviewed, apply=True, skip_invalid=True)
+    assert outcome.applied
+    assert [(m.title, m.status.value) for m in store.memories(5, True)] == [
+        ("Stove", "SUPERSEDED"),
+        ("Lamp", "ACTIVE"),
+        ("Other", "ACTIVE"),
+    ]
+    assert store.memories(5)[1].text == "c, edited"
+    again = import_memories(store, reviewed, apply=False, skip_invalid=True).plan
+    assert not again.conflicts and not again.has_changes, again.summary()
