@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from memstore.game_commands import command_refusal
 from memstore.map_graph import DIRECTIONS, canonical_direction
 from memstore.models import Category, Memory, Persistence
 
@@ -157,8 +158,8 @@ class ExplorerAgent:
         found = Lessons()
         for memory in self._manager().store.memories(location_id):
             action = memory_action(memory.title)
-            if action is None:
-                continue
+            if action is None or command_refusal(action) is not None:
+                continue  # (one the game does not play: learned before it refused it)
             if memory.category is Category.FAILURE:
                 if not self._worth_retrying(location_id, memory):
                     found.avoid[action] = memory.title
@@ -373,7 +374,11 @@ class ExplorerAgent:
 
         def usable(action: str) -> bool:
             """Allowed here, and not walked so often this episode that it goes round."""
-            return action not in lessons.avoid and self._walked.get((here, action), 0) < MAX_WALKS
+            return (
+                action not in lessons.avoid
+                and self._walked.get((here, action), 0) < MAX_WALKS
+                and command_refusal(action) is None
+            )
 
         def first_step(target: int) -> tuple[int, str] | None:
             route = graph.route(here, target, threshold)

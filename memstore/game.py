@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memstore.errors import (
-    GameError,  # noqa: F401 - importable from here too
+    GameError,  # (importable from here too)
 )
+from memstore.game_commands import command_refusal, is_plain_command
 from memstore.rom import check_story_file, find_rom
 from memstore.triggers import ZMachineContext
 
@@ -189,19 +190,34 @@ class ZorkGame:
         return response, self.reader.read(False, False)
 
     def step(self, action: str) -> StepResult:
-        """Send one command; return the response with the state before and after it."""
+        """Send one command; return the response with the state before and after it.
+
+        A line that is not one game command (``memstore.game_commands``: several joined,
+        or one that writes or reads a file or ends the game) is refused, GameError, and
+        nothing is played; so is a line the Z-machine's move counter shows played more
+        than one move, after the game is put back as it was."""
         self._check_open()
+        refused = command_refusal(action)
+        if refused is not None:
+            raise GameError(f"not played: {action[:60]!r} {refused}")
         if not self._started:
             self.reset()
         before = self.reader.read(False, self._won)
+        saved = None if is_plain_command(action) else self.env.get_state()
         raw, _reward, _done, _info = self.env.step(action)
         response = clean_response(raw)
         died = is_death(response)
-        if not self._won and is_win(response):
-            self._won = True
+        won = self._won or is_win(response)
+        after = self.reader.read(died, won)
+        if saved is not None and after.moves - before.moves > 1:
+            self.env.set_state(saved)
+            raise GameError(
+                f"not played: {action[:60]!r} played {after.moves - before.moves} moves: "
+                f"one command at a time (the game is as it was before it)"
+            )
+        self._won = won
         if OVER_TEXT in response:
             self._over = True
-        after = self.reader.read(died, self._won)
         return StepResult(action, response, before, after, raw)
 
     def snapshot(self) -> GameSnapshot:

@@ -33,6 +33,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 from memstore.explorer import Choice, ExplorerAgent, Observation
+from memstore.game_commands import command_refusal
 from memstore.synthesis import classify_llm_exception, describe_exception, loggable_text
 
 if TYPE_CHECKING:
@@ -79,9 +80,10 @@ def is_tool_refusal(kind: str) -> bool:
 SYSTEM_PROMPT = (
     "You are playing Zork I, a text adventure. Each turn, answer with exactly one game "
     "command, such as 'north', 'take lamp' or 'open mailbox', and nothing else: no "
-    "explanation, no quotes. Your memory of the room says what worked and what failed "
-    "there: never repeat an action it says failed or is deadly. Prefer places and "
-    "actions you have not tried."
+    "explanation, no quotes, no second command joined with 'and', 'then', '.' or ','; "
+    "never save, restore, restart or quit. Your memory of the room says what worked and "
+    "what failed there: never repeat an action it says failed or is deadly. Prefer "
+    "places and actions you have not tried."
 )
 TOOLS_NOTE = (
     " Before answering you may call the memory tools (at most {rounds} rounds); each "
@@ -96,7 +98,9 @@ _ACTION = re.compile(r"^[a-z0-9][a-z0-9 ,.'-]*$")
 def parse_action(content: object) -> str | None:
     """The command in the model's answer: its first non-empty line, without quotes,
     backticks, a leading ``>`` or "Command:"; None when that is not a short game command
-    (empty, too long, more than MAX_ACTION_WORDS words, or other characters)."""
+    (empty, too long, more than MAX_ACTION_WORDS words, or other characters), or one the
+    game adapter does not play (``memstore.game_commands``: several commands joined, or
+    "save", "restore", "restart", "quit", "script")."""
     if not isinstance(content, str):
         return None
     line = next((ln.strip() for ln in content.strip().splitlines() if ln.strip()), "")
@@ -104,7 +108,7 @@ def parse_action(content: object) -> str | None:
     line = " ".join(line.split())
     if not line or len(line) > MAX_ACTION_CHARS or len(line.split()) > MAX_ACTION_WORDS:
         return None
-    return line if _ACTION.match(line) else None
+    return line if _ACTION.match(line) and command_refusal(line) is None else None
 
 
 def build_agent_messages(

@@ -1,0 +1,130 @@
+"""Review S5 A (the agent loop and the evaluation), findings 1 and 2.
+
+1. The LLM agent's "save" and "restore" went through to Zork, which wrote and read
+   ``zork1.qzl`` in the working directory: a later episode, the other arm of an evaluation
+   or a later run restored a game saved by another, the map learned "restore" as an exit
+   and the memory that it scores; "script" appended a transcript to a file named
+   ``script``.
+2. One answer such as "n.e.open window.w.w" or "go north then east" was played as one
+   move: Zork's parser runs each command of a line joined by ".", ",", '"', "then" or
+   "and", so ``--moves`` did not bound the agent, and the map stored an exit from West of
+   House straight to the Living Room.
+
+``ZorkGame.step`` now refuses both (GameError, nothing played), the LLM agent reads such
+an answer as no command (the turn falls back to the explorer's choice, counted), and the
+explorer never takes one that a memory or the map names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstore.explorer import ExplorerAgent
+from memstore.game import GameError, ZorkGame
+from memstore.game_commands import command_refusal
+from memstore.llm_agent import parse_action
+from memstore.manager import SimpleMemoryManager
+from memstore.models import Memory
+from memstore.store import MemoryStore
+from tests.fixtures.walkthrough import rom_or_skip
+
+FILE_COMMANDS = ["save", "restore", "script", "unscript", "SAVE", "n. save", "restart", "quit"]
+JOINED = [
+    "n.e",
+    "n. e",
+    "n,e",
+    "n, e",
+    'n "e',
+    "n then e",
+    "N THEN E",
+    "go north then east",
+    "open mailbox and take leaflet",
+    "n.e.open window.w.w",
+]
+
+
+@pytest.fixture
+def game(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ZorkGame]:
+    monkeypatch.chdir(tmp_path)  # where Frotz would write zork1.qzl or script
+    with ZorkGame(rom_or_skip()) as opened:
+        opened.reset()
+        yield opened
+
+
+@pytest.mark.parametrize("action", FILE_COMMANDS)
+def test_a_command_that_writes_a_file_or_ends_the_game_is_not_played(
+    game: ZorkGame, tmp_path: Path, action: str
+) -> None:
+    game.step("open mailbox")
+    before = game.snapshot()
+    with pytest.raises(GameError, match="not played") as refused:
+        game.step(action)
+    assert "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []  # no save file, no transcript
+    assert game.snapshot() == before
+    assert game.step("take leaflet").response.startswith("Taken")
+
+
+@pytest.mark.parametrize("action", JOINED)
+def test_several_commands_in_one_line_are_not_played(game: ZorkGame, action: str) -> None:
+    before = game.snapshot()
+    with pytest.raises(GameError, match="one command at a time"):
+        game.step(action)
+    assert game.snapshot() == before
+    assert game.step("north").after.location_name == "North of House"
+
+
+def test_a_line_break_is_not_sent_to_the_game(game: ZorkGame) -> None:
+    with pytest.raises(GameError, match="line break"):
+        game.step("north\nsave")
+    assert game.snapshot().moves == 0
+
+
+def test_a_line_the_text_rule_passes_but_that_plays_two_moves_is_undone(
+    game: ZorkGame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The adapter checks the Z-machine's move counter too, for a joining word or sign it
+    does not know: the game is put back as it was before the line."""
+    import memstore.game as game_module
+
+    monkeypatch.setattr(game_module, "command_refusal", lambda action: None)
+    with pytest.raises(GameError, match="played 2 moves"):
+        game.step("n, e")
+    assert game.snapshot().moves == 0 and game.snapshot().location_id == 64
+    assert game.step("north").after.moves == 1
+
+
+@pytest.mark.parametrize("action", ["take leaflet", "open the mailbox", "n", "put egg in case"])
+def test_one_command_is_played(action: str) -> None:
+    assert command_refusal(action) is None
+    assert parse_action(action) == action
+
+
+@pytest.mark.parametrize("answer", [*FILE_COMMANDS, *JOINED, "Q", "> restore"])
+def test_the_llm_agent_reads_such_an_answer_as_no_command(answer: str) -> None:
+    assert parse_action(answer) is None
+
+
+def test_the_explorer_never_takes_an_action_a_memory_learned_from_a_file_command(
+    store: MemoryStore,
+) -> None:
+    """A database written before this change may remember "'restore' scores +10": the
+    explorer does not take it again."""
+    store.add_memory(
+        64,
+        "West of House",
+        Memory(
+            category="SUCCESS",
+            title="'restore' scores +10",
+            text="restore: Ok. Score +10.",
+            episode=1,
+            turns="3",
+            persistence="permanent",
+        ),
+    )
+    explorer = ExplorerAgent(seed=1)
+    explorer.start_episode(SimpleMemoryManager(store))
+    assert "restore" not in explorer.lessons(64).worth
