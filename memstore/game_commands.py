@@ -6,7 +6,7 @@ or "and" ("n. e", "open mailbox and take leaflet" are two moves), and its "save"
 "restore" and "script" write or read files in the process's working directory
 (``zork1.qzl``, ``script``), so a game saved in one episode or evaluation arm could be
 restored in another; "restart" and "quit" end the game behind its caller's back
-(``ZorkGame.reset`` starts a new one). The game adapter, the LLM agent and the explorer
+(``ZorkGame.reset`` starts a new one); "again" repeats the last command under another name. The game adapter, the LLM agent and the explorer
 all read this one rule.
 """
 
@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["NOT_PLAYED", "command_refusal", "is_plain_command"]
+__all__ = ["AGAIN", "NOT_PLAYED", "command_refusal", "is_plain_command"]
 
 #: the commands the adapter does not play (Zork's "q" is "quit")
 NOT_PLAYED = frozenset({"save", "restore", "script", "unscript", "restart", "quit", "q"})
+#: Zork's "again" (and "g"): the last command once more, which the map would keep as an
+#: exit of its own (review S5 C F2)
+AGAIN = frozenset({"again", "g"})
 _WORD = re.compile(r"[a-z0-9]+")
 _JOINS = re.compile(r'[.,"]|\b(?:then|and)\b')
 #: letters, digits, spaces, apostrophes and hyphens: a line Zork reads as one command
@@ -36,6 +39,8 @@ def command_refusal(action: str) -> str | None:
             f"uses {outside[0]!r}, which writes or reads a file or ends the game: "
             f"ZorkGame.reset() starts a new game"
         )
+    if AGAIN.intersection(_WORD.findall(lowered)):
+        return "repeats the last command (Zork's 'again'): send that command itself"
     if _JOINS.search(lowered):
         return (
             "joins several commands (with '.', ',', '\"', 'then' or 'and'), each of which "

@@ -368,6 +368,7 @@ class SimpleMemoryManager(ManagerReads):
                 episode=episode,
                 turn=self.turn,
                 prune_after=self.config.map_prune_after,
+                response=response,
             )
             if typed_as_is  # an action written out is not what the game was given
             else None

@@ -44,6 +44,8 @@ import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
+from memstore.outcome import RefusalKind, classify_refusal
+
 if TYPE_CHECKING:
     from memstore.triggers import ZMachineContext
 
@@ -272,12 +274,15 @@ def event_for_turn(
     episode: int,
     turn: int,
     prune_after: int = DEFAULT_PRUNE_AFTER,
+    response: str | None = None,
 ) -> MapEvent | None:
     """The map event of one action, from the context's location ids and death flag.
 
     ``location_id``/``location_name`` are the room the action was taken in (the context's
     ``location_before`` when it has one). None when the turn says nothing about exits: a
-    death, an unknown location after the action, or an empty action.
+    death, an unknown location after the action, an empty action, or one that did not
+    move and whose ``response`` is the parser's (``I don't know the word "outside"``: the
+    game did not read it as a direction, so it says nothing of the exit).
     """
     if ctx.died or ctx.location_after is None:
         return None
@@ -285,6 +290,10 @@ def event_for_turn(
     if not key:
         return None
     before = ctx.location_before if ctx.location_before is not None else location_id
+    if response is not None and before == ctx.location_after:
+        refusal = classify_refusal(response)
+        if refusal is not None and refusal.kind is RefusalKind.PARSER:
+            return None
     name = location_name if before == location_id else ""
     direction = key if key in DIRECTION_ORDER else None
     after = ctx.location_after

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from memstore.explorer import ExplorerAgent
-from memstore.game import GameError, ZorkGame
+from memstore.game import GameError, ZorkGame, z_machine_context
 from memstore.game_commands import command_refusal
 from memstore.llm_agent import parse_action
 from memstore.manager import SimpleMemoryManager
@@ -128,3 +128,38 @@ def test_the_explorer_never_takes_an_action_a_memory_learned_from_a_file_command
     explorer = ExplorerAgent(seed=1)
     explorer.start_episode(SimpleMemoryManager(store))
     assert "restore" not in explorer.lessons(64).worth
+
+
+@pytest.mark.parametrize("action", ["again", "g", "G"])
+def test_again_is_not_played(game: ZorkGame, action: str) -> None:
+    # review S5 C F2: "g" repeats the last command, and the map stored it as an exit of
+    # its own ("map route 85 128" answered "g")
+    game.step("south")
+    with pytest.raises(GameError, match="repeats the last command"):
+        game.step(action)
+    assert game.snapshot().moves == 1
+
+
+def test_a_command_the_parser_does_not_understand_fails_no_exit(store: MemoryStore) -> None:
+    """Review S5 C F1: memstore reads "outside" as "out" and "head east" as "east", which
+    Zork I does not know: three of each in the Kitchen pruned its real "east" and "out"
+    exits (the memories said "not understood")."""
+    manager = SimpleMemoryManager(store)
+    with ZorkGame(rom_or_skip()) as game:
+        game.reset()
+        actions = ["n", "e", "open window", "w", "outside", "outside", "outside"]
+        for action in [*actions, "head east", "head east", "head east"]:
+            step = game.step(action)
+            manager.record_action_outcome(
+                step.before.location_id,
+                step.before.location_name,
+                action,
+                step.response,
+                z_machine_context(step.before, step.after, step.response),
+            )
+        assert step.response.startswith("You used the word")
+        assert game.step("out").after.location_name == "Behind House"
+    assert manager.flush()
+    kitchen = manager.map.exits(27)
+    assert kitchen.pruned == () and kitchen.exits == ()
+    assert {"east", "out"} <= set(manager.map.untried_directions(27).directions)
