@@ -6,8 +6,8 @@ or "and" ("n. e", "open mailbox and take leaflet" are two moves), and its "save"
 "restore" and "script" write or read files in the process's working directory
 (``zork1.qzl``, ``script``), so a game saved in one episode or evaluation arm could be
 restored in another; "restart" and "quit" end the game behind its caller's back
-(``ZorkGame.reset`` starts a new one); "again" repeats the last command under another name. The game adapter, the LLM agent and the explorer
-all read this one rule.
+(``ZorkGame.reset`` starts a new one); "again" repeats the last command under another
+name. The game adapter, the LLM agent and the explorer all read this one rule.
 """
 
 from __future__ import annotations
