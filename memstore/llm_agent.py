@@ -264,28 +264,31 @@ class LLMAgent:
             except Exception as exc:  # noqa: BLE001 - counted and logged, never raised
                 self._fail(str(classify_llm_exception(exc)), describe_exception(exc))
                 return None
-            message = _message(response)
-            calls = _tool_calls(message) if extra else []
+            try:  # (an injected completion's reply may be any object at all)
+                message = _message(response)
+                content = _plain(getattr(message, "content", None))
+                calls = _tool_calls(message) if extra else []
+            except Exception as exc:  # noqa: BLE001 - the model's failure, counted
+                self._fail(MALFORMED, f"a reply that cannot be read: {describe_exception(exc)}")
+                return None
             if calls is None:
-                found = type(getattr(message, "tool_calls", None)).__name__
-                self._fail(MALFORMED, f"the reply's tool_calls is not a list: {found}")
+                self._fail(MALFORMED, "the reply's tool_calls is not a list")
                 return None
             if calls and not last_round:
-                messages = [*messages, *self._run_tools(message, calls, turn)]
+                messages = [*messages, *self._run_tools(content, calls, turn)]
                 continue
             if calls:
                 self._fail(TOOL_LOOP, f"still calling tools after {self.max_tool_rounds} rounds")
                 return None
-            content = getattr(message, "content", None)
             action = parse_action(content)
             if action is None:
-                shown = repr(content)[:200]
+                shown = repr(content[:200]) if isinstance(content, str) else type(content).__name__
                 self._fail(MALFORMED, f"not one short game command: {shown}")
             return action
         return None  # pragma: no cover - the loop always returns
 
     def _run_tools(
-        self, message: Any, calls: list[dict[str, Any]], turn: _ToolBudget
+        self, content: object, calls: list[dict[str, Any]], turn: _ToolBudget
     ) -> list[dict[str, Any]]:
         """The assistant's tool-calling turn and the results of its first
         MAX_TOOL_CALLS_SHOWN calls. The calls within the round's and the turn's limits, and
@@ -293,7 +296,7 @@ class LLMAgent:
         if turn.deadline is None:
             turn.deadline = time.monotonic() + self.config.timeout
         shown = calls[:MAX_TOOL_CALLS_SHOWN]
-        turns: list[dict[str, Any]] = [_assistant_turn(message, shown)]
+        turns: list[dict[str, Any]] = [_assistant_turn(content, shown)]
         for index, call in enumerate(calls):
             if index >= MAX_TOOL_CALLS_PER_ROUND or turn.used >= MAX_TOOL_CALLS_PER_TURN:
                 self.failures[TOO_MANY_TOOL_CALLS] += 1
@@ -364,10 +367,17 @@ def _escape(character: str) -> str:
 
 
 def _message(response: Any) -> Any:
+    """The reply's message, or None when it has none that can be read."""
     try:
         return response.choices[0].message
-    except (AttributeError, IndexError, TypeError):
+    except Exception:  # noqa: BLE001 - (KeyError of a dict, an attribute that raises...)
         return None
+
+
+def _plain(value: object) -> object:
+    """A str from the reply as a plain str (a str subclass's own methods never run: it
+    is read as the text it holds); anything else as it is."""
+    return str.__str__(value) if isinstance(value, str) else value
 
 
 def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
@@ -381,9 +391,9 @@ def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
     found = []
     for index, call in enumerate(raw):
         function = getattr(call, "function", None)
-        call_id = getattr(call, "id", None)
-        name = getattr(function, "name", None)
-        arguments = getattr(function, "arguments", None)
+        call_id = _plain(getattr(call, "id", None))
+        name = _plain(getattr(function, "name", None))
+        arguments = _plain(getattr(function, "arguments", None))
         if isinstance(arguments, dict):
             try:
                 arguments = json.dumps(arguments)
@@ -395,16 +405,19 @@ def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
                 if isinstance(call_id, str) and call_id
                 else f"call_{index}",
                 "name": name[:MAX_CALL_ID_CHARS] if isinstance(name, str) else "",
-                "arguments": arguments if isinstance(arguments, str) else "",
+                "arguments": arguments
+                if isinstance(arguments, str)
+                else ""
+                if arguments is None
+                else "(arguments that are not JSON)",
             }
         )
     return found
 
 
-def _assistant_turn(message: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def _assistant_turn(content: object, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The assistant's tool-calling message, as it goes back to the model (its text and
     each call's arguments cut: they were the model's, it need not read them again)."""
-    content = getattr(message, "content", None)
     return {
         "role": "assistant",
         "content": content[:MAX_ECHOED_CHARS] if isinstance(content, str) else "",

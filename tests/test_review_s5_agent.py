@@ -1,0 +1,138 @@
+"""Review S5 A (the agent loop and the evaluation), findings 3, 5, 7 and 11.
+
+5. ``LLMAgent.choose`` raised into the agent loop (and ``run_eval`` stopped) on replies
+   of an injected completion that it could not read: ``choices`` a dict (KeyError), an
+   attribute that raises, a content nested too deep to ``repr``, a str subclass whose own
+   ``strip`` raises. Every such reply is now a counted ``malformed`` failure and the
+   explorer plays the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace as NS
+from typing import Any
+
+import pytest
+
+from memstore.config import MemstoreConfig
+from memstore.game import ZorkGame
+from memstore.llm_agent import LLMAgent
+from memstore.manager import SimpleMemoryManager
+from memstore.observation import observe
+from memstore.store import MemoryStore
+from tests.fixtures.walkthrough import rom_or_skip
+
+
+class Raises:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("attribute access raises")
+
+
+class OwnStrip(str):
+    def strip(self, *args: object) -> str:
+        raise RuntimeError("a str subclass's own strip")
+
+    def splitlines(self, *args: object) -> list[str]:  # type: ignore[override]
+        raise RuntimeError("a str subclass's own splitlines")
+
+
+def nested(depth: int) -> list[Any]:
+    found: list[Any] = []
+    for _ in range(depth):
+        found = [found]
+    return found
+
+
+def reply(message: object) -> NS:
+    return NS(choices=[NS(message=message)])
+
+
+REPLIES: dict[str, Callable[[], object]] = {
+    "choices a dict": lambda: NS(choices={}),
+    "a message that raises": lambda: NS(choices=[Raises()]),
+    "content nested too deep to show": lambda: reply(NS(content=nested(100_000))),
+    "content that raises": lambda: reply(Raises()),
+}
+
+
+class Completion:
+    def __init__(self, first: Callable[[], object]) -> None:
+        self.first, self.calls = first, 0
+
+    def complete(self, messages: object, **extra: object) -> object:
+        self.calls += 1
+        return self.first() if self.calls == 1 else reply(NS(content="north", tool_calls=None))
+
+
+@pytest.fixture
+def game() -> Iterator[ZorkGame]:
+    with ZorkGame(rom_or_skip(), seed=1) as running:
+        yield running
+
+
+@pytest.mark.parametrize("tools", [False, True])
+@pytest.mark.parametrize("name", list(REPLIES))
+def test_a_reply_the_agent_cannot_read_is_a_counted_failure_never_raised(
+    store: MemoryStore, game: ZorkGame, name: str, tools: bool
+) -> None:
+    agent = LLMAgent(
+        MemstoreConfig(model="fake/x", timeout=5.0),
+        seed=1,
+        completion=Completion(REPLIES[name]),
+        tools=tools,
+    )
+    agent.start_episode(SimpleMemoryManager(store, MemstoreConfig(), run_id="r"))
+    text, snapshot = game.reset()
+    choice = agent.choose(observe(game, snapshot, text))
+    assert "the model failed (malformed" in choice.reasoning, choice
+    assert agent.stats()["failures"] == {"malformed": 1} and agent.fallbacks == 1
+    game.step(choice.action)
+    assert agent.choose(observe(game, game.snapshot(), "")).action == "north"
+
+
+def test_tool_calls_that_raise_are_a_counted_failure(store: MemoryStore, game: ZorkGame) -> None:
+    agent = LLMAgent(
+        MemstoreConfig(model="fake/x", timeout=5.0),
+        seed=1,
+        completion=Completion(lambda: reply(NS(content="north", tool_calls=[Raises()]))),
+        tools=True,
+    )
+    agent.start_episode(SimpleMemoryManager(store, MemstoreConfig(), run_id="r"))
+    text, snapshot = game.reset()
+    assert "the model failed (malformed" in agent.choose(observe(game, snapshot, text)).reasoning
+    assert agent.stats()["failures"] == {"malformed": 1}
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_a_str_subclass_is_read_as_the_text_it_holds(
+    store: MemoryStore, game: ZorkGame, tools: bool
+) -> None:
+    agent = LLMAgent(
+        MemstoreConfig(model="fake/x", timeout=5.0),
+        seed=1,
+        completion=Completion(lambda: reply(NS(content=OwnStrip("north"), tool_calls=None))),
+        tools=tools,
+    )
+    agent.start_episode(SimpleMemoryManager(store, MemstoreConfig(), run_id="r"))
+    text, snapshot = game.reset()
+    assert agent.choose(observe(game, snapshot, text)).action == "north"
+    assert agent.stats()["failures"] == {}
+
+
+def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_counted(
+    store: MemoryStore, game: ZorkGame
+) -> None:
+    # the reviewer's side note: a list or bytes were read as "", that is {}, and the tool
+    # ran with its defaults, uncounted
+    call = NS(id="c1", function=NS(name="get_top_memories", arguments=[1, 2]))
+    agent = LLMAgent(
+        MemstoreConfig(model="fake/x", timeout=5.0),
+        seed=1,
+        completion=Completion(lambda: reply(NS(content=None, tool_calls=[call]))),
+        tools=True,
+    )
+    agent.start_episode(SimpleMemoryManager(store, MemstoreConfig(), run_id="r"))
+    text, snapshot = game.reset()
+    assert agent.choose(observe(game, snapshot, text)).action == "north"
+    assert sum(agent.stats()["failures"].values()) == 1, agent.stats()
