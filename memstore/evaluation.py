@@ -190,6 +190,9 @@ def run_eval(
 
     if episodes < 1 or moves < 1 or not seeds:
         raise ValueError("episodes, moves and seeds must be at least 1")
+    twice = next((seed for n, seed in enumerate(seeds) if seed in seeds[:n]), None)
+    if twice is not None:  # (its second pass would reopen the first one's databases)
+        raise ValueError(f"seed {twice} is given twice: give each seed once")
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r} (choose from {', '.join(AGENTS)})")
     if synthesis not in SYNTHESIS:

@@ -23,6 +23,8 @@ Definitions (the README repeats them):
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,12 +33,14 @@ from typing import Any
 
 
 def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (0 for no values)."""
+    """Nearest-rank percentile: the ceil(fraction x n)-th smallest value (0 for no
+    values). The product is rounded to 9 places first, so that 0.95 x 100, which floats
+    make 95.00000000000001, is rank 95."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    index = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
-    return float(ordered[index])
+    rank = math.ceil(round(fraction * len(ordered), 9))
+    return float(ordered[max(0, min(len(ordered), rank) - 1)])
 
 
 #: the failure definitions ``repeated_failed_action_rate`` knows

@@ -190,6 +190,12 @@ TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
 RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
 ANSWER_MARKER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
 CITED_NUMBER = re.compile(r"#?\s*(\d+)")
+#: on a line that is more than a list of numbers, only the numbers marked "#" are cited
+#: ("none (memory 1 is unrelated)" cites nothing; "#3 (the troll), #7" cites 3 and 7)
+HASH_NUMBER = re.compile(r"#\s*(\d+)")
+#: what a plain list of citations is made of: numbers, "#", ",", ";", ".", "and", spaces
+#: and Markdown's emphasis ("**Relevant memories:** 3, #1")
+_LIST_TOKEN = re.compile(r"#?\s*\d+|[\s,;.*_]+|\band\b", re.IGNORECASE)
 LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
 
 
@@ -268,7 +274,9 @@ def _read_query_answer(raw: str) -> tuple[list[str], str]:
     for line in raw.strip().splitlines():
         relevant = RELEVANT_LINE.match(line)
         if relevant and not in_answer:
-            for match in CITED_NUMBER.finditer(relevant.group(1)):
+            listed = relevant.group(1)
+            numbers = CITED_NUMBER if not _LIST_TOKEN.sub("", listed).strip() else HASH_NUMBER
+            for match in numbers.finditer(listed):
                 cited.setdefault(match.group(1).lstrip("0") or "0")
             continue
         marker = ANSWER_MARKER.match(line)

@@ -136,3 +136,33 @@ def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_coun
     text, snapshot = game.reset()
     assert agent.choose(observe(game, snapshot, text)).action == "north"
     assert sum(agent.stats()["failures"].values()) == 1, agent.stats()
+
+
+@pytest.mark.parametrize(
+    ("line", "cited"),
+    [
+        ("none (memory 1 is about the troll, not the lamp)", []),  # finding 11
+        ("1.5, 2e1", []),
+        ("0, -1, 2", []),
+        ("#3, #7, #12", [3, 7, 12]),
+        ("3, 7", [3, 7]),
+        ("3 and 7.", [3, 7]),
+        ("#3 (the troll), #7", [3, 7]),
+        ("None.", []),
+    ],
+)
+def test_only_a_list_of_numbers_or_numbers_marked_with_a_hash_are_citations(
+    line: str, cited: list[int]
+) -> None:
+    from memstore.tool_text import parse_query_answer
+
+    assert parse_query_answer(f"Relevant memories: {line}\nAnswer: the lamp.") == (
+        cited,
+        "the lamp.",
+    )
+
+
+def test_a_long_line_of_digits_is_read_in_linear_time() -> None:
+    from memstore.tool_text import parse_query_answer
+
+    assert parse_query_answer("Relevant memories: " + "1" * 200_000 + "x\nAnswer: a")[0] == []
