@@ -24,7 +24,6 @@ Definitions (the README repeats them):
 from __future__ import annotations
 
 import math
-
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
