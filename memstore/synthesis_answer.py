@@ -220,11 +220,12 @@ class MemorySynthesisResponse(BaseModel):
                 raise ValueError(
                     "should_remember is true, so these fields are required: " + ", ".join(missing)
                 )
-            if shows_nothing(self.memory_title or ""):
-                raise ValueError(
-                    "memory_title shows nothing: it holds only invisible format characters "
-                    "(zero-width spaces and the like)"
-                )
+            for name in ("memory_title", "memory_text"):
+                if shows_nothing(getattr(self, name) or ""):
+                    raise ValueError(
+                        f"{name} shows nothing: it holds only invisible format characters "
+                        f"(zero-width spaces and the like)"
+                    )
             if CONTROL_CHARACTERS.search(self.memory_title or ""):
                 raise ValueError(
                     "memory_title must be one line: no line breaks or other control "

@@ -204,3 +204,11 @@ def test_response_format_is_a_non_strict_json_schema() -> None:
     assert properties["persistence"]["enum"][:3] == ["core", "permanent", "ephemeral"]
     assert "SUPERSEDED" not in properties["status"]["enum"]
     json.dumps(response_format)  # serialisable
+
+
+@pytest.mark.parametrize("field", ["memory_title", "memory_text"])
+@pytest.mark.parametrize("invisible", ["\u200b\u200d", "\ufeff \u00ad", "\u202e\u202c"])
+def test_a_title_or_text_that_shows_nothing_is_refused(field: str, invisible: str) -> None:
+    # review S5 A finding 12: a blank text was refused, one of zero-width characters stored
+    message = schema_error(answer(**{field: invisible}))
+    assert f"{field} shows nothing" in message
