@@ -19,6 +19,7 @@ from memstore.eval_results import (
     NO_MEMORY,
     REPEAT_KINDS,
     REPEAT_LABELS,
+    ArmSummary,
     EpisodeResult,
     fmt,
     not_played_text,
@@ -129,7 +130,7 @@ def _table_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                     ARM_LABELS[arm],
                     fmt(summary.mean(number, lambda e: e.rooms)),
                     fmt(summary.mean(number, lambda e: e.score)),
-                    fmt(summary.mean(number, lambda e: e.first_point_turn), 0),
+                    _first_point(summary, number),
                     _pct(summary.mean(number, lambda e: e.share(e.repeated_across))),
                     _pct(summary.mean(number, lambda e: e.share(e.repeated_within))),
                     _pct(summary.mean(number, lambda e: e.share(e.repeated_across_old))),
@@ -137,6 +138,29 @@ def _table_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 ]
             )
     return header, rows
+
+
+def _first_point(summary: ArmSummary, number: int) -> str:
+    """The mean turn of the first point over the seeds that scored in episode ``number``,
+    and how many of them did when not every seed did (the means of two arms over
+    different seeds are not comparable on their own: review S5 A finding 4)."""
+    played = summary.by_episode(number)
+    scored = sum(1 for e in played if e.first_point_turn is not None)
+    mean = fmt(summary.mean(number, lambda e: e.first_point_turn), 0)
+    if 0 < scored < len(played):
+        return f"{mean} ({scored} of {len(played)} seeds)"
+    return mean
+
+
+#: the table's note when a first point cell counts the seeds that scored
+FIRST_POINT_NOTE = (
+    "1st point: the mean over the seeds that scored; (k of n seeds) when only k of the n "
+    "scored in that episode"
+)
+
+
+def _notes(rows: list[list[str]]) -> list[str]:
+    return [FIRST_POINT_NOTE] if any(row[4].endswith("seeds)") for row in rows) else []
 
 
 def _pct(value: float | None, digits: int = 1) -> str:
@@ -262,7 +286,7 @@ def render_table(report: EvalReport, *, timing: bool = True) -> str:
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
-    out = [_title(report), line(header), *map(line, rows)]
+    out = [_title(report), line(header), *map(line, rows), *_notes(rows)]
     out += _arm_lines(report, timing=timing)
     out += _target_lines(report)
     if timing:
@@ -278,6 +302,8 @@ def render_markdown(report: EvalReport, *, timing: bool = False) -> str:
     out.append("|" + "|".join(" ---: " if i != 1 else " --- " for i in range(len(header))) + "|")
     out += ["| " + " | ".join(row) + " |" for row in rows]
     out.append("")
+    out += [f"{note}." for note in _notes(rows)]
+    out += [""] if _notes(rows) else []
     out += [f"- {line}" for line in _arm_lines(report, timing=timing)]
     out += [f"- {line}" for line in _target_lines(report)]
     return "\n".join(out) + "\n"

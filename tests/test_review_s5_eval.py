@@ -31,3 +31,48 @@ def test_a_seed_given_twice_is_refused_before_anything_is_played(tmp_path: Path)
     with pytest.raises(ValueError, match=r"seed 1 is given twice"):
         run_eval(folder=tmp_path / "out", seeds=[1, 2, 1], episodes=1, moves=1)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_first_point_column_says_how_many_seeds_scored_when_not_all_did() -> None:
+    # finding 4: the column averaged only the seeds that scored and did not say so: "17 vs
+    # 44" read as memory 2.6 times faster where memory scored on 1 seed of 5 and the other
+    # arm on 2
+    from memstore.evaluation import (
+        MEMORY,
+        NO_MEMORY,
+        ArmSummary,
+        EvalReport,
+        render_markdown,
+        render_table,
+    )
+    from tests.test_eval_verdicts import episode
+
+    firsts = {MEMORY: [17, None, None, None, None], NO_MEMORY: [40, 47, None, None, None]}
+    arms = {
+        arm: ArmSummary(
+            arm,
+            [
+                episode(arm, seed, 1, first_point_turn=first, score=5 if first else 0)
+                for seed, first in enumerate(firsts[arm], start=1)
+            ],
+        )
+        for arm in (MEMORY, NO_MEMORY)
+    }
+    found = EvalReport("explorer", 1, 50, [1, 2, 3, 4, 5], "no model", arms)
+    markdown = render_markdown(found)
+    assert "| 1 | with memory | 5.0 | 1.0 | 17 (1 of 5 seeds) |" in markdown
+    assert "| 1 | without memory | 5.0 | 2.0 | 44 (2 of 5 seeds) |" in markdown
+    assert "1st point: the mean over the seeds that scored" in markdown
+    assert "44 (2 of 5 seeds)" in render_table(found)
+
+
+def test_the_first_point_column_is_a_plain_mean_when_every_seed_scored() -> None:
+    from memstore.evaluation import MEMORY, NO_MEMORY, ArmSummary, EvalReport, render_markdown
+    from tests.test_eval_verdicts import episode
+
+    arms = {
+        arm: ArmSummary(arm, [episode(arm, s, 1, first_point_turn=10 * s) for s in (1, 2)])
+        for arm in (MEMORY, NO_MEMORY)
+    }
+    markdown = render_markdown(EvalReport("explorer", 1, 50, [1, 2], "no model", arms))
+    assert "| 15 |" in markdown and "seeds)" not in markdown and "1st point:" not in markdown
