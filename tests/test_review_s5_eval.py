@@ -76,3 +76,40 @@ def test_the_first_point_column_is_a_plain_mean_when_every_seed_scored() -> None
     }
     markdown = render_markdown(EvalReport("explorer", 1, 50, [1, 2], "no model", arms))
     assert "| 15 |" in markdown and "seeds)" not in markdown and "1st point:" not in markdown
+
+
+@pytest.mark.parametrize(
+    ("rooms", "score", "met"),
+    [
+        ((6.0, 4.0), (6.0, 10.0), False),  # more rooms, less score (the reviewer's case)
+        ((4.0, 5.0), (10.0, 0.0), False),  # more score, fewer rooms
+        ((6.0, 4.0), (10.0, 10.0), True),
+        ((5.0, 5.0), (10.0, 5.0), True),
+        ((5.0, 5.0), (10.0, 10.0), False),  # a tie is not help
+    ],
+)
+def test_rooms_or_score_is_met_only_when_neither_is_worse_with_memory(
+    rooms: tuple[float, float], score: tuple[float, float], met: bool
+) -> None:
+    # finding 6: "more distinct rooms or more score" was met with 6.7 against 10.0 points
+    from memstore.evaluation import MEMORY, NO_MEMORY, ArmSummary, EvalReport
+    from tests.test_eval_verdicts import episode
+
+    figures = {MEMORY: (rooms[0], score[0]), NO_MEMORY: (rooms[1], score[1])}
+    arms = {
+        arm: ArmSummary(
+            arm,
+            [
+                episode(arm, 1, n, rooms=int(figures[arm][0]), score=int(figures[arm][1]))
+                for n in (1, 2, 3)
+            ],
+        )
+        for arm in (MEMORY, NO_MEMORY)
+    }
+    [target] = [
+        t
+        for t in EvalReport("explorer", 3, 50, [1], "no model", arms).targets()
+        if "distinct rooms" in t.name
+    ]
+    assert target.met is met, target
+    assert target.name.endswith("with memory, and neither fewer")
