@@ -237,9 +237,16 @@ def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConf
     """Merge defaults, ``[tool.memstore]``, environment variables and ``overrides``.
 
     Overrides whose value is None are ignored, so command-line options can be passed
-    straight through.
+    straight through. A relative ``db`` path in ``[tool.memstore]`` is beside that
+    pyproject.toml (a command run in a subfolder of the project opens the project's
+    database); one from the environment or an argument is from the working directory.
     """
-    settings: dict[str, Any] = _pyproject_settings(pyproject or find_pyproject())
+    found = pyproject or find_pyproject()
+    settings: dict[str, Any] = _pyproject_settings(found)
+    db = settings.get("db")
+    if found is not None and isinstance(db, str) and "://" not in db and db[:1] != "~":
+        if db.strip() and not Path(db).is_absolute():  # (blank: refused below, as named)
+            settings["db"] = str(found.resolve().parent / db)
     for key, var in ENV_VARS.items():
         value = os.environ.get(var)
         if value and not value.strip():  # set to nothing ("") is unset; blank space is not

@@ -71,3 +71,43 @@ def test_a_pyproject_that_cannot_be_read_is_refused_every_time(tmp_path: Path) -
     for _ in range(2):
         with pytest.raises(ValueError, match="cannot read"):
             load_config(pyproject)
+
+
+def test_a_relative_db_in_the_pyproject_is_beside_that_pyproject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review S5 B F1: the path was taken from the working directory, so a command run in
+    a subfolder of the project read "no database", and one that writes created a second,
+    empty database there."""
+    monkeypatch.delenv("MEMSTORE_DB", raising=False)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.memstore]\ndb = "game_files/memories.db"\n', encoding="utf-8"
+    )
+    deeper = tmp_path / "sub" / "deeper"
+    deeper.mkdir(parents=True)
+    expected = str(tmp_path.resolve() / "game_files" / "memories.db")
+    for where in (tmp_path, deeper):
+        monkeypatch.chdir(where)
+        assert load_config().db == expected
+
+
+@pytest.mark.parametrize(
+    "db", ["/abs/memories.db", "sqlite:///relative.db", "postgresql+psycopg://h/zork", "sqlite://"]
+)
+def test_an_absolute_path_or_a_url_in_the_pyproject_is_kept_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str
+) -> None:
+    monkeypatch.delenv("MEMSTORE_DB", raising=False)
+    (tmp_path / "pyproject.toml").write_text(f'[tool.memstore]\ndb = "{db}"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert load_config().db == db
+
+
+def test_a_relative_db_from_the_environment_or_an_argument_follows_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.memstore]\ndb = "a.db"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSTORE_DB", "from-env.db")
+    assert load_config().db == "from-env.db"
+    assert load_config(db="given.db").db == "given.db"
