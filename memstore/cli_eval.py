@@ -100,8 +100,15 @@ class _EpisodesInAll(argparse.Action):
 
 
 def _output(value: str) -> str:
+    """``type=`` for --json, --markdown and --plot: a file path, never empty and never
+    ``-`` (which elsewhere is standard output: here it would be a file named ``-``)."""
     if not value.strip():
         raise argparse.ArgumentTypeError("give a file path")
+    if value == "-":
+        raise argparse.ArgumentTypeError(
+            "give a file path: the table is printed on standard output already, and - "
+            "here would be a file named -"
+        )
     return value
 
 

@@ -31,6 +31,13 @@ def _moves(value: str) -> int:
     return moves
 
 
+def _run_id(value: str) -> str:
+    """``type=`` for --run: a run's id, never empty (leave --run out for the latest)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("give a run id, or leave --run out for the latest run")
+    return value
+
+
 def _file_path(value: str) -> str:
     """``type=`` for --out: a file path, never empty (an empty one is no default), never
     ``-``: the demo writes Map.md beside it, and for export ``-`` is standard output."""
@@ -155,7 +162,9 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 def _configure_metrics(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--run", default=None, help="one run's id (default: the most recent run)")
+    which.add_argument(
+        "--run", type=_run_id, default=None, help="one run's id (default: the most recent run)"
+    )
     which.add_argument("--all-runs", action="store_true", help="every run together")
     which.add_argument(
         "--runs", action="store_true", help="list the runs: id, start, episodes, turns, mode"

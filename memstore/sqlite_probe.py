@@ -10,6 +10,7 @@ were not there before.
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -30,6 +31,7 @@ __all__ = [
     "probe_sqlite_file",
     "read_only_uri",
     "single_revision",
+    "upgrade_command",
 ]
 
 #: the files SQLite keeps beside a WAL database while it is open
@@ -177,6 +179,16 @@ def _remove_side_files(path: Path) -> None:
         pass
 
 
+def upgrade_command(shown: object) -> str:
+    """How to upgrade the database shown as ``shown``, to paste into a shell: the command
+    with a file's path quoted, or, for a server URL (shown with its password masked, and
+    a ``?`` the shell would glob), the command with the same --db or MEMSTORE_DB."""
+    text = str(shown)
+    if "://" in text:
+        return "`memstore db upgrade` with the same --db or MEMSTORE_DB"
+    return f"`memstore --db {shlex.quote(text)} db upgrade`"
+
+
 def judge_schema(
     path: str,
     tables: set[str],
@@ -204,9 +216,8 @@ def judge_schema(
     own = {name for name in tables if not name.startswith("sqlite_")}
     if version is None and own == {"alembic_version"}:
         raise SchemaOutOfDate(
-            f"{path} is at base: run `alembic upgrade head` (`memstore --db {path} db "
-            f"upgrade`); its schema was downgraded below the first revision, so it holds no "
-            f"memories"
+            f"{path} is at base: run `alembic upgrade head` ({upgrade_command(path)}); its "
+            f"schema was downgraded below the first revision, so it holds no memories"
         )
     if "alembic_version" not in tables or "memories" not in tables:
         raise NotAMemstoreDatabase(
@@ -239,7 +250,7 @@ def judge_schema(
     if version in known_revisions():
         raise SchemaOutOfDate(
             f"{path} is at schema revision {version}, this memstore needs {HEAD_REVISION}: "
-            f"run `memstore --db {path} db upgrade` (alembic upgrade head)"
+            f"run {upgrade_command(path)} (alembic upgrade head)"
         )
     raise SchemaTooNew(
         f"{path} is at schema revision {version!r}, which this memstore does not know "

@@ -15,7 +15,7 @@ Guards, checked before anything is written:
   nothing to do says so and never asks for the write lock (another process's write does
   not hold it up, and a database in a read-only folder is reported, not refused); an
   upgrade to a revision behind the database's is refused (upgrade only goes forward); a
-  revision alembic cannot place (``''``, ``0008+1``) is one line, "unknown revision";
+  revision alembic cannot place (``''``, one past the head) is one line, "unknown revision";
 - before writing: a database the process cannot write is ``read-only database: PATH``,
   and a missing folder is created (as MemoryStore.open does);
 - a downgrade step that would delete stored data (a table with rows, a column with values,
@@ -105,7 +105,7 @@ def planned_steps(
         raise CommandError(unknown)
     try:
         steps = migration_context.opts["fn"](heads, migration_context)
-    except AssertionError as exc:  # alembic's resolver on '', '0008+1' ...
+    except AssertionError as exc:  # alembic's resolver on '', one past the head ...
         raise CommandError(unknown) from exc
     return [step for step in steps if isinstance(step, RevisionStep)]
 

@@ -1,0 +1,49 @@
+"""Review S5 B (the README as a contract): the command line's findings.
+
+F5. ``eval --json -`` and ``--markdown -`` wrote a file named ``-``, where elsewhere ``-``
+    is standard output.
+F10. ``metrics --run ''`` showed the latest run instead of refusing the empty id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import run
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown", "--plot"])
+def test_eval_refuses_standard_output_for_a_report_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        run(capsys, "eval", option, "-")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "the table is printed on standard output" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("run_id", ["", "  "])
+def test_metrics_refuses_an_empty_run_id(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, run_id: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run(capsys, "--db", str(tmp_path / "m.db"), "metrics", "--run", run_id)
+    assert stopped.value.code == 2
+    assert "give a run id" in capsys.readouterr().err
+
+
+def test_the_upgrade_advice_for_a_file_can_be_pasted_into_a_shell(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "my games"
+    folder.mkdir()
+    db = folder / "a.db"
+    assert run(capsys, "--db", str(db), "db", "upgrade", "0006")[0] == 0
+    code, _out, err = run(capsys, "--db", str(db), "stats")
+    assert code == 1
+    assert f"run `memstore --db '{db}' db upgrade`" in err, err
