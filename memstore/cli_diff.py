@@ -22,6 +22,7 @@ def fix_command(
     export_args: Sequence[str | Path],
     db_arg: str | None,
     command: Sequence[str] = ("export",),
+    refused: str | None = None,
 ) -> str:
     """``memstore COMMAND [--db DB_ARG] EXPORT_ARGS...``, each word shell-quoted; COMMAND is
     ``command``'s words (``export``; ``map export`` for Map.md)."""
@@ -39,6 +40,7 @@ def check_report(
     *,
     export_args: Sequence[str | Path] | None = None,
     command: Sequence[str] = ("export",),
+    refused: str | None = None,
 ) -> str:
     """Why ``path`` is not what the database would export, and the command that fixes it.
 
@@ -48,7 +50,9 @@ def check_report(
     ``export_args`` are that command's other options (default ``--out PATH``; for the notes,
     ``--out OUT --notes PATH``, which writes what ``--check`` compared) and ``command`` its
     words (default ``export``; ``("map", "export")`` for Map.md). A file that is not
-    UTF-8 is shown with replacement characters; a missing one gets no diff.
+    UTF-8 is shown with replacement characters; a missing one gets no diff. ``refused``
+    is why that command would refuse the file (edits not imported): the last line then
+    says so, and what to do, instead of a refresh that would be refused.
     """
     file = Path(path)
     fix = fix_command(export_args or ("--out", path), db_arg, command)
@@ -73,7 +77,9 @@ def check_report(
         lines.append("(the lines are the same; their endings or the last newline differ)")
     from exporters.written_mark import edited_since_written
 
-    if edited_since_written(current):  # the export refuses such a file without --force
+    if refused is not None:
+        lines.append(f"`{fix}` would refuse it: {refused}")
+    elif edited_since_written(current):  # the export refuses such a file without --force
         lines.append(
             f"it was edited by hand since memstore wrote it: keep the edit elsewhere, then "
             f"run `{fix} --force` to refresh it"

@@ -86,6 +86,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     with info.open_store(read_only=True) as store:
         if not (args.check or args.force or args.out == stdout):
             checked = refuse_to_lose_edits(store, args.out)
+        refused = _refusal(store, args.out) if args.check else None
         entries, base = export_snapshot_rows(store)  # plain rows: no model per memory
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
@@ -105,7 +106,13 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             return 0
         export_args = ["--out", args.out] + (["--notes", args.notes] if notes else [])
         for path, content in stale:
-            report = check_report(path, content, args.db, export_args=export_args)
+            report = check_report(
+                path,
+                content,
+                args.db,
+                export_args=export_args,
+                refused=refused if path == args.out else None,
+            )
             print(f"{PROG}: {report}", file=ctx.err)
         return 1
 
@@ -145,6 +152,16 @@ def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> 
     if risk is not None and (risk.final or not final_only):
         raise CliError(risk.message)
     return state
+
+
+def _refusal(store: Any, path: str) -> str | None:
+    """Why the export would refuse to replace the Memories.md at ``path`` (its edits that
+    were not imported), or None: what ``export --check`` advises instead of a refresh."""
+    try:
+        refuse_to_lose_edits(store, path)
+    except CliError as exc:
+        return str(exc)
+    return None
 
 
 def _notes_text(store: Any) -> str:

@@ -98,8 +98,10 @@ def test_export_check_shows_the_diff_and_the_command_that_fixes_it(
     assert lines[0] == f"memstore: {out} differs from what the database would export:"
     assert "-three" in lines and "+two" in lines and "Traceback" not in err
     fix = f"memstore export --db {db} --out {out}"
-    assert lines[-1] == f"run `{fix}` to refresh it"
-    # the difference is a reviewer's edit, never imported: the command refuses to lose it
+    # the difference is a reviewer's edit, never imported: the command would refuse to
+    # lose it, and the advice says so (review S5 B F4: it said "to refresh it")
+    assert lines[-1].startswith(f"`{fix}` would refuse it: {out} holds 1 edit(s) that were")
+    assert "import it first" in lines[-1]
     code, _out, err = run(capsys, *shlex.split(fix)[1:])
     assert code == 1 and "1 edit(s) that were not imported" in err
     assert run(capsys, *shlex.split(fix)[1:], "--force")[0] == 0  # forced, it does fix it

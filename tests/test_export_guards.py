@@ -247,7 +247,9 @@ def test_export_check_is_unchanged_by_the_edit_guard(
     code, err = export(capsys, db, exported, "--check")
 
     assert code == 1
-    assert "edit" not in err  # the report of --check, not the guard's refusal
+    # the report of --check (its diff), not the guard's refusal; its advice names the edit
+    assert err.startswith(f"memstore: {exported} differs from what the database would export")
+    assert "would refuse it" in err.splitlines()[-1]
     assert exported.read_text(encoding="utf-8") == edited
 
 

@@ -47,3 +47,34 @@ def test_the_upgrade_advice_for_a_file_can_be_pasted_into_a_shell(
     code, _out, err = run(capsys, "--db", str(db), "stats")
     assert code == 1
     assert f"run `memstore --db '{db}' db upgrade`" in err, err
+
+
+def test_export_check_of_a_file_with_edits_not_imported_advises_importing_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # review S5 B F4: the advice was the refresh command, which then refused the file
+    from memstore.models import Memory
+    from memstore.store import MemoryStore
+
+    db, out = tmp_path / "d.db", tmp_path / "M.md"
+    with MemoryStore.open(db) as store:
+        store.add_memory(
+            5,
+            "Kitchen",
+            Memory(
+                category="NOTE",
+                title="Stove",
+                text="Hot.",
+                episode=1,
+                turns="1",
+                persistence="permanent",
+            ),  # fmt: skip
+        )
+    assert run(capsys, "--db", str(db), "export", "--out", str(out))[0] == 0
+    out.write_text(out.read_text(encoding="utf-8").replace("Hot.", "Cold."), encoding="utf-8")
+    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--check")
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    assert "import it first" in last and "to refresh it" not in last, last
+    refresh = run(capsys, "--db", str(db), "export", "--out", str(out))
+    assert refresh[0] == 1 and "import it first" in refresh[2]
