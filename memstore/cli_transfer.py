@@ -55,7 +55,12 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 )
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     from exporters import render_memories_md
-    from memstore.export_file import check_target, export_check, write_atomically
+    from memstore.export_file import (
+        check_target,
+        check_writable,
+        export_check,
+        write_atomically,
+    )
     from memstore.md_store import export_snapshot_rows
 
     stdout = "-"
@@ -71,7 +76,9 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     for path in (args.out, args.notes):  # refuse a device, FIFO or folder before any write
         if path is not None and path != stdout:
             ctx.refuse_database_file(path)
-            check_target(path)
+            # (a check writes nothing; an export of two files writes in both folders first:
+            # review S5 B F6, a notes folder it could not write failed after Memories.md)
+            (check_target if args.check else check_writable)(path)
     if args.notes is not None and stdout not in (args.out, args.notes):
         ctx.refuse_same_file(("--out", args.out), ("--notes", args.notes))
     checked: FileState | None = None  # the --out the edit guard read (None: no guard)

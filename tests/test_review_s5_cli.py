@@ -78,3 +78,15 @@ def test_export_check_of_a_file_with_edits_not_imported_advises_importing_them(
     assert "import it first" in last and "to refresh it" not in last, last
     refresh = run(capsys, "--db", str(db), "export", "--out", str(out))
     assert refresh[0] == 1 and "import it first" in refresh[2]
+
+
+def test_export_writes_nothing_when_its_notes_cannot_be_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # review S5 B F6: Memories.md was written, then the notes failed (exit 1)
+    db, out = tmp_path / "d.db", tmp_path / "M.md"
+    notes = Path("/proc/memstore-notes.md")  # a folder no one can write in, root too
+    assert run(capsys, "--db", str(db), "db", "upgrade")[0] == 0
+    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(notes))
+    assert code == 1 and "cannot write in /proc" in err, err
+    assert not out.exists()
