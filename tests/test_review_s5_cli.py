@@ -87,6 +87,8 @@ def test_export_writes_nothing_when_its_notes_cannot_be_written(
     db, out = tmp_path / "d.db", tmp_path / "M.md"
     notes = Path("/proc/memstore-notes.md")  # a folder no one can write in, root too
     assert run(capsys, "--db", str(db), "db", "upgrade")[0] == 0
-    code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(notes))
+    code, _out, err = run(
+        capsys, "--db", str(db), "export", "--out", str(out), "--notes", str(notes)
+    )
     assert code == 1 and "cannot write in /proc" in err, err
     assert not out.exists()
