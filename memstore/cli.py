@@ -160,13 +160,13 @@ class Context:
     def refuse_database_file(self, path: str) -> None:
         """Refuse to write ``path`` when it is the database (or its -wal, -shm or -journal
         file): an export there would replace every memory with text."""
-        from memstore.connection import resolve_target
+        from memstore.connection import SQLITE_SIDE_FILES, resolve_target
 
         db = resolve_target(self.db).path
         if db is None:
             return
         target = real_path(path)
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        for suffix in ("", *SQLITE_SIDE_FILES):
             if target == real_path(str(db) + suffix):
                 raise CliError(f"{path} is the database's own file: give another file to write")
 

@@ -226,13 +226,34 @@ def check_existing(
         )
         return judge_schema(target.display, tables, version, kind="PostgreSQL", columns=columns)
     path = target.path
-    if path is None or not path.exists():
+    if path is None:
+        return True
+    refuse_side_file(path)
+    if not path.exists():
         return True
     if not path.is_file():
         raise NotAMemstoreDatabase(f"{path} is not a file")
     if path.stat().st_size == 0:
         return True
     return probe_sqlite_file(path, busy_timeout_s)
+
+
+#: the files SQLite keeps beside a database ``X``: ``X-wal``, ``X-shm``, ``X-journal``
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def refuse_side_file(path: Path) -> None:
+    """NotAMemstoreDatabase for a path that is a file SQLite keeps beside a database that
+    is there (``d.db-wal`` beside ``d.db``): opened as a database, it would be written
+    over that database's own log (review S5 B F13)."""
+    for suffix in SQLITE_SIDE_FILES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            base = path.with_name(path.name[: -len(suffix)])
+            if base.is_file():
+                raise NotAMemstoreDatabase(
+                    f"{path} is a file SQLite keeps beside the database {base}, not a "
+                    f"database: open {base.name} itself; left untouched"
+                )
 
 
 def check_writable(target: Target) -> None:

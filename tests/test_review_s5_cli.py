@@ -92,3 +92,23 @@ def test_export_writes_nothing_when_its_notes_cannot_be_written(
     )
     assert code == 1 and "cannot write in /proc" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_database_s_own_side_file_is_not_opened_as_a_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str
+) -> None:
+    # review S5 B F13: `--db d.db-wal db upgrade` wrote a memstore database into the
+    # write-ahead log of another live database (export --out refused the same path)
+    from memstore.errors import NotAMemstoreDatabase
+    from memstore.store import MemoryStore
+
+    db = tmp_path / "d.db"
+    MemoryStore.open(db).close()
+    side = tmp_path / f"d.db{suffix}"
+    existed = side.exists()
+    with pytest.raises(NotAMemstoreDatabase, match=f"d.db{suffix} is a file SQLite keeps beside"):
+        MemoryStore.open(side)
+    code, _out, err = run(capsys, "--db", str(side), "db", "upgrade")
+    assert code == 1 and "open d.db itself" in err, err
+    assert side.exists() == existed
