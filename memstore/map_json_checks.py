@@ -71,7 +71,8 @@ def as_object(value: Any, where: str) -> dict[str, Any]:
 
 
 def as_whole(value: Any, where: str, least: int = 0, most: int = MAX_INTEGER) -> int:
-    if type(value) is not int or not least <= value <= MAX_INTEGER:
+    most = min(most, MAX_INTEGER)  # (past it: what the database cannot store)
+    if type(value) is not int or value < least:
         raise refusal(where, f"must be a whole number {least} or more, got {shown_value(value)}")
     if value > most:
         raise refusal(where, f"must be at most {most}, got {shown_value(value)}")

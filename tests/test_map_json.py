@@ -176,6 +176,11 @@ def test_exits_are_canonicalised_and_actions_kept() -> None:
             lambda d: d["connection_verifications"].update({"15_north": -1}),
             'connection_verifications["15_north"] must be a whole number 0 or more, got -1',
         ),
+        (  # review S5 B F11: this said "must be a whole number 0 or more"
+            lambda d: d["connection_verifications"].update({"15_north": 2**63}),
+            'connection_verifications["15_north"] must be at most 2147483647, '
+            "got 9223372036854775808",
+        ),
         (
             lambda d: d["connection_confidence"].update({"15_north": 1.5}),
             'connection_confidence["15_north"] must be a number from 0 to 1, got 1.5',
@@ -210,7 +215,8 @@ def test_exits_are_canonicalised_and_actions_kept() -> None:
         ),
         (
             lambda d: d["connections"]["15"].update({"north": 2**63}),
-            'connections["15"]["north"] must be a whole number 0 or more',
+            'connections["15"]["north"] must be at most 9223372036854775807, got '
+            "9223372036854775808",
         ),
         (
             lambda d: d["connection_verifications"].update({"15north": 1}),
