@@ -300,7 +300,8 @@ class SimpleMemoryManager(ManagerReads):
         wrong type (ZMachineContext is strict: ``True``, ``"6"`` or ``6.0`` is no location,
         an object number is an int from 1 to MAX_OBJECT_ID), and a location name the
         database cannot store (a NUL, a lone surrogate) or longer than LOCATION_NAME_MAX
-        (memstore.models.check_location_name, the spec-004 writes' rule too). A str
+        (memstore.models.check_location_name, the spec-004 writes' rule too), and a
+        context whose ``location_before`` is another room than ``location_id``. A str
         subclass (a ``(str, Enum)`` member) is read as its text, never through its own
         methods.
 
@@ -334,6 +335,12 @@ class SimpleMemoryManager(ManagerReads):
         response = plain_str("response", response)
         location_name = check_location_name(location_name)
         ctx, ignored = as_context(z_machine_context, response)
+        if ctx.location_before is not None and ctx.location_before != location_id:
+            raise ValueError(  # (the memory would go to one room and the map to another)
+                f"z_machine_context's location_before {ctx.location_before} is not the "
+                f"location_id {location_id} the action was taken in: pass the context of "
+                f"this action"
+            )
         if ignored:  # keys of the caller's dict that say nothing memstore reads
             self.counters["context_keys_ignored"] += len(ignored)
             if self.counters["context_keys_ignored"] == len(ignored):

@@ -124,3 +124,17 @@ def test_a_memory_the_offline_recorder_cannot_make_is_a_counted_failure(
     manager.close()
     (row,) = store.decision_log()
     assert row["error_kind"] == "schema" and "\n" not in row["error"]
+
+
+def test_a_context_from_another_room_than_the_action_s_is_refused(store: MemoryStore) -> None:
+    # review S5 B F12: location_id 137 with a context whose location_before is 64 stored
+    # "'south' leads to location 137" at room 137 (a room leading to itself) while the map
+    # filed the exit under room 64: the memory and the map disagreed, without a word
+    manager = SimpleMemoryManager(store, episode=1)
+    with pytest.raises(ValueError, match="location_before 64 is not the location_id 137"):
+        manager.record_action_outcome(
+            NORTH_OF_HOUSE, "North of House", "south", "North of House", moved(64, 137)
+        )
+    assert manager.turn == 0 and manager.counters["turns"] == 0
+    manager.flush()
+    assert store.memories(NORTH_OF_HOUSE) == [] and not MapStore(store).rooms()
