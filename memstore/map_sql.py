@@ -376,16 +376,38 @@ def check_event(event: object) -> MapEvent:
 # --- reading -------------------------------------------------------------------------------------
 
 
+#: the kinds of each read's columns ("i" an int, "s" a str, "n" a str or None): a row
+#: holding another (SQLite keeps what a hand edit put there: 'many' as a count) is passed
+#: over, and ``memstore check`` names it (review S5 C F5: the agent loop got a TypeError)
+_ROOM_KINDS, _CONNECTION_KINDS, _FAILURE_KINDS, _PRUNED_KINDS = "is", "issniiiiiii", "isiii", "isii"
+_NAMED_CONNECTION_KINDS = _CONNECTION_KINDS + "s"
+
+
+def _readable(row: Sequence[Any], kinds: str) -> bool:
+    """Whether each value of ``row`` is of its column's kind (``kinds``)."""
+    for value, kind in zip(row, kinds, strict=True):
+        if kind == "i":
+            if type(value) is not int:
+                return False
+        elif not (type(value) is str or (kind == "n" and value is None)):
+            return False
+    return True
+
+
 def read_graph(conn: SQLConnection) -> MapGraph:
-    """The whole map (inside the caller's transaction)."""
+    """The whole map (inside the caller's transaction); a row holding a value of the wrong
+    kind is passed over (``_readable``)."""
     graph = MapGraph()
-    graph.rooms.update(run(conn, _ROOMS, {}).fetchall())
+    graph.rooms.update(row for row in run(conn, _ROOMS, {}) if _readable(row, _ROOM_KINDS))
     for row in run(conn, _CONNECTIONS, {}):
-        graph.connections[(row[0], row[2])] = Connection(*row)
+        if _readable(row, _CONNECTION_KINDS):
+            graph.connections[(row[0], row[2])] = Connection(*row)
     for row in run(conn, _FAILURES, {}):
-        graph.failures[(row[0], row[1])] = ExitFailure(*row)
+        if _readable(row, _FAILURE_KINDS):
+            graph.failures[(row[0], row[1])] = ExitFailure(*row)
     for row in run(conn, _PRUNED, {}):
-        graph.pruned[(row[0], row[1])] = PrunedExit(*row)
+        if _readable(row, _PRUNED_KINDS):
+            graph.pruned[(row[0], row[1])] = PrunedExit(*row)
     return graph
 
 
@@ -394,17 +416,20 @@ def read_room(conn: SQLConnection, location_id: int) -> MapGraph:
     names), exit failures and pruned exits; empty for a room not on the map."""
     graph = MapGraph()
     named = run(conn, _ROOM_NAME, {"room": location_id}).fetchall()
-    if not named:
+    if not named or type(named[0][0]) is not str:
         return graph
     graph.rooms[location_id] = named[0][0]
-    for *values, to_name in run(conn, _ROOM_CONNECTIONS, {"room": location_id}):
-        found = Connection(*values)
-        graph.connections[(location_id, found.action_key)] = found
-        graph.rooms.setdefault(found.to_id, to_name)
+    for row in run(conn, _ROOM_CONNECTIONS, {"room": location_id}):
+        if _readable(row, _NAMED_CONNECTION_KINDS):
+            found = Connection(*row[:-1])
+            graph.connections[(location_id, found.action_key)] = found
+            graph.rooms.setdefault(found.to_id, row[-1])
     for row in run(conn, _ROOM_FAILURES, {"room": location_id}):
-        graph.failures[(location_id, row[1])] = ExitFailure(*row)
+        if _readable(row, _FAILURE_KINDS):
+            graph.failures[(location_id, row[1])] = ExitFailure(*row)
     for row in run(conn, _ROOM_PRUNED, {"room": location_id}):
-        graph.pruned[(location_id, row[1])] = PrunedExit(*row)
+        if _readable(row, _PRUNED_KINDS):
+            graph.pruned[(location_id, row[1])] = PrunedExit(*row)
     return graph
 
 
