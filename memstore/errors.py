@@ -94,7 +94,8 @@ class RebuildFailed(MemstoreError):
 
 
 class GameError(MemstoreError):
-    """The story file cannot be read by this adapter (the message says why)."""
+    """The story file cannot be read by this adapter, or a line is not one game command it
+    plays (``memstore.game_commands``; the message says why)."""
 
 
 class RomError(MemstoreError):
@@ -102,6 +103,11 @@ class RomError(MemstoreError):
 
 
 # --- synthesis and the model call ----------------------------------------------------------
+
+
+class ModelUnavailable(MemstoreError):
+    """The LLM agent's model failed so many turns in a row that an evaluation stopped (the
+    message names the last failure): it would otherwise wait out every turn's timeout."""
 
 
 class SynthesisErrorKind(StrEnum):

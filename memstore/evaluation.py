@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.connection import DEFAULT_BUSY_TIMEOUT_S
-from memstore.errors import StoreBusy
+from memstore.errors import ModelUnavailable, StoreBusy
 from memstore.eval_lock import EvalFolderInUse, folder_lock
 
 # the results and their presentation live in eval_results, eval_targets and eval_report;
@@ -87,6 +87,7 @@ __all__ = [
     "BY_EPISODE",
     "COVERAGE_TARGET",
     "MEMORY",
+    "MODEL_FAILURES_IN_A_ROW",
     "NO_MEMORY",
     "REPEAT_KINDS",
     "REPEAT_LABELS",
@@ -143,6 +144,24 @@ def make_agent(
 
         return LLMAgent(config, seed=seed, completion=llm, tools=tools)
     raise ValueError(f"unknown agent {kind!r} (choose from {', '.join(AGENTS)})")
+
+
+#: the LLM agent's turns in a row with no command from the model (each waited up to the
+#: model's timeout) after which an evaluation stops: a model that does not answer would
+#: otherwise be waited on every turn (6,000 of them, about 50 hours, by default)
+MODEL_FAILURES_IN_A_ROW = 20
+
+
+def _stop_for_a_dead_model(agent: AgentLike, config: MemstoreConfig) -> None:
+    """ModelUnavailable, one line, once the LLM agent's model failed
+    MODEL_FAILURES_IN_A_ROW turns in a row."""
+    failed = getattr(agent, "failed_in_a_row", 0)
+    if failed >= MODEL_FAILURES_IN_A_ROW:
+        raise ModelUnavailable(
+            f"the model ({config.model}) failed {failed} turns in a row (the last: "
+            f"{getattr(agent, 'last_failure', None)}): the evaluation stopped; check the model "
+            f"name, its API base and key"
+        )
 
 
 def database_paths(folder: Path, agent: str, seeds: Sequence[int], episodes: int) -> list[Path]:
@@ -336,6 +355,7 @@ def _play_arm(
             played, over, kinds = 0, False, []
             for _ in range(moves):
                 choice = agent.choose(observation)
+                _stop_for_a_dead_model(agent, config)
                 manager.add_reasoning(manager.turn + 1, choice.reasoning, choice.action)
                 step = game.step(choice.action)
                 manager.record_action_outcome(

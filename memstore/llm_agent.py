@@ -185,6 +185,9 @@ class LLMAgent:
         self.tool_calls = 0
         self.failures: Counter[str] = Counter()
         self.fallbacks = 0
+        #: the turns since the model last gave a command (an evaluation stops at
+        #: memstore.evaluation.MODEL_FAILURES_IN_A_ROW)
+        self.failed_in_a_row = 0
         self.last_failure: str | None = None
 
     def stats(self) -> dict[str, Any]:
@@ -226,6 +229,7 @@ class LLMAgent:
             tools_rounds=self.max_tool_rounds if self.tools else 0,
         )
         action = self._ask(messages)
+        self.failed_in_a_row = 0 if action is not None else self.failed_in_a_row + 1
         if action is None:
             self.fallbacks += 1
             choice = self.fallback.decide(observation)

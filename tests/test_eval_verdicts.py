@@ -354,8 +354,11 @@ def test_eval_whose_model_played_one_turn_of_episode_1_judges_nothing_and_exits_
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The review's finding 1 (round 2): this test asserted exit 0 and 4 verdicts for model
-    turns [1, 0, 0], the explorer's play of episodes 2 and 3 judged as the model's."""
+    turns [1, 0, 0], the explorer's play of episodes 2 and 3 judged as the model's. (An
+    evaluation now stops once the model failed MODEL_FAILURES_IN_A_ROW turns in a row,
+    test_review_s5_eval.py; lifted here, to judge a run that ends.)"""
     monkeypatch.setattr("memstore.llm.LiteLLMCompletion", WalkingModel)
+    monkeypatch.setattr("memstore.evaluation.MODEL_FAILURES_IN_A_ROW", 1_000)
     code, out, err = run(capsys, *llm_eval(tmp_path, "--episodes", "3", "--moves", "20"))
     assert code == 1
     assert "LLM calls: agent 60 (59 failed: provider_error 59)" in out  # visible, as before

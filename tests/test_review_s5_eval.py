@@ -113,3 +113,35 @@ def test_rooms_or_score_is_met_only_when_neither_is_worse_with_memory(
     ]
     assert target.met is met, target
     assert target.name.endswith("with memory, and neither fewer")
+
+
+def test_an_evaluation_stops_once_the_model_failed_many_turns_in_a_row(
+    tmp_path: Path,
+) -> None:
+    # finding 10: with a model that never answered, every turn waited its whole timeout and
+    # nothing stopped early (the default run: about 50 hours, to say no target was judged)
+    from memstore.config import MemstoreConfig
+    from memstore.errors import ModelUnavailable
+    from memstore.evaluation import MODEL_FAILURES_IN_A_ROW
+    from tests.fixtures.walkthrough import rom_or_skip
+
+    class Dead:
+        calls = 0
+
+        def complete(self, messages: object, **extra: object) -> object:
+            Dead.calls += 1
+            raise TimeoutError("the model did not answer")
+
+    with pytest.raises(ModelUnavailable, match=r"failed \d+ turns in a row") as stopped:
+        run_eval(
+            folder=tmp_path / "out",
+            agent="llm",
+            seeds=[1],
+            episodes=3,
+            moves=100,
+            config=MemstoreConfig(model="fake/dead", timeout=1.0),
+            rom=rom_or_skip(),
+            agent_llm=Dead(),
+        )
+    assert Dead.calls == MODEL_FAILURES_IN_A_ROW
+    assert "\n" not in str(stopped.value) and "did not answer" in str(stopped.value)
