@@ -145,3 +145,39 @@ def test_an_evaluation_stops_once_the_model_failed_many_turns_in_a_row(
         )
     assert Dead.calls == MODEL_FAILURES_IN_A_ROW
     assert "\n" not in str(stopped.value) and "did not answer" in str(stopped.value)
+
+
+@pytest.mark.parametrize(
+    ("repeated", "shown", "met"), [(1499, "4.997%", True), (1501, "5.003%", False)]
+)
+def test_a_verdict_s_figure_shows_enough_digits_to_tell_it_from_its_bound(
+    repeated: int, shown: str, met: bool
+) -> None:
+    # finding 8: "met: < 5% (measured: 5.0%)" beside "NOT MET (measured: 5.0%)"
+    from memstore.evaluation import MEMORY, NO_MEMORY, ArmSummary, EvalReport
+    from tests.test_eval_verdicts import episode
+
+    across = {MEMORY: [0, repeated // 2, repeated - repeated // 2], NO_MEMORY: [0, 4000, 4000]}
+    arms = {
+        arm: ArmSummary(
+            arm,
+            [
+                episode(arm, 1, n, turns=10_000, failed_turns=5_000, repeated_across=count)
+                for n, count in enumerate(across[arm], start=1)
+            ],
+        )
+        for arm in (MEMORY, NO_MEMORY)
+    }
+    [target] = [
+        t
+        for t in EvalReport("explorer", 3, 10_000, [1], "no model", arms).targets()
+        if t.name.endswith("< 5%")
+    ]
+    assert (target.measured, target.met) == (shown, met), target
+
+
+def test_a_figure_far_from_its_bound_keeps_one_decimal() -> None:
+    from memstore.eval_targets import shown_against
+
+    assert shown_against(0.1, 0.05) == "10.0%" and shown_against(0.05, 0.05) == "5.0%"
+    assert shown_against(0.0499, 0.05) == "4.99%"
