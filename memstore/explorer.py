@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memstore.game_commands import command_refusal
+from memstore.game_commands import one_command_by_its_text
 from memstore.map_graph import DIRECTIONS, canonical_direction
 from memstore.models import Category, Memory, Persistence
 
@@ -158,7 +158,7 @@ class ExplorerAgent:
         found = Lessons()
         for memory in self._manager().store.memories(location_id):
             action = memory_action(memory.title)
-            if action is None or command_refusal(action) is not None:
+            if action is None or not one_command_by_its_text(action):
                 continue  # (one the game does not play: learned before it refused it)
             if memory.category is Category.FAILURE:
                 if not self._worth_retrying(location_id, memory):
@@ -377,7 +377,7 @@ class ExplorerAgent:
             return (
                 action not in lessons.avoid
                 and self._walked.get((here, action), 0) < MAX_WALKS
-                and command_refusal(action) is None
+                and one_command_by_its_text(action)
             )
 
         def first_step(target: int) -> tuple[int, str] | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from memstore.errors import (
     GameError,  # (importable from here too)
 )
-from memstore.game_commands import command_refusal, is_plain_command
+from memstore.game_commands import command_refusal, needs_move_check
 from memstore.rom import check_story_file, find_rom
 from memstore.triggers import ZMachineContext
 
@@ -203,7 +203,7 @@ class ZorkGame:
         if not self._started:
             self.reset()
         before = self.reader.read(False, self._won)
-        saved = None if is_plain_command(action) else self.env.get_state()
+        saved = self.env.get_state() if needs_move_check(action) else None
         raw, _reward, _done, _info = self.env.step(action)
         response = clean_response(raw)
         died = is_death(response)

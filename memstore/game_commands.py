@@ -14,42 +14,70 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["AGAIN", "NOT_PLAYED", "command_refusal", "is_plain_command"]
+__all__ = [
+    "AGAIN",
+    "NOT_PLAYED",
+    "command_refusal",
+    "needs_move_check",
+    "one_command_by_its_text",
+]
 
-#: the commands the adapter does not play (Zork's "q" is "quit")
-NOT_PLAYED = frozenset({"save", "restore", "script", "unscript", "restart", "quit", "q"})
-#: Zork's "again" (and "g"): the last command once more, which the map would keep as an
-#: exit of its own (review S5 C F2)
-AGAIN = frozenset({"again", "g"})
-_WORD = re.compile(r"[a-z0-9]+")
-_JOINS = re.compile(r'[.,"]|\b(?:then|and)\b')
+#: the commands the adapter does not play, as Zork's dictionary holds them: its words are
+#: their first six letters ("restoring" and "Restoration" are RESTORE, "scripting" is
+#: SCRIPT: review S5 D F1), and "q" is QUIT
+NOT_PLAYED = frozenset({"save", "restor", "script", "unscri", "restar", "quit", "q"})
+#: Zork's AGAIN ("g") and OOPS: the last line once more (OOPS with a word replaced), which
+#: the map would keep as an exit of its own (review S5 C F2, S5 D F3)
+AGAIN = frozenset({"again", "g", "oops"})
+#: what separates words for Zork's parser (a "." "," or '"' is also a word of its own)
+_SEPARATORS = re.compile(r'[ .,"]+')
+#: what always joins commands: a double quote, "then", or a "." with more after it (a
+#: final "." ends the one command: "north." is one move)
+_JOINS = re.compile(r'"|\bthen\b|\.[\s.]*[^\s.]')
+#: what may join commands or only list objects ("take lamp and sword" is one move, "open
+#: mailbox and take leaflet" two): the move counter tells (``ZorkGame.step``)
+_MAY_JOIN = re.compile(r",|\band\b")
 #: letters, digits, spaces, apostrophes and hyphens: a line Zork reads as one command
 _PLAIN = re.compile(r"[a-z0-9 '-]*")
 
 
 def command_refusal(action: str) -> str | None:
     """Why ``action`` is not a line the game adapter plays (the end of a sentence that
-    begins with the command), or None for one game command."""
+    begins with the command), or None. A line that may join commands (``needs_move_check``)
+    is not refused here: ``ZorkGame.step`` undoes it if it played more than one move."""
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in action):
         return "has a line break or another control character: send one line"
     lowered = action.lower()
-    outside = sorted(NOT_PLAYED.intersection(_WORD.findall(lowered)))
-    if outside:
+    words = [word for word in _SEPARATORS.split(lowered) if word]
+    debugging = next((word for word in words if word[0] in "#$"), None)
+    if debugging is not None:
+        return f"uses {debugging!r}, one of Zork's debugging commands (they record in files)"
+    outside = next((word for word in words if word[:6] in NOT_PLAYED), None)
+    if outside is not None:
         return (
-            f"uses {outside[0]!r}, which writes or reads a file or ends the game: "
-            f"ZorkGame.reset() starts a new game"
+            f"uses {outside!r}, which Zork reads as a command that writes or reads a file "
+            f"or ends the game: ZorkGame.reset() starts a new game"
         )
-    if AGAIN.intersection(_WORD.findall(lowered)):
-        return "repeats the last command (Zork's 'again'): send that command itself"
+    if any(word[:6] in AGAIN for word in words):
+        return "repeats the last line (Zork's 'again' or 'oops'): send the command itself"
     if _JOINS.search(lowered):
         return (
-            "joins several commands (with '.', ',', '\"', 'then' or 'and'), each of which "
-            "Zork would play: one command at a time"
+            "joins several commands (with '.', '\"' or 'then'), each of which Zork would "
+            "play: one command at a time"
         )
     return None
 
 
-def is_plain_command(action: str) -> bool:
-    """Only letters, digits, spaces, apostrophes and hyphens: no sign Zork's parser could
-    read as joining commands (the adapter checks the move counter of any other line)."""
-    return _PLAIN.fullmatch(action.lower()) is not None
+def one_command_by_its_text(action: str) -> bool:
+    """Whether ``action`` is a line the adapter plays and, by its text alone, one command:
+    no "," or "and" either, where only the move counter tells. What an agent whose loop
+    cannot take a refused step back keeps to (the LLM agent's answers, the explorer's
+    actions from memories and the map)."""
+    return command_refusal(action) is None and _MAY_JOIN.search(action.lower()) is None
+
+
+def needs_move_check(action: str) -> bool:
+    """Whether ``ZorkGame.step`` checks the move counter of ``action``: a line with a sign
+    Zork's parser could read as joining commands, or "and"."""
+    lowered = action.lower()
+    return _PLAIN.fullmatch(lowered) is None or _MAY_JOIN.search(lowered) is not None

@@ -33,7 +33,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 from memstore.explorer import Choice, ExplorerAgent, Observation
-from memstore.game_commands import command_refusal
+from memstore.game_commands import one_command_by_its_text
 from memstore.synthesis import classify_llm_exception, describe_exception, loggable_text
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def parse_action(content: object) -> str | None:
     line = " ".join(line.split())
     if not line or len(line) > MAX_ACTION_CHARS or len(line.split()) > MAX_ACTION_WORDS:
         return None
-    return line if _ACTION.match(line) and command_refusal(line) is None else None
+    return line if _ACTION.match(line) and one_command_by_its_text(line) else None
 
 
 def build_agent_messages(

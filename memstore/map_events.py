@@ -280,9 +280,12 @@ def event_for_turn(
 
     ``location_id``/``location_name`` are the room the action was taken in (the context's
     ``location_before`` when it has one). None when the turn says nothing about exits: a
-    death, an unknown location after the action, an empty action, or one that did not
-    move and whose ``response`` is the parser's (``I don't know the word "outside"``: the
-    game did not read it as a direction, so it says nothing of the exit).
+    death, an unknown location after the action, an empty action, or a direction that did
+    not move and whose ``response`` is the parser's (``I don't know the word "outside"``:
+    the game did not read it as a direction, so it says nothing of that exit). Another
+    action the parser refused still fails its connection, if it has one (review S5 D F2:
+    "y", learned as an exit after a restart, answers "There was no verb in that
+    sentence!", and must lose its confidence).
     """
     if ctx.died or ctx.location_after is None:
         return None
@@ -290,12 +293,12 @@ def event_for_turn(
     if not key:
         return None
     before = ctx.location_before if ctx.location_before is not None else location_id
-    if response is not None and before == ctx.location_after:
-        refusal = classify_refusal(response)
-        if refusal is not None and refusal.kind is RefusalKind.PARSER:
-            return None
     name = location_name if before == location_id else ""
     direction = key if key in DIRECTION_ORDER else None
+    if direction is not None and response is not None and before == ctx.location_after:
+        refusal = classify_refusal(response)
+        if refusal is not None and refusal.kind is RefusalKind.PARSER:
+            return None  # (memstore read a direction where Zork read none)
     after = ctx.location_after
     if before != after:
         kind = MOVED

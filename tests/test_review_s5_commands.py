@@ -32,6 +32,10 @@ from memstore.store import MemoryStore
 from tests.fixtures.walkthrough import rom_or_skip
 
 FILE_COMMANDS = ["save", "restore", "script", "unscript", "SAVE", "n. save", "restart", "quit"]
+#: review S5 D F1: Zork reads the first six letters of a word ("restoring" is RESTORE),
+#: and its dictionary has debugging verbs ("#reco" records every later command in a file)
+SIX_LETTERS = ["scripting", "Scripted", "restarting", "restoring", "Restoration",
+               "unscripting", "#reco", "#record", "#comm", "#unre", "#rand 5", "$ve"]  # fmt: skip
 JOINED = [
     "n.e",
     "n. e",
@@ -54,7 +58,7 @@ def game(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ZorkGame]:
         yield opened
 
 
-@pytest.mark.parametrize("action", FILE_COMMANDS)
+@pytest.mark.parametrize("action", FILE_COMMANDS + SIX_LETTERS)
 def test_a_command_that_writes_a_file_or_ends_the_game_is_not_played(
     game: ZorkGame, tmp_path: Path, action: str
 ) -> None:
@@ -103,6 +107,22 @@ def test_one_command_is_played(action: str) -> None:
     assert parse_action(action) == action
 
 
+@pytest.mark.parametrize("action", ["take leaflet and mailbox", "take leaflet, mailbox", "north."])
+def test_one_move_with_and_a_comma_or_a_final_stop_is_played(game: ZorkGame, action: str) -> None:
+    # review S5 D F4: these are one move in Zork, and were refused as several commands;
+    # the move counter tells (a line that played two moves is undone and refused)
+    game.step("open mailbox")
+    step = game.step(action)
+    assert step.after.moves == step.before.moves + 1, step.response
+
+
+def test_the_llm_agent_still_reads_and_or_a_comma_as_two_commands() -> None:
+    """The agent's answer is played by a loop that cannot take a refused step back: it
+    keeps to the lines that are one command by their text."""
+    assert parse_action("take lamp and sword") is None and parse_action("drop lamp, sword") is None
+    assert parse_action("north.") == "north"
+
+
 @pytest.mark.parametrize("answer", [*FILE_COMMANDS, *JOINED, "Q", "> restore"])
 def test_the_llm_agent_reads_such_an_answer_as_no_command(answer: str) -> None:
     assert parse_action(answer) is None
@@ -130,12 +150,12 @@ def test_the_explorer_never_takes_an_action_a_memory_learned_from_a_file_command
     assert "restore" not in explorer.lessons(64).worth
 
 
-@pytest.mark.parametrize("action", ["again", "g", "G"])
+@pytest.mark.parametrize("action", ["again", "g", "G", "oops north"])
 def test_again_is_not_played(game: ZorkGame, action: str) -> None:
     # review S5 C F2: "g" repeats the last command, and the map stored it as an exit of
     # its own ("map route 85 128" answered "g")
     game.step("south")
-    with pytest.raises(GameError, match="repeats the last command"):
+    with pytest.raises(GameError, match="repeats the last"):
         game.step(action)
     assert game.snapshot().moves == 1
 
@@ -163,3 +183,31 @@ def test_a_command_the_parser_does_not_understand_fails_no_exit(store: MemorySto
     kitchen = manager.map.exits(27)
     assert kitchen.pruned == () and kitchen.exits == ()
     assert {"east", "out"} <= set(manager.map.untried_directions(27).directions)
+
+
+def test_an_action_that_is_not_a_direction_still_fails_its_connection_when_not_understood(
+    store: MemoryStore,
+) -> None:
+    """Review S5 D F2: "y" learned as an exit (before the game refused "restart") answers
+    "There was no verb in that sentence!" when tried again: that failure counts, or the
+    bogus exit stays routed for good. Only a direction's parser refusal is passed over."""
+    from memstore.triggers import ZMachineContext
+
+    manager = SimpleMemoryManager(store, episode=1)
+    manager.record_action_outcome(
+        137,
+        "North of House",
+        "y",
+        "West of House",
+        ZMachineContext(location_before=137, location_after=64),
+    )
+    for _ in range(3):
+        manager.record_action_outcome(
+            137,
+            "North of House",
+            "y",
+            "There was no verb in that sentence!",
+            ZMachineContext(location_before=137, location_after=137),
+        )
+    assert manager.flush()
+    assert manager.map.route(137, 64).actions is None
