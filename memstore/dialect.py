@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Boolean, Connection, String, Table, case, literal_column
+from sqlalchemy import BigInteger, Boolean, Connection, String, Table, case, cast, literal_column
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
@@ -132,5 +132,9 @@ def _holds_integer_postgresql(element: holds_integer, compiler: Any, **kw: Any) 
 def one_more(column: Any, most: int) -> Any:
     """``column + 1``, up to ``most``: a count that stops at its bound, for either database
     (SQLite turns an integer past 2**63-1 into a float, which no reader takes back;
-    PostgreSQL refuses it)."""
-    return case((column < literal_column(str(most)), column + literal_column("1")), else_=column)
+    PostgreSQL refuses it). The count is read as an integer first: a value of another kind
+    that SQLite kept (a hand edit's 'two', 2.5) counts from what it casts to (0, 2), so
+    the write mends it rather than return it to a caller that compares it with a number
+    (review S5 D F6); on PostgreSQL the column is one already."""
+    count = cast(column, BigInteger)
+    return case((count < literal_column(str(most)), count + literal_column("1")), else_=count)

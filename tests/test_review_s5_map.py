@@ -65,3 +65,31 @@ def test_a_map_row_of_the_wrong_kind_is_passed_over_and_named_by_check(
     assert "internal error" not in err
     code, out, err = run(capsys, "--db", str(db), "check")
     assert code == 1 and "memstore cannot read them" in out + err, out + err
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_the_next_turns_write_over_a_map_row_of_the_wrong_kind(tmp_path: Path, damage: str) -> None:
+    """Review S5 D F6: the reads passed such a row over, but the next blocked exit's write
+    compared the stored 'two' with a number (TypeError out of flush and every later turn),
+    and a 'many' verifications took the next real move without counting it. The writes now
+    count from what such a value casts to, and name the room again; an action held as a
+    blob stays passed over (``memstore check`` names it) and raises nothing."""
+    db = tmp_path / "m.db"
+    mapped(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(damage).rowcount >= 1
+    conn.close()
+    with MemoryStore.open(db) as store:
+        manager = SimpleMemoryManager(store, episode=2)
+        for before, action, after in [(64, "west", 64), (64, "north", 137), (137, "south", 64)]:
+            manager.record_action_outcome(
+                before,
+                "Room",
+                action,
+                "You can't go that way." if before == after else "Moved.",
+                ZMachineContext(location_before=before, location_after=after),
+            )
+        assert manager.flush()
+        # a count, a turn or a room's name is written over; an action held as a blob is not
+        mended = "action = x'" not in damage
+        assert (manager.map.route(64, 137).actions == ("north",)) is mended
