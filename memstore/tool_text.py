@@ -189,13 +189,13 @@ TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
 
 RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
 ANSWER_MARKER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
-CITED_NUMBER = re.compile(r"#?\s*(\d+)")
-#: on a line that is more than a list of numbers, only the numbers marked "#" are cited
-#: ("none (memory 1 is unrelated)" cites nothing; "#3 (the troll), #7" cites 3 and 7)
-HASH_NUMBER = re.compile(r"#\s*(\d+)")
-#: what a plain list of citations is made of: numbers, "#", ",", ";", ".", "and", spaces
-#: and Markdown's emphasis ("**Relevant memories:** 3, #1")
-_LIST_TOKEN = re.compile(r"#?\s*\d+|[\s,;.*_]+|\band\b", re.IGNORECASE)
+#: a number cited on the "Relevant memories:" line: a whole number on its own, "#" before
+#: it or not; not a part of a word, a decimal, an exponent or a negative number ("2nd",
+#: "1.5", "2e1", "-1" cite nothing)
+CITATION = re.compile(r"(?<![\w.\-])#?\s*(\d+)(?![\w]|[.,]\d)")
+#: a line that says no memory is relevant, whatever numbers follow ("none (memory 1 is
+#: unrelated)": review S5 A finding 11)
+NO_CITATION = re.compile(r"^[\W_]*(?:none|no\b|nothing|n/a)", re.IGNORECASE)
 LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
 
 
@@ -275,8 +275,7 @@ def _read_query_answer(raw: str) -> tuple[list[str], str]:
         relevant = RELEVANT_LINE.match(line)
         if relevant and not in_answer:
             listed = relevant.group(1)
-            numbers = CITED_NUMBER if not _LIST_TOKEN.sub("", listed).strip() else HASH_NUMBER
-            for match in numbers.finditer(listed):
+            for match in () if NO_CITATION.match(listed) else CITATION.finditer(listed):
                 cited.setdefault(match.group(1).lstrip("0") or "0")
             continue
         marker = ANSWER_MARKER.match(line)

@@ -142,13 +142,20 @@ def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_coun
     ("line", "cited"),
     [
         ("none (memory 1 is about the troll, not the lamp)", []),  # finding 11
+        ("No relevant memory (1 is unrelated)", []),
         ("1.5, 2e1", []),
-        ("0, -1, 2", []),
+        ("0, -1, 2", [0, 2]),  # (0 is no memory's: dropped, and said so, when shown)
         ("#3, #7, #12", [3, 7, 12]),
         ("3, 7", [3, 7]),
         ("3 and 7.", [3, 7]),
         ("#3 (the troll), #7", [3, 7]),
         ("None.", []),
+        # review S5 D F5: the first fix cited nothing from these everyday answers
+        ("[1, 2]", [1, 2]),
+        ("Memory 1 and memory 2", [1, 2]),
+        ("1 (the troll), 2", [1, 2]),
+        ("`1`, `2`", [1, 2]),
+        ("#1 (the 2nd troll)", [1]),
     ],
 )
 def test_only_a_list_of_numbers_or_numbers_marked_with_a_hash_are_citations(
