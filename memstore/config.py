@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 import tomllib
 import warnings
@@ -233,6 +234,25 @@ def _pyproject_settings(path: Path | None) -> dict[str, Any]:
     return dict(section)
 
 
+#: a SQLite URL's start, up to the path (``sqlite:///``, ``sqlite+pysqlite:///``)
+_SQLITE_URL = re.compile(r"^(sqlite(?:\+\w+)?:///)(.*)$")
+
+
+def _beside(db: str, folder: Path) -> str:
+    """``db`` as written in the pyproject.toml in ``folder``: a relative file path, or a
+    SQLite URL's, made absolute in ``folder`` (the link's own folder, for a pyproject.toml
+    that is a symbolic link: review S5 D F7); anything else as it is (an absolute path, a
+    ``~`` path, a server URL, an in-memory database, a blank one refused later)."""
+    url = _SQLITE_URL.match(db)
+    start, path = (url.group(1), url.group(2)) if url else ("", db)
+    path, mark, query = path.partition("?") if url else (path, "", "")
+    if url is None and "://" in db:
+        return db
+    if not path.strip() or path[:1] in ("/", "~") or path == ":memory:" or Path(path).is_absolute():
+        return db
+    return f"{start}{folder / path}{mark}{query}"
+
+
 def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConfig:
     """Merge defaults, ``[tool.memstore]``, environment variables and ``overrides``.
 
@@ -244,9 +264,8 @@ def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConf
     found = pyproject or find_pyproject()
     settings: dict[str, Any] = _pyproject_settings(found)
     db = settings.get("db")
-    if found is not None and isinstance(db, str) and "://" not in db and db[:1] != "~":
-        if db.strip() and not Path(db).is_absolute():  # (blank: refused below, as named)
-            settings["db"] = str(found.resolve().parent / db)
+    if found is not None and isinstance(db, str):
+        settings["db"] = _beside(db, Path(os.path.abspath(found)).parent)
     for key, var in ENV_VARS.items():
         value = os.environ.get(var)
         if value and not value.strip():  # set to nothing ("") is unset; blank space is not

@@ -92,7 +92,15 @@ def test_a_relative_db_in_the_pyproject_is_beside_that_pyproject(
 
 
 @pytest.mark.parametrize(
-    "db", ["/abs/memories.db", "sqlite:///relative.db", "postgresql+psycopg://h/zork", "sqlite://"]
+    "db",
+    [
+        "/abs/memories.db",
+        "sqlite:////abs/m.db",
+        "sqlite:///:memory:",
+        "postgresql+psycopg://h/zork",
+        "sqlite://",
+        "~/m.db",
+    ],
 )
 def test_an_absolute_path_or_a_url_in_the_pyproject_is_kept_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str
@@ -111,3 +119,36 @@ def test_a_relative_db_from_the_environment_or_an_argument_follows_the_working_d
     monkeypatch.setenv("MEMSTORE_DB", "from-env.db")
     assert load_config().db == "from-env.db"
     assert load_config(db="given.db").db == "given.db"
+
+
+@pytest.mark.parametrize(
+    ("db", "expected"),
+    [
+        ("sqlite:///data/m.db", "sqlite:///{root}/data/m.db"),
+        ("sqlite+pysqlite:///m.db?timeout=5", "sqlite+pysqlite:///{root}/m.db?timeout=5"),
+    ],
+)
+def test_a_relative_sqlite_url_in_the_pyproject_is_beside_it_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str, expected: str
+) -> None:
+    # review S5 D F7: written as a URL, the path was still from the working directory
+    monkeypatch.delenv("MEMSTORE_DB", raising=False)
+    (tmp_path / "pyproject.toml").write_text(f'[tool.memstore]\ndb = "{db}"\n', encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert load_config().db == expected.format(root=tmp_path.resolve())
+
+
+def test_a_pyproject_that_is_a_symbolic_link_puts_the_db_beside_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review S5 D F7: the path was resolved beside the link's target, outside the project
+    monkeypatch.delenv("MEMSTORE_DB", raising=False)
+    shared = tmp_path / "shared_cfg"
+    shared.mkdir()
+    (shared / "pyproject.toml").write_text('[tool.memstore]\ndb = "data/m.db"\n', encoding="utf-8")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").symlink_to(shared / "pyproject.toml")
+    monkeypatch.chdir(project)
+    assert load_config().db == str(project.resolve() / "data" / "m.db")
