@@ -249,11 +249,22 @@ def refuse_side_file(path: Path) -> None:
     for suffix in SQLITE_SIDE_FILES:
         if path.name.endswith(suffix) and len(path.name) > len(suffix):
             base = path.with_name(path.name[: -len(suffix)])
-            if base.is_file():
+            if base.is_file() and _may_be_sqlite(base):
                 raise NotAMemstoreDatabase(
                     f"{path} is a file SQLite keeps beside the database {base}, not a "
                     f"database: open {base.name} itself; left untouched"
                 )
+
+
+def _may_be_sqlite(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database, or may become one (empty, or unreadable:
+    nothing says it is not); another file has no side files (review S5 D F8)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+    except OSError:
+        return True
+    return not head or head == b"SQLite format 3\x00"
 
 
 def check_writable(target: Target) -> None:

@@ -112,3 +112,14 @@ def test_a_database_s_own_side_file_is_not_opened_as_a_database(
     code, _out, err = run(capsys, "--db", str(side), "db", "upgrade")
     assert code == 1 and "open d.db itself" in err, err
     assert side.exists() == existed
+
+
+def test_a_database_named_like_a_side_file_of_a_file_that_is_no_database_opens(
+    tmp_path: Path,
+) -> None:
+    # review S5 D F8: `notes-journal` was refused beside a shell script named `notes`
+    from memstore.store import MemoryStore
+
+    (tmp_path / "notes").write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+    with MemoryStore.open(tmp_path / "notes-journal") as store:
+        assert store.get_persistent_count() == 0
