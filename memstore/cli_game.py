@@ -130,13 +130,13 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
     def before_export(store: MemoryStore) -> FileState:
         try:
-            return refuse_to_lose_edits(store, out)
+            return refuse_to_lose_edits(store, out, db_arg=args.db)
         except CliError as exc:
             raise CliError(f"the turns played are saved in the database; {exc}") from exc
 
     with MemoryStore.open(config.db, config=config, busy_timeout_s=ctx.args.busy_timeout) as store:
         if not args.force:  # an edited export of this database: refused before playing
-            refuse_to_lose_edits(store, out, final_only=True)
+            refuse_to_lose_edits(store, out, final_only=True, db_arg=args.db)
         try:
             report = run_demo(
                 store,

@@ -92,8 +92,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         )
     with info.open_store(read_only=True) as store:
         if not (args.check or args.force or args.out == stdout):
-            checked = refuse_to_lose_edits(store, args.out)
-        refused = _refusal(store, args.out) if args.check else None
+            checked = refuse_to_lose_edits(store, args.out, db_arg=args.db)
+        refused = _refusal(store, args.out, args.db) if args.check else None
         entries, base = export_snapshot_rows(store)  # plain rows: no model per memory
         notes = _notes_text(store) if args.notes else None
     text = render_memories_md(entries, base)
@@ -136,7 +136,9 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> FileState:
+def refuse_to_lose_edits(
+    store: Any, path: str, *, final_only: bool = False, db_arg: str | None = None
+) -> FileState:
     """Refuse (one CliError line) to replace the Memories.md at ``path`` when it holds
     edits that were not imported (``memstore.export_risk.edits_at_risk``); a missing file
     is fine. With ``final_only`` only an answer that the database's changes cannot alter
@@ -155,17 +157,17 @@ def refuse_to_lose_edits(store: Any, path: str, *, final_only: bool = False) -> 
         text = read_text(path)
     except CliError as exc:
         raise CliError(f"{exc}; cannot tell whether it holds edits: {force}") from exc
-    risk = edits_at_risk(store, path, text)
+    risk = edits_at_risk(store, path, text, db_arg)
     if risk is not None and (risk.final or not final_only):
         raise CliError(risk.message)
     return state
 
 
-def _refusal(store: Any, path: str) -> str | None:
+def _refusal(store: Any, path: str, db_arg: str | None) -> str | None:
     """Why the export would refuse to replace the Memories.md at ``path`` (its edits that
     were not imported), or None: what ``export --check`` advises instead of a refresh."""
     try:
-        refuse_to_lose_edits(store, path)
+        refuse_to_lose_edits(store, path, db_arg=db_arg)
     except CliError as exc:
         return str(exc)
     return None

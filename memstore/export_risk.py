@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ class EditsAtRisk:
     final: bool
 
 
-def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None:
+def edits_at_risk(
+    store: Any, path: str | Path, text: str, db_arg: str | None = None
+) -> EditsAtRisk | None:
     """None when replacing the file ``path`` (whose text is ``text``) with a fresh export
     of ``store`` loses nothing; else what it would lose. Reads the database only.
 
@@ -42,6 +45,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     memories the database learned after it was written. An empty file is not at risk; a
     file that is no Memories.md at all (no ``# Location Memories`` title, no base line, no
     location section) is (``foreign_file``: an export replaces only a file of its kind).
+    ``db_arg``, the ``--db`` the command was given, goes into the import it advises.
     """
     from exporters.parse import parse_memories_md_rows
     from exporters.render import FILE_TITLE
@@ -112,6 +116,7 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
         prune=deletes,
         force=deletes and advised.prune_guard is not None,
         cut=cut,
+        db_arg=db_arg,
     )
     if not with_base:
         return EditsAtRisk(
@@ -132,7 +137,15 @@ def edits_at_risk(store: Any, path: str | Path, text: str) -> EditsAtRisk | None
     )
 
 
-def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool, cut: bool) -> str:
+def _import_advice(
+    path: str | Path,
+    plan: Any,
+    *,
+    prune: bool,
+    force: bool,
+    cut: bool,
+    db_arg: str | None = None,
+) -> str:
     """What to do about a file's edits that were not imported: the import that takes them,
     or ``--force``. A conflict stops a plain ``--apply``, and a problem stops any import
     but ``--skip-invalid``; an import that resolved them by leaving those edits out
@@ -141,9 +154,11 @@ def _import_advice(path: str | Path, plan: Any, *, prune: bool, force: bool, cut
     problem ``--prune`` resolves (a retitle: ``ImportProblem.pruned``) needs no fixing;
     ``force``: ``--prune`` needs ``--force`` too (a guard: more than 10% deleted ...);
     ``cut``: the file does not end with the export's end line and drops whole sections
-    (cut short?); ``plan`` is then the import of the file with its end line put back."""
-    flags = (" --prune" if prune else "") + (" --force" if force else "")
-    command = f"memstore import {path} --apply{flags}"
+    (cut short?); ``plan`` is then the import of the file with its end line put back.
+    ``db_arg``: the command's ``--db``, named in the import (review S5 D F9)."""
+    words = ["memstore", "import", *(("--db", db_arg) if db_arg else ()), str(path), "--apply"]
+    words += ["--prune"] * prune + ["--force"] * force
+    command = shlex.join(words)  # (to paste: the database named, the paths quoted)
     problems = [p for p in plan.problems if not (prune and p.pruned)]
     if plan.conflicts:
         command += " --theirs, to take the file's side of the conflicts"

@@ -164,7 +164,8 @@ def test_export_over_a_cut_file_says_it_may_be_cut(
     assert main(["--db", str(db), "export", "--out", str(out)]) != 0
     said = capsys.readouterr().err
     assert "it does not end with its end line, which memstore writes last: if it was cut " in said
-    assert f"put the end line back at its end, then import it (memstore import {out} " in said
+    advice = f"put the end line back at its end, then import it (memstore import --db {db} {out} "
+    assert advice in said
     assert said.endswith(" --apply --prune)\n")  # (3 of 36 memories: within the 10% guard)
     assert main(["--db", str(db), "export", "--out", str(out), "--force"]) == 0
     assert out.read_text() == text
@@ -264,7 +265,7 @@ def test_export_s_advice_for_a_file_without_its_end_line_keeps_the_ten_percent_g
     assert main(["--db", str(db), "export", "--out", str(out)]) != 0
     said = capsys.readouterr().err
     assert "put the end line back at its end, then import it" in said
-    assert f"(memstore import {out} --apply --prune --force)" in said
+    assert f"(memstore import --db {db} {out} --apply --prune --force)" in said
     out.write_text(text[: section(text, 20)[0]] + f"\n{END_LINE}\n")
     with MemoryStore.open(db) as store:
         guard = import_memories(store, out.read_text(), apply=False, prune=True).prune_guard

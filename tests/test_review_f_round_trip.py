@@ -30,7 +30,7 @@ def test_export_advises_the_import_a_deletion_of_an_agent_s_changed_memory_takes
         assert store.supersede_memory(79, "Kitchen", "Bottle here", mem("Bottle gone"))
     code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out))
     line = one_error_line(err, "1 in conflict with the database")
-    assert code == 1 and f"memstore import {out} --apply --prune --theirs" in line
+    assert code == 1 and f"memstore import --db {db} {out} --apply --prune --theirs" in line
     code, _out, err = run(
         capsys, "--db", str(db), "import", str(out), "--apply", "--prune", "--theirs"
     )

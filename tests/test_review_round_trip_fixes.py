@@ -154,7 +154,9 @@ def test_export_after_an_import_with_ours_names_the_way_out(
 
     assert code == 1
     line = one_error_line(err, str(out), "1 in conflict", "--ours", "--theirs", "--force")
-    assert f"(memstore import {out} --apply)" not in line  # that command fails on a conflict
+    command = f"memstore import --db {db_path} {out} --apply"
+    assert f"({command})" not in line  # that command fails on a conflict
+    assert f"({command} --theirs, to take the file's side" in line
     assert out.read_text(encoding="utf-8") == tentative
     code, _out, err = run(capsys, "--db", str(db_path), "export", "--out", str(out), "--force")
     assert code == 0, err

@@ -123,3 +123,42 @@ def test_a_database_named_like_a_side_file_of_a_file_that_is_no_database_opens(
     (tmp_path / "notes").write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
     with MemoryStore.open(tmp_path / "notes-journal") as store:
         assert store.get_persistent_count() == 0
+
+
+def test_the_import_advice_names_the_database_and_can_be_pasted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # review S5 D F9: "import it first (memstore import Memories.md --apply)" left out
+    # --db: pasted, it imported into a new game_files/memories.db
+    import shlex
+
+    from memstore.models import Memory
+    from memstore.store import MemoryStore
+
+    folder = tmp_path / "my games"
+    folder.mkdir()
+    db, out = folder / "d.db", folder / "Memories file.md"
+    with MemoryStore.open(db) as store:
+        store.add_memory(
+            5,
+            "Kitchen",
+            Memory(
+                category="NOTE",
+                title="Stove",
+                text="Hot.",
+                episode=1,
+                turns="1",
+                persistence="permanent",
+            ),  # fmt: skip
+        )
+    assert run(capsys, "--db", str(db), "export", "--out", str(out))[0] == 0
+    out.write_text(out.read_text(encoding="utf-8").replace("Hot.", "Cold."), encoding="utf-8")
+    for extra in ((), ("--check",)):
+        err = run(capsys, "--db", str(db), "export", "--out", str(out), *extra)[2]
+        advice = err[err.index("import it first (") + len("import it first (") :]
+        command = advice[: advice.index(")")]
+        assert command == shlex.join(["memstore", "import", "--db", str(db), str(out), "--apply"])
+    words = shlex.split(command)
+    assert run(capsys, *words[1:])[0] == 0
+    with MemoryStore.open(db) as store:
+        assert store.memories(5)[0].text == "Cold."

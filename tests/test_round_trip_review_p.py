@@ -302,7 +302,7 @@ def test_export_refusal_counts_a_retitle_once_and_advises_prune_alone(
     line = one_error_line(err, "holds 1 edit(s)", "1 retitled, moved or with new turns")
     assert "deleted" not in line and "with problems" not in line
     assert "fix its problems" not in line
-    assert f"(memstore import {out} --apply --prune)" in line
+    assert f"(memstore import --db {db} {out} --apply --prune)" in line
     code, _printed, err = import_(capsys, db, out, "--apply", "--prune")  # the advice works
     assert code == 0, err
 
@@ -320,7 +320,7 @@ def test_export_refusal_advises_force_when_the_prune_guard_needs_it(
 
     assert code == 1
     line = one_error_line(err, "holds 1 edit(s)")
-    assert f"(memstore import {out} --apply --prune --force)" in line
+    assert f"(memstore import --db {db_path} {out} --apply --prune --force)" in line
     code, _printed, err = import_(capsys, db_path, out, "--apply", "--prune", "--force")
     assert code == 0, err
 
