@@ -158,9 +158,10 @@ def _stop_for_a_dead_model(agent: AgentLike, config: MemstoreConfig) -> None:
     failed = getattr(agent, "failed_in_a_row", 0)
     if failed >= MODEL_FAILURES_IN_A_ROW:
         raise ModelUnavailable(
-            f"the model ({config.model}) failed {failed} turns in a row (the last: "
-            f"{getattr(agent, 'last_failure', None)}): the evaluation stopped; check the model "
-            f"name, its API base and key"
+            f"the model ({config.model}) gave no command memstore plays for {failed} turns in "
+            f"a row (the last failure: {getattr(agent, 'last_failure', None)}): the evaluation "
+            f"stopped; check the model's name, API base and key, or, where its answers were "
+            f"read and refused, what it answers"
         )
 
 
