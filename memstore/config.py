@@ -21,6 +21,7 @@ import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -250,7 +251,11 @@ def _beside(db: str, folder: Path) -> str:
         return db
     if not path.strip() or path[:1] in ("/", "~") or path == ":memory:" or Path(path).is_absolute():
         return db
-    return f"{start}{folder / path}{mark}{query}"
+    if url is None:
+        return str(folder / path)
+    # (a URL's path is read %-decoded and ends at "?": the folder's own name is quoted,
+    # the path as written is the URL's: review S5 E F5)
+    return f"{start}{quote(str(folder), safe='/')}/{path}{mark}{query}"
 
 
 def load_config(pyproject: Path | None = None, **overrides: Any) -> MemstoreConfig:

@@ -11,7 +11,7 @@ from typing import Any
 
 from memstore.export_file import BOM, foreign_file
 
-__all__ = ["EditsAtRisk", "edits_at_risk"]
+__all__ = ["EditsAtRisk", "edits_at_risk", "import_advice"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def edits_at_risk(
         advised = import_memories(
             store, text, apply=False, parsed=replace(parsed, ended=True), prune=True
         )
-    import_it = _import_advice(
+    import_it = import_advice(
         path,
         advised.plan,
         prune=deletes,
@@ -137,7 +137,7 @@ def edits_at_risk(
     )
 
 
-def _import_advice(
+def import_advice(
     path: str | Path,
     plan: Any,
     *,
@@ -156,9 +156,15 @@ def _import_advice(
     ``cut``: the file does not end with the export's end line and drops whole sections
     (cut short?); ``plan`` is then the import of the file with its end line put back.
     ``db_arg``: the command's ``--db``, named in the import (review S5 D F9)."""
-    words = ["memstore", "import", *(("--db", db_arg) if db_arg else ()), str(path), "--apply"]
+    server = db_arg is not None and "://" in db_arg  # (its password is not printed)
+    named: tuple[str, ...] = ()
+    if db_arg and not server:
+        named = (f"--db={db_arg}",) if db_arg.startswith("-") else ("--db", db_arg)
+    words = ["memstore", "import", *named, str(path), "--apply"]
     words += ["--prune"] * prune + ["--force"] * force
     command = shlex.join(words)  # (to paste: the database named, the paths quoted)
+    if server:
+        command += " with the same --db"
     problems = [p for p in plan.problems if not (prune and p.pruned)]
     if plan.conflicts:
         command += " --theirs, to take the file's side of the conflicts"

@@ -16,7 +16,9 @@ import re
 
 __all__ = [
     "AGAIN",
+    "MAX_LINE_BYTES",
     "NOT_PLAYED",
+    "NO_MOVE",
     "command_refusal",
     "needs_move_check",
     "one_command_by_its_text",
@@ -29,6 +31,16 @@ NOT_PLAYED = frozenset({"save", "restor", "script", "unscri", "restar", "quit", 
 #: Zork's AGAIN ("g") and OOPS: the last line once more (OOPS with a word replaced), which
 #: the map would keep as an exit of its own (review S5 C F2, S5 D F3)
 AGAIN = frozenset({"again", "g", "oops"})
+#: the commands that take no move (found by playing every word of Zork I's dictionary
+#: alone at West of House): joined to another by "," or "and", the move counter cannot
+#: tell them (review S5 E F1: "north, superbrief" left superbrief on for the game)
+NO_MOVE = frozenset(
+    {"brief", "super", "superb", "verbos", "score", "versio", "find", "see", "seek", "where",
+     "ask", "talk", "tell"}
+)  # fmt: skip
+#: Jericho sends at most 198 bytes of a line: Zork reads what is left ("savex" cut to
+#: "save": review S5 E F2), so a longer line is refused whole
+MAX_LINE_BYTES = 190
 #: what separates words for Zork's parser (a "." "," or '"' is also a word of its own)
 _SEPARATORS = re.compile(r'[ .,"]+')
 #: what always joins commands: a double quote, "then", or a "." with more after it (a
@@ -47,6 +59,11 @@ def command_refusal(action: str) -> str | None:
     is not refused here: ``ZorkGame.step`` undoes it if it played more than one move."""
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in action):
         return "has a line break or another control character: send one line"
+    if len(action.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
+        return (
+            f"is longer than {MAX_LINE_BYTES} bytes: Jericho cuts a line there, and Zork "
+            f"would read what is left"
+        )
     lowered = action.lower()
     words = [word for word in _SEPARATORS.split(lowered) if word]
     debugging = next((word for word in words if word[0] in "#$"), None)
@@ -60,6 +77,13 @@ def command_refusal(action: str) -> str | None:
         )
     if any(word[:6] in AGAIN for word in words):
         return "repeats the last line (Zork's 'again' or 'oops'): send the command itself"
+    if _MAY_JOIN.search(lowered):
+        still = next((word for word in words if word[:6] in NO_MOVE), None)
+        if still is not None:
+            return (
+                f"joins {still!r}, a command that takes no move, which the move counter "
+                f"cannot tell from one command: one command at a time"
+            )
     if _JOINS.search(lowered):
         return (
             "joins several commands (with '.', '\"' or 'then'), each of which Zork would "
@@ -78,6 +102,7 @@ def one_command_by_its_text(action: str) -> bool:
 
 def needs_move_check(action: str) -> bool:
     """Whether ``ZorkGame.step`` checks the move counter of ``action``: a line with a sign
-    Zork's parser could read as joining commands, or "and"."""
-    lowered = action.lower()
+    Zork's parser could read as joining commands, or "and". A final "." or "," ends the
+    one command ("wait." takes Zork's three moves: review S5 E F8)."""
+    lowered = action.lower().rstrip(" .,")
     return _PLAIN.fullmatch(lowered) is None or _MAY_JOIN.search(lowered) is not None

@@ -92,17 +92,24 @@ TOOLS_NOTE = (
 )
 
 _PREFIX = re.compile(r"^(?:>|command:|action:|answer:)\s*", re.IGNORECASE)
+#: a reasoning model's thoughts before its answer (review S5 E F9: the first line read
+#: was "<think>...", so such a model "failed" every turn)
+_THINKING_END = "</think>"
 _ACTION = re.compile(r"^[a-z0-9][a-z0-9 ,.'-]*$")
 
 
 def parse_action(content: object) -> str | None:
-    """The command in the model's answer: its first non-empty line, without quotes,
+    """The command in the model's answer: its first non-empty line after any
+    ``<think>...</think>`` block, without quotes,
     backticks, a leading ``>`` or "Command:"; None when that is not a short game command
     (empty, too long, more than MAX_ACTION_WORDS words, or other characters), or one the
     game adapter does not play (``memstore.game_commands``: several commands joined, or
     "save", "restore", "restart", "quit", "script")."""
     if not isinstance(content, str):
         return None
+    end = content.lower().rfind(_THINKING_END)  # (a reasoning model's thoughts come first)
+    if end >= 0 and content.lower().lstrip().startswith("<think>"):
+        content = content[end + len(_THINKING_END) :]
     line = next((ln.strip() for ln in content.strip().splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line.strip("`'\" *")).strip("`'\" *").rstrip(".!").lower()
     line = " ".join(line.split())

@@ -189,12 +189,14 @@ TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
 
 RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
 ANSWER_MARKER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
-#: a number cited on the "Relevant memories:" line: a whole number on its own, "#" before
-#: it or not; not a part of a word, a decimal, an exponent or a negative number ("2nd",
-#: "1.5", "2e1", "-1" cite nothing)
-CITATION = re.compile(r"(?<![\w.\-])#?\s*(\d+)(?![\w]|[.,]\d)")
-#: a line that says no memory is relevant, whatever numbers follow ("none (memory 1 is
-#: unrelated)": review S5 A finding 11)
+#: a number cited on the "Relevant memories:" line: a whole number on its own, "#" (and
+#: at most 3 spaces) before it or not; not a part of a word, a decimal, an exponent, a
+#: negative number or a value ("2nd", "1.5", "2e1", "-1", "importance=500" cite nothing;
+#: "1,3" cites both)
+CITATION = re.compile(r"(?<![\w.\-=:])(?:#[ ]{0,3})?(\d+)(?!\w|\.\d)")
+#: what the line says in brackets is no citation ("2 (turn 1)", "#2 (1 of 5)": review S5
+#: E F3), so it is left out first
+_ASIDE = re.compile(r"\([^()]*\)")
 NO_CITATION = re.compile(r"^[\W_]*(?:none|no\b|nothing|n/a)", re.IGNORECASE)
 LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
 
@@ -275,6 +277,7 @@ def _read_query_answer(raw: str) -> tuple[list[str], str]:
         relevant = RELEVANT_LINE.match(line)
         if relevant and not in_answer:
             listed = relevant.group(1)
+            listed = _ASIDE.sub(" ", listed)
             for match in () if NO_CITATION.match(listed) else CITATION.finditer(listed):
                 cited.setdefault(match.group(1).lstrip("0") or "0")
             continue

@@ -152,3 +152,21 @@ def test_a_pyproject_that_is_a_symbolic_link_puts_the_db_beside_the_link(
     (project / "pyproject.toml").symlink_to(shared / "pyproject.toml")
     monkeypatch.chdir(project)
     assert load_config().db == str(project.resolve() / "data" / "m.db")
+
+
+@pytest.mark.parametrize("name", ["q?mark", "pct%41dir", "space dir", "hash#dir"])
+def test_a_relative_sqlite_url_beside_a_folder_with_url_characters_names_that_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # review S5 E F5: the folder went into the URL unquoted ("q?mark" opened a database
+    # named "q" in the parent folder, "pct%41dir" one in a new folder "pctAdir")
+    from memstore.connection import resolve_target
+
+    monkeypatch.delenv("MEMSTORE_DB", raising=False)
+    project = tmp_path / name
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.memstore]\ndb = "sqlite:///data/m.db"\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(project)
+    assert resolve_target(load_config().db).path == project.resolve() / "data" / "m.db"

@@ -156,6 +156,12 @@ def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_coun
         ("1 (the troll), 2", [1, 2]),
         ("`1`, `2`", [1, 2]),
         ("#1 (the 2nd troll)", [1]),
+        # review S5 E F3: the second fix read these wrong
+        ("1,3", [1, 3]),
+        ("[1,3]", [1, 3]),
+        ("2 (turn 1)", [2]),
+        ("#2 (1 of 5)", [2]),
+        ("#4, importance=500", [4]),
     ],
 )
 def test_only_a_list_of_numbers_or_numbers_marked_with_a_hash_are_citations(
@@ -173,3 +179,11 @@ def test_a_long_line_of_digits_is_read_in_linear_time() -> None:
     from memstore.tool_text import parse_query_answer
 
     assert parse_query_answer("Relevant memories: " + "1" * 200_000 + "x\nAnswer: a")[0] == []
+
+
+def test_a_long_run_of_spaces_is_read() -> None:
+    # review S5 E F4: the pattern was quadratic in a run of spaces (100,000 took 69 s;
+    # bench/ has no query benchmark: this run of 200,000 is what would show it again)
+    from memstore.tool_text import parse_query_answer
+
+    assert parse_query_answer("Relevant memories: " + " " * 200_000 + "x\nAnswer: a")[0] == []

@@ -162,3 +162,18 @@ def test_the_import_advice_names_the_database_and_can_be_pasted(
     assert run(capsys, *words[1:])[0] == 0
     with MemoryStore.open(db) as store:
         assert store.memories(5)[0].text == "Cold."
+
+
+def test_the_import_advice_never_prints_a_server_password_and_survives_a_leading_dash() -> None:
+    # review S5 E F6: a PostgreSQL URL's password was printed in clear (the `database:`
+    # line masks it); `--db=-x.db` gave advice that did not parse
+    from types import SimpleNamespace
+
+    from memstore.export_risk import import_advice
+
+    plan = SimpleNamespace(problems=[], conflicts=[])
+    url = "postgresql+psycopg://agent:s3cret@127.0.0.1:5432/zork"
+    said = import_advice("M.md", plan, prune=False, force=False, cut=False, db_arg=url)
+    assert "s3cret" not in said and "memstore import M.md --apply with the same --db" in said
+    said = import_advice("M.md", plan, prune=False, force=False, cut=False, db_arg="-x.db")
+    assert "(memstore import --db=-x.db M.md --apply)" in said

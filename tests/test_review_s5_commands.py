@@ -211,3 +211,35 @@ def test_an_action_that_is_not_a_direction_still_fails_its_connection_when_not_u
         )
     assert manager.flush()
     assert manager.map.route(137, 64).actions is None
+
+
+@pytest.mark.parametrize("action", ["north, superbrief", "north and score", "n, verbose"])
+def test_a_join_with_a_command_that_takes_no_move_is_not_played(
+    game: ZorkGame, action: str
+) -> None:
+    # review S5 E F1: the second command took no move, so the counter showed one, and
+    # superbrief stayed on for the rest of the game
+    with pytest.raises(GameError, match="takes no move"):
+        game.step(action)
+    assert game.snapshot().moves == 0
+
+
+def test_a_line_jericho_would_cut_is_not_played(game: ZorkGame, tmp_path: Path) -> None:
+    # review S5 E F2: Jericho cuts a line at 198 bytes, and Zork read "savex" cut to "save"
+    with pytest.raises(GameError, match="longer than"):
+        game.step(" " * 194 + "savex")
+    assert list(tmp_path.iterdir()) == [] and game.snapshot().moves == 0
+
+
+@pytest.mark.parametrize("action", ["wait.", "z.", "wait,"])
+def test_a_final_stop_or_comma_is_one_command_however_many_moves_it_takes(
+    game: ZorkGame, action: str
+) -> None:
+    # review S5 E F8: "wait." was refused as "played 3 moves" (Zork's wait takes three)
+    assert game.step(action).after.moves == 3
+
+
+def test_the_llm_agent_reads_the_command_after_a_think_block() -> None:
+    # review S5 E F9: only the first line was read, so such a model "failed" every turn
+    assert parse_action("<think>The door is shut.\nBetter go round.</think>\nnorth") == "north"
+    assert parse_action("<think>no end") is None
