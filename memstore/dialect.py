@@ -135,6 +135,8 @@ def one_more(column: Any, most: int) -> Any:
     PostgreSQL refuses it). The count is read as an integer first: a value of another kind
     that SQLite kept (a hand edit's 'two', 2.5) counts from what it casts to (0, 2), so
     the write mends it rather than return it to a caller that compares it with a number
-    (review S5 D F6); on PostgreSQL the column is one already."""
+    (review S5 D F6), and one past ``most`` (1e300) is written back as ``most`` (S5 E F7);
+    on PostgreSQL the column is one already."""
     count = cast(column, BigInteger)
-    return case((count < literal_column(str(most)), count + literal_column("1")), else_=count)
+    bound = literal_column(str(most))  # (and a count past it, 1e300 cast: back to it)
+    return case((count < bound, count + literal_column("1")), else_=bound)

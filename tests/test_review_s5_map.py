@@ -93,3 +93,31 @@ def test_the_next_turns_write_over_a_map_row_of_the_wrong_kind(tmp_path: Path, d
         # a count, a turn or a room's name is written over; an action held as a blob is not
         mended = "action = x'" not in damage
         assert (manager.map.route(64, 137).actions == ("north",)) is mended
+
+
+def test_a_count_past_the_largest_is_written_back_as_the_largest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # review S5 E F7: 1e300 was cast to 2**63-1 by the next write: `check` then said ok,
+    # and the map's own export could not be imported back
+    from memstore.map_events import COUNT_MAX
+
+    db = tmp_path / "m.db"
+    mapped(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("UPDATE map_exit_failures SET count = 1e300").rowcount == 1
+    conn.close()
+    with MemoryStore.open(db) as store:
+        manager = SimpleMemoryManager(store, episode=2)
+        manager.record_action_outcome(
+            64, "Room", "west", "You can't go that way.",
+            ZMachineContext(location_before=64, location_after=64),
+        )  # fmt: skip
+        assert manager.flush()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count FROM map_exit_failures").fetchall() == [(COUNT_MAX,)]
+    conn.close()
+    out = tmp_path / "map.json"
+    assert run(capsys, "--db", str(db), "map", "export-json", str(out))[0] == 0
+    again = tmp_path / "again.db"
+    assert run(capsys, "--db", str(again), "map", "import-json", str(out))[0] == 0
