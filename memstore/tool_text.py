@@ -197,7 +197,7 @@ CITATION = re.compile(r"(?<![\w.\-=:])(?:#[ ]{0,3})?(\d+)(?!\w|\.\d)")
 #: what the line says in brackets is no citation ("2 (turn 1)", "#2 (1 of 5)": review S5
 #: E F3), so it is left out first
 _ASIDE = re.compile(r"\([^()]*\)")
-NO_CITATION = re.compile(r"^[\W_]*(?:none|no\b|nothing|n/a)", re.IGNORECASE)
+NO_CITATION = re.compile(r"^[\W_]*(?:none|no\b(?![.\s#]*\d)|nothing|n/a)", re.IGNORECASE)
 LOCATION_NUMBER = re.compile(r"^#?\s*(\d+)$")
 
 

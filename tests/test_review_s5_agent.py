@@ -162,6 +162,7 @@ def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_coun
         ("2 (turn 1)", [2]),
         ("#2 (1 of 5)", [2]),
         ("#4, importance=500", [4]),
+        ("No. 2 and No. 4", [2, 4]),
     ],
 )
 def test_only_a_list_of_numbers_or_numbers_marked_with_a_hash_are_citations(
