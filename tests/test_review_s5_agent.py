@@ -71,7 +71,13 @@ def game() -> Iterator[ZorkGame]:
         yield running
 
 
-@pytest.mark.parametrize("tools", [False, True])
+#: an agent with tools builds its toolkit's query model through litellm, whose import
+#: alone takes 2.4 s: those runs are ``slow`` (the everyday loop never imports litellm)
+TOOLS = [False, pytest.param(True, marks=pytest.mark.slow)]
+
+
+@pytest.mark.slow  # (it starts the game)
+@pytest.mark.parametrize("tools", TOOLS)
 @pytest.mark.parametrize("name", list(REPLIES))
 def test_a_reply_the_agent_cannot_read_is_a_counted_failure_never_raised(
     store: MemoryStore, game: ZorkGame, name: str, tools: bool
@@ -91,6 +97,7 @@ def test_a_reply_the_agent_cannot_read_is_a_counted_failure_never_raised(
     assert agent.choose(observe(game, game.snapshot(), "")).action == "north"
 
 
+@pytest.mark.slow
 def test_tool_calls_that_raise_are_a_counted_failure(store: MemoryStore, game: ZorkGame) -> None:
     agent = LLMAgent(
         MemstoreConfig(model="fake/x", timeout=5.0),
@@ -104,7 +111,8 @@ def test_tool_calls_that_raise_are_a_counted_failure(store: MemoryStore, game: Z
     assert agent.stats()["failures"] == {"malformed": 1}
 
 
-@pytest.mark.parametrize("tools", [False, True])
+@pytest.mark.slow  # (it starts the game)
+@pytest.mark.parametrize("tools", TOOLS)
 def test_a_str_subclass_is_read_as_the_text_it_holds(
     store: MemoryStore, game: ZorkGame, tools: bool
 ) -> None:
@@ -120,6 +128,7 @@ def test_a_str_subclass_is_read_as_the_text_it_holds(
     assert agent.stats()["failures"] == {}
 
 
+@pytest.mark.slow
 def test_tool_arguments_that_are_neither_text_nor_a_mapping_are_refused_and_counted(
     store: MemoryStore, game: ZorkGame
 ) -> None:

@@ -58,6 +58,7 @@ def game(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ZorkGame]:
         yield opened
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", FILE_COMMANDS + SIX_LETTERS)
 def test_a_command_that_writes_a_file_or_ends_the_game_is_not_played(
     game: ZorkGame, tmp_path: Path, action: str
@@ -72,6 +73,7 @@ def test_a_command_that_writes_a_file_or_ends_the_game_is_not_played(
     assert game.step("take leaflet").response.startswith("Taken")
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", JOINED)
 def test_several_commands_in_one_line_are_not_played(game: ZorkGame, action: str) -> None:
     before = game.snapshot()
@@ -81,12 +83,14 @@ def test_several_commands_in_one_line_are_not_played(game: ZorkGame, action: str
     assert game.step("north").after.location_name == "North of House"
 
 
+@pytest.mark.slow  # (it starts the game)
 def test_a_line_break_is_not_sent_to_the_game(game: ZorkGame) -> None:
     with pytest.raises(GameError, match="line break"):
         game.step("north\nsave")
     assert game.snapshot().moves == 0
 
 
+@pytest.mark.slow  # (it starts the game)
 def test_a_line_the_text_rule_passes_but_that_plays_two_moves_is_undone(
     game: ZorkGame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,6 +111,7 @@ def test_one_command_is_played(action: str) -> None:
     assert parse_action(action) == action
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", ["take leaflet and mailbox", "take leaflet, mailbox", "north."])
 def test_one_move_with_and_a_comma_or_a_final_stop_is_played(game: ZorkGame, action: str) -> None:
     # review S5 D F4: these are one move in Zork, and were refused as several commands;
@@ -150,6 +155,7 @@ def test_the_explorer_never_takes_an_action_a_memory_learned_from_a_file_command
     assert "restore" not in explorer.lessons(64).worth
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", ["again", "g", "G", "oops north"])
 def test_again_is_not_played(game: ZorkGame, action: str) -> None:
     # review S5 C F2: "g" repeats the last command, and the map stored it as an exit of
@@ -160,6 +166,7 @@ def test_again_is_not_played(game: ZorkGame, action: str) -> None:
     assert game.snapshot().moves == 1
 
 
+@pytest.mark.slow  # (it starts the game)
 def test_a_command_the_parser_does_not_understand_fails_no_exit(store: MemoryStore) -> None:
     """Review S5 C F1: memstore reads "outside" as "out" and "head east" as "east", which
     Zork I does not know: three of each in the Kitchen pruned its real "east" and "out"
@@ -213,6 +220,7 @@ def test_an_action_that_is_not_a_direction_still_fails_its_connection_when_not_u
     assert manager.map.route(137, 64).actions is None
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", ["north, superbrief", "north and score", "n, verbose"])
 def test_a_join_with_a_command_that_takes_no_move_is_not_played(
     game: ZorkGame, action: str
@@ -224,6 +232,7 @@ def test_a_join_with_a_command_that_takes_no_move_is_not_played(
     assert game.snapshot().moves == 0
 
 
+@pytest.mark.slow  # (it starts the game)
 def test_a_line_jericho_would_cut_is_not_played(game: ZorkGame, tmp_path: Path) -> None:
     # review S5 E F2: Jericho cuts a line at 198 bytes, and Zork read "savex" cut to "save"
     with pytest.raises(GameError, match="longer than"):
@@ -231,6 +240,7 @@ def test_a_line_jericho_would_cut_is_not_played(game: ZorkGame, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == [] and game.snapshot().moves == 0
 
 
+@pytest.mark.slow  # (it starts the game)
 @pytest.mark.parametrize("action", ["wait.", "z.", "wait,"])
 def test_a_final_stop_or_comma_is_one_command_however_many_moves_it_takes(
     game: ZorkGame, action: str
@@ -243,3 +253,30 @@ def test_the_llm_agent_reads_the_command_after_a_think_block() -> None:
     # review S5 E F9: only the first line was read, so such a model "failed" every turn
     assert parse_action("<think>The door is shut.\nBetter go round.</think>\nnorth") == "north"
     assert parse_action("<think>no end") is None
+
+
+@pytest.mark.parametrize(
+    "action",
+    [*FILE_COMMANDS, *SIX_LETTERS, "again", "oops north", "n. e", 'n "e', "n then e",
+     "north, superbrief", "north and score", " " * 194 + "savex", "north\nsave"],
+)  # fmt: skip
+def test_the_rule_refuses_by_the_text_alone(action: str) -> None:
+    """The everyday loop's check of the rule ``ZorkGame.step`` applies (the tests above
+    play the game: ``slow``)."""
+    assert command_refusal(action) is not None
+
+
+@pytest.mark.parametrize(
+    ("action", "checked"),
+    [
+        ("take lamp and sword", True),
+        ("drop lamp, sword", True),
+        ("wait.", False),
+        ("north.", False),
+    ],
+)
+def test_the_rule_leaves_a_join_the_move_counter_tells_to_it(action: str, checked: bool) -> None:
+    from memstore.game_commands import needs_move_check
+
+    assert command_refusal(action) is None
+    assert needs_move_check(action) is checked
