@@ -160,14 +160,17 @@ def import_advice(
     named: tuple[str, ...] = ()
     if db_arg and not server:
         named = (f"--db={db_arg}",) if db_arg.startswith("-") else ("--db", db_arg)
-    words = ["memstore", "import", *named, str(path), "--apply"]
-    words += ["--prune"] * prune + ["--force"] * force
+    flags = ["--apply", *["--prune"] * prune, *["--force"] * force]
+    flags += ["--theirs"] * bool(plan.conflicts)
+    # (a file named like an option goes after "--", the options before it)
+    file = ["--", str(path)] if str(path).startswith("-") else [str(path)]
+    words = ["memstore", "import", *named, *(flags + file if file[0] == "--" else file + flags)]
     command = shlex.join(words)  # (to paste: the database named, the paths quoted)
     if server:
         command += " with the same --db"
     problems = [p for p in plan.problems if not (prune and p.pruned)]
     if plan.conflicts:
-        command += " --theirs, to take the file's side of the conflicts"
+        command += ", to take the file's side of the conflicts"
     if problems:
         command = f"fix its problems, then {command}"
     if cut:

@@ -107,8 +107,8 @@ def parse_action(content: object) -> str | None:
     "save", "restore", "restart", "quit", "script")."""
     if not isinstance(content, str):
         return None
-    end = content.lower().rfind(_THINKING_END)  # (a reasoning model's thoughts come first)
-    if end >= 0 and content.lower().lstrip().startswith("<think>"):
+    end = content.lower().rfind(_THINKING_END)  # (a reasoning model's thoughts come first,
+    if end >= 0:  # and its chat template may have sent the "<think>" that opens them)
         content = content[end + len(_THINKING_END) :]
     line = next((ln.strip() for ln in content.strip().splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line.strip("`'\" *")).strip("`'\" *").rstrip(".!").lower()

@@ -187,8 +187,9 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 
 TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
 
-RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)\s*:(.*)$", re.IGNORECASE)
-ANSWER_MARKER = re.compile(r"^\W*answer\s*:[\s*_]*", re.IGNORECASE)
+#: (Markdown's emphasis may close before the colon: "**Relevant memories**: 1, 3")
+RELEVANT_LINE = re.compile(r"^\W*relevant\s+memor(?:y|ies)[\s*_]*:(.*)$", re.IGNORECASE)
+ANSWER_MARKER = re.compile(r"^\W*answer[\s*_]*:[\s*_]*", re.IGNORECASE)
 #: a number cited on the "Relevant memories:" line: a whole number on its own, "#" (and
 #: at most 3 spaces) before it or not; not a part of a word, a decimal, an exponent, a
 #: negative number or a value ("2nd", "1.5", "2e1", "-1", "importance=500" cite nothing;

@@ -197,3 +197,20 @@ def test_a_long_run_of_spaces_is_read() -> None:
     from memstore.tool_text import parse_query_answer
 
     assert parse_query_answer("Relevant memories: " + " " * 200_000 + "x\nAnswer: a")[0] == []
+
+
+def test_a_reasoning_model_s_thoughts_without_their_opening_tag_are_passed_over() -> None:
+    # review S5 F F1: a chat template sends "<think>", the model only "</think>"
+    from memstore.llm_agent import parse_action
+
+    assert parse_action("The player should go north\n</think>\n\nopen mailbox") == "open mailbox"
+
+
+def test_markdown_bold_around_the_labels_is_read() -> None:
+    # review S5 F F2: "**Relevant memories**: 1, 3" cited nothing
+    from memstore.tool_text import parse_query_answer
+
+    assert parse_query_answer("**Relevant memories**: 1, 3\n**Answer**: the lamp.") == (
+        [1, 3],
+        "the lamp.",
+    )

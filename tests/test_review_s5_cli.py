@@ -177,3 +177,22 @@ def test_the_import_advice_never_prints_a_server_password_and_survives_a_leading
     assert "s3cret" not in said and "memstore import M.md --apply with the same --db" in said
     said = import_advice("M.md", plan, prune=False, force=False, cut=False, db_arg="-x.db")
     assert "(memstore import --db=-x.db M.md --apply)" in said
+
+
+def test_the_import_advice_for_a_file_named_like_an_option_can_be_pasted() -> None:
+    # review S5 F F4: `memstore import --db my.db -notes.md --apply` read -notes.md as an
+    # option; with a server, "with the same --db" came between the flags
+    import shlex
+    from types import SimpleNamespace
+
+    from memstore.export_risk import import_advice
+
+    plan = SimpleNamespace(problems=[], conflicts=[object()])
+    said = import_advice("-notes.md", plan, prune=True, force=False, cut=False, db_arg="my.db")
+    command = said[said.index("(") + 1 : said.index(", to take")]
+    assert shlex.split(command) == [
+        "memstore", "import", "--db", "my.db", "--apply", "--prune", "--theirs", "--", "-notes.md"
+    ]  # fmt: skip
+    url = "postgresql+psycopg://agent:pw@h/zork"
+    said = import_advice("M.md", plan, prune=False, force=False, cut=False, db_arg=url)
+    assert "(memstore import M.md --apply --theirs with the same --db, to take the file" in said
