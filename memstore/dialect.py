@@ -138,5 +138,5 @@ def one_more(column: Any, most: int) -> Any:
     (review S5 D F6), and one past ``most`` (1e300) is written back as ``most`` (S5 E F7);
     on PostgreSQL the column is one already."""
     count = cast(column, BigInteger)
-    bound = literal_column(str(most))  # (and a count past it, 1e300 cast: back to it)
+    bound: Any = literal_column(str(most))  # (and a count past it, 1e300 cast: back to it)
     return case((count < bound, count + literal_column("1")), else_=bound)
