@@ -49,29 +49,24 @@ def test_the_upgrade_advice_for_a_file_can_be_pasted_into_a_shell(
     assert f"run `memstore --db '{db}' db upgrade`" in err, err
 
 
+def edited_export(capsys: pytest.CaptureFixture[str], db: Path, out: Path) -> None:
+    """``db`` with one memory, exported to ``out``, and its text edited there (not imported)."""
+    from memstore.store import MemoryStore
+    from tests.conftest import note
+
+    with MemoryStore.open(db) as store:
+        store.add_memory(5, "Kitchen", note("Stove", text="Hot."))
+    assert run(capsys, "--db", str(db), "export", "--out", str(out))[0] == 0
+    out.write_text(out.read_text(encoding="utf-8").replace("Hot.", "Cold."), encoding="utf-8")
+
+
 def test_export_check_of_a_file_with_edits_not_imported_advises_importing_them(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     # review S5 B F4: the advice was the refresh command, which then refused the file
-    from memstore.models import Memory
-    from memstore.store import MemoryStore
 
     db, out = tmp_path / "d.db", tmp_path / "M.md"
-    with MemoryStore.open(db) as store:
-        store.add_memory(
-            5,
-            "Kitchen",
-            Memory(
-                category="NOTE",
-                title="Stove",
-                text="Hot.",
-                episode=1,
-                turns="1",
-                persistence="permanent",
-            ),  # fmt: skip
-        )
-    assert run(capsys, "--db", str(db), "export", "--out", str(out))[0] == 0
-    out.write_text(out.read_text(encoding="utf-8").replace("Hot.", "Cold."), encoding="utf-8")
+    edited_export(capsys, db, out)
     code, _out, err = run(capsys, "--db", str(db), "export", "--out", str(out), "--check")
     assert code == 1
     last = err.strip().splitlines()[-1]
@@ -132,27 +127,12 @@ def test_the_import_advice_names_the_database_and_can_be_pasted(
     # --db: pasted, it imported into a new game_files/memories.db
     import shlex
 
-    from memstore.models import Memory
     from memstore.store import MemoryStore
 
     folder = tmp_path / "my games"
     folder.mkdir()
     db, out = folder / "d.db", folder / "Memories file.md"
-    with MemoryStore.open(db) as store:
-        store.add_memory(
-            5,
-            "Kitchen",
-            Memory(
-                category="NOTE",
-                title="Stove",
-                text="Hot.",
-                episode=1,
-                turns="1",
-                persistence="permanent",
-            ),  # fmt: skip
-        )
-    assert run(capsys, "--db", str(db), "export", "--out", str(out))[0] == 0
-    out.write_text(out.read_text(encoding="utf-8").replace("Hot.", "Cold."), encoding="utf-8")
+    edited_export(capsys, db, out)
     for extra in ((), ("--check",)):
         err = run(capsys, "--db", str(db), "export", "--out", str(out), *extra)[2]
         advice = err[err.index("import it first (") + len("import it first (") :]

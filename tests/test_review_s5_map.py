@@ -45,15 +45,21 @@ def mapped(db: Path) -> None:
     manager.store.close()
 
 
-@pytest.mark.parametrize("damage", DAMAGE)
-def test_a_map_row_of_the_wrong_kind_is_passed_over_and_named_by_check(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, damage: str
-) -> None:
+def damaged(tmp_path: Path, damage: str) -> Path:
+    """A mapped database with ``damage`` done to it by hand (through sqlite3)."""
     db = tmp_path / "m.db"
     mapped(db)
     with sqlite3.connect(db) as conn:
         assert conn.execute(damage).rowcount >= 1
     conn.close()
+    return db
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_map_row_of_the_wrong_kind_is_passed_over_and_named_by_check(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, damage: str
+) -> None:
+    db = damaged(tmp_path, damage)
     with MemoryStore.open(db) as store:
         manager = SimpleMemoryManager(store)
         for room in (64, 137):
@@ -74,11 +80,7 @@ def test_the_next_turns_write_over_a_map_row_of_the_wrong_kind(tmp_path: Path, d
     and a 'many' verifications took the next real move without counting it. The writes now
     count from what such a value casts to, and name the room again; an action held as a
     blob stays passed over (``memstore check`` names it) and raises nothing."""
-    db = tmp_path / "m.db"
-    mapped(db)
-    with sqlite3.connect(db) as conn:
-        assert conn.execute(damage).rowcount >= 1
-    conn.close()
+    db = damaged(tmp_path, damage)
     with MemoryStore.open(db) as store:
         manager = SimpleMemoryManager(store, episode=2)
         for before, action, after in [(64, "west", 64), (64, "north", 137), (137, "south", 64)]:
@@ -102,11 +104,7 @@ def test_a_count_past_the_largest_is_written_back_as_the_largest(
     # and the map's own export could not be imported back
     from memstore.map_events import COUNT_MAX
 
-    db = tmp_path / "m.db"
-    mapped(db)
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("UPDATE map_exit_failures SET count = 1e300").rowcount == 1
-    conn.close()
+    db = damaged(tmp_path, "UPDATE map_exit_failures SET count = 1e300")
     with MemoryStore.open(db) as store:
         manager = SimpleMemoryManager(store, episode=2)
         manager.record_action_outcome(
