@@ -37,6 +37,8 @@ _EXPORTS = {
     "Memory": "memstore.models",
     "Persistence": "memstore.models",
     "Status": "memstore.models",
+    "MemoryStatus": "memstore.models",
+    "MemoryStatusType": "memstore.models",
     "AppliedSynthesis": "memstore.store",
     "MemoryStore": "memstore.store",
     "SupersedeOutcome": "memstore.store",

@@ -11,9 +11,10 @@ but reads, de-duplication and statistics cover every session, so a new run remem
 earlier runs flagged.
 
 De-duplication (the spec's ``_is_similar``): two texts are the same memory when, after
-lower-casing and collapsing runs of whitespace, they are equal, or one contains the other and
-the shorter is at least 80% as long as the longer. A near-duplicate is not stored again; it
-only raises the stored importance when its own is higher.
+lower-casing and collapsing runs of whitespace, they are equal, or one contains the other
+and the shorter is more than 80% as long as the longer (the spec's ``> 0.8``). A
+near-duplicate is not stored again; it only raises the stored importance when its own is
+higher.
 
 Where duplicates are looked for, so that adding costs the same at 10 or 10,000 memories:
 
@@ -106,7 +107,7 @@ def normalise(text: str) -> str:
 
 def is_similar(text1: str, text2: str) -> bool:
     """The spec's ``_is_similar``: equal after ``normalise``, or one contains the other and
-    the shorter is at least ``SIMILARITY_THRESHOLD`` of the longer's length."""
+    the shorter is more than ``SIMILARITY_THRESHOLD`` of the longer's length."""
     return _similar_keys(normalise(text1), normalise(text2))
 
 
@@ -117,7 +118,7 @@ def _similar_keys(t1: str, t2: str) -> bool:
     shorter, longer = (t1, t2) if len(t1) <= len(t2) else (t2, t1)
     if not shorter:
         return False
-    return shorter in longer and len(shorter) / len(longer) >= SIMILARITY_THRESHOLD
+    return shorter in longer and len(shorter) / len(longer) > SIMILARITY_THRESHOLD
 
 
 def _shared_start(key: str) -> tuple[str, str]:

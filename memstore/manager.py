@@ -180,6 +180,11 @@ class SimpleMemoryManager(ManagerReads):
             buffer.answered()
         log.info("episode %s ended: %d ephemeral memories dropped", ended, dropped)
 
+    def reset(self) -> None:
+        """Spec 004's manager lifecycle name ("Reset manager state for new episode"):
+        ``reset_episode``."""
+        self.reset_episode()
+
     def flush(self) -> bool:
         """Write buffered bookkeeping: visits, no-op decisions, turn records, map events,
         and the syntheses the database refused before (``get_status()["syntheses_waiting"]``).
@@ -273,7 +278,7 @@ class SimpleMemoryManager(ManagerReads):
 
     def record_action_outcome(
         self,
-        location_id: int,
+        location_id: int | None,
         location_name: str,
         action: str,
         response: str,
@@ -292,6 +297,10 @@ class SimpleMemoryManager(ManagerReads):
         none. Returns what was
         written, or None when nothing was (no trigger, nothing worth keeping, or a failure,
         which is logged and counted, never raised).
+
+        A ``location_id`` of None (spec 004's orchestrator passes it when Jericho gives no
+        location object) is a turn with no place to remember it at: counted
+        (``get_status()["turns_without_location"]``, logged once), nothing else done, None.
 
         A bad argument is the caller's mistake and raises at once, before the turn is
         counted or anything recorded: TypeError for a wrong type, ValueError (pydantic's
@@ -330,6 +339,12 @@ class SimpleMemoryManager(ManagerReads):
         the map.
         """
         started = time.perf_counter()
+        if location_id is None:  # spec 004's orchestrator: no location object this turn
+            self.turn += 1
+            self.counters["turns_without_location"] += 1
+            if self.counters["turns_without_location"] == 1:
+                log.warning("record_action_outcome: location_id None: turn not judged (counted)")
+            return None
         check_location_id(location_id)
         action = plain_str("action", action)
         response = plain_str("response", response)

@@ -34,7 +34,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memstore.errors import DatabaseUnavailable, StoreBusy, refusal_counter
-from memstore.models import Memory, check_location_id, check_location_name, plain_str
+from memstore.models import (
+    Memory,
+    Persistence,
+    check_location_id,
+    check_location_name,
+    plain_str,
+)
 from memstore.rows import SupersedeOutcome, check_memory, check_reason, titles_of
 
 if TYPE_CHECKING:
@@ -97,6 +103,12 @@ class SpecMemoryApi:
             runner.number_episodes()
         return not buffer.unnumbered
 
+    def _session_only(self, memory: Memory) -> bool:
+        """Whether writing ``memory`` needs nothing of the file: an ephemeral memory (spec
+        002: "never touch disk") is written at once in a busy stretch too (review S6 A F7),
+        ahead of what waits (a waiting memory of its title then finds it there)."""
+        return memory.persistence is Persistence.EPHEMERAL and self._synthesis.buffer.busy
+
     def _stored_episode_of(self, memory: Memory) -> Memory:
         """``memory`` with the number its episode is stored under: a caller that read
         ``episode`` during a busy stretch holds a provisional number, never stored."""
@@ -111,7 +123,7 @@ class SpecMemoryApi:
         check_location_id(location_id)  # a caller's mistake raises, busy or not
         location_name = check_location_name(location_name)
         check_memory(memory)
-        if not self._ready():
+        if not self._session_only(memory) and not self._ready():
             return False
         try:
             return self.store.add_memory(
@@ -130,7 +142,7 @@ class SpecMemoryApi:
         location_name = check_location_name(location_name)
         old_memory_title = plain_str("old_memory_title", old_memory_title)
         check_memory(new_memory)
-        if not self._ready():
+        if not self._session_only(new_memory) and not self._ready():
             return SupersedeOutcome.STORE_BUSY
         try:
             return self.store.supersede_memory(

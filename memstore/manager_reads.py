@@ -28,6 +28,12 @@ __all__ = ["MAP_RECHECK_S", "ManagerReads"]
 MAP_RECHECK_S = 0.05
 
 
+#: ``get_status()["state"]``'s keys (spec 004's lifecycle: what the manager is at); the
+#: others but "type" are its ``"metrics"``
+STATUS_STATE_KEYS = ("mode", "model", "episode", "turn")
+_NOT_METRICS = frozenset({"type", *STATUS_STATE_KEYS})
+
+
 class ManagerReads(SpecMemoryApi):
     """The manager's reads and status (see the module's docstring)."""
 
@@ -92,8 +98,9 @@ class ManagerReads(SpecMemoryApi):
         view.memo[location_id] = (room, text, combined)
         return combined
 
-    def get_location_memory(self, location_id: int) -> str:
+    def get_location_memory(self, location_id: int | None) -> str:
         """What the agent should read at this location (see MemoryStore.get_location_memory),
+        "" for a ``location_id`` of None (no location object: spec 004's orchestrator),
         and, when ``map_exits_line`` is on, one line of the room's known exits and untried
         directions (memstore.map_graph.exits_line) within the same token budget.
 
@@ -107,7 +114,9 @@ class ManagerReads(SpecMemoryApi):
         """
         started = time.perf_counter()
         buffer = self._synthesis.buffer
-        if buffer.unavailable is not None and not buffer.may_read():
+        if location_id is None:  # no location object this turn (spec 004's orchestrator)
+            text = ""
+        elif buffer.unavailable is not None and not buffer.may_read():
             text = ""  # the server is gone: not asked before the backoff is over
         else:
             try:
@@ -134,7 +143,7 @@ class ManagerReads(SpecMemoryApi):
         raised."""
         episode = self._episode
         database = self._database_status()
-        return {
+        status = {
             "type": "SimpleMemoryManager",
             "mode": self.mode,
             "model": self.model,
@@ -161,11 +170,18 @@ class ManagerReads(SpecMemoryApi):
             "store_busy": self.counters["store_busy"],
             # keys of a plain z_machine_context dict that memstore does not read
             "context_keys_ignored": self.counters["context_keys_ignored"],
+            # record_action_outcome calls with no location (location_id None)
+            "turns_without_location": self.counters["turns_without_location"],
             **self._synthesis.buffer.status(self._pending),
             "tokens": dict(self.tokens),
             "cost_usd": self.cost_usd,
             **database,
         }
+        # spec 004's lifecycle shape, beside the flat keys: what the manager is at, and
+        # what it counted
+        state = {key: status[key] for key in STATUS_STATE_KEYS}
+        metrics = {key: value for key, value in status.items() if key not in _NOT_METRICS}
+        return {**status, "state": state, "metrics": metrics}
 
     def _database_status(self) -> dict[str, Any]:
         """``get_status``'s entries from the database (None in an outage)."""

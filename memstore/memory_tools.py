@@ -49,6 +49,7 @@ from memstore.errors import (
     refusal_counter,
 )
 from memstore.flagged import FlaggedMemories, FlaggedMemory
+from memstore.flagged_input import one_argument, read_note
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
@@ -190,32 +191,43 @@ class MemoryToolkit:
         self,
         content: str,
         importance: int,
-        turn: int,
-        location_id: int | None,
-        location_name: str,
+        turn: int | None = None,
+        location_id: int | None = None,
+        location_name: str | None = None,
         score: int | None = None,
         moves: int | None = None,
         episode: int = 1,
+        *,
+        turn_number: int | None = None,
+        location: str | None = None,
     ) -> bool:
         """Store what the agent flagged this turn (``FlaggedMemories.add_flagged_memory``):
-        True if stored, False if empty or a near-duplicate. Raises on invalid arguments
-        (TypeError, ValueError). False too, never raised, when the database refused the
-        write for now: locked past the busy timeout (StoreBusy), with no room (StorageFull,
-        a StoreBusy), its schema changed (SchemaChanged, a StoreBusy) or its server out of
-        reach (DatabaseUnavailable); counted (``failures["store_busy"]``, ``["store_full"]``,
-        ``["store_schema_changed"]``, ``["store_unavailable"]``) and logged in one line.
-        ``get_memory_count`` and ``get_summary_stats`` raise those in one line."""
+        True if stored, False if not. Spec 001's keywords are taken too: ``turn_number``
+        for ``turn``, ``location`` (a name) for ``location_name``.
+
+        ``content`` and ``importance`` come from the model's answer: a value memstore
+        cannot take is counted and not stored (False; memstore.flagged_input), never
+        raised. The other arguments are the caller's: a wrong one raises (TypeError,
+        ValueError). False too, never raised, when the database refused the write for now
+        (StoreBusy: locked past the busy timeout, StorageFull, SchemaChanged; or
+        DatabaseUnavailable), counted (``failures["store_busy"]``, ...) and logged in one
+        line. ``get_memory_count`` and ``get_summary_stats`` raise those in one line."""
+        turn = one_argument("turn", turn, "turn_number", turn_number)
+        location_name = one_argument("location_name", location_name, "location", location)
+        if content is None:  # nothing flagged this turn
+            return False
+        note = read_note(content, importance)
+        if note.refusal is not None:
+            self.failures[note.refusal] += 1
+            log.warning("add_memory: not stored (%s): %s", note.refusal, note.reason)
+            return False
+        if note.clamped:
+            self.failures["importance_clamped"] += 1
         try:
             return self.memories.add_flagged_memory(
-                content,
-                importance,
-                turn,
-                location_id,
-                location_name,
-                score=score,
-                moves=moves,
-                episode=episode,
-            )
+                note.content, note.importance, turn, location_id, location_name,
+                score=score, moves=moves, episode=episode,
+            )  # fmt: skip
         except (StoreBusy, DatabaseUnavailable) as exc:
             kind = refusal_counter(exc)
             self.failures[kind] += 1
@@ -440,6 +452,8 @@ class MemoryToolkit:
             self.get_location_memories,
             self.get_route,
         ]
+
+    get_tools = tools  # spec 001's name
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools in OpenAI / litellm format: pass as ``tools=`` to ``litellm.completion``."""

@@ -85,6 +85,10 @@ class Status(StrEnum):
     SUPERSEDED = "SUPERSEDED"
 
 
+#: spec 002's and 004's names for Status
+MemoryStatus = Status
+MemoryStatusType = Status
+
 #: Sentinel of the older implementation for "superseded by nothing" (spec 004).
 INVALIDATION_MARKER = "INVALIDATED"
 

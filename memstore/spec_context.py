@@ -22,6 +22,13 @@ they are read as such:
   is not known, and that is the caller's ValueError (never read as "moved nowhere" or
   "every item lost", the typed model's defaults).
 
+Inventories may also be given as Jericho gives them (spec 003:
+``get_inventory_structured()`` returns ZObjects): an item with an int ``num`` is read as
+that object number, and its ``name`` as its display name (``item_names``, unless the dict
+gives one). Inventories given as names only (``["leaflet"]``, no object numbers) say
+whether the inventory changed, and nothing more: a difference between the two is a
+change the caller reported, as ``inventory_changed`` true would be; no item is named.
+
 Any other key (a typo such as ``scoreafter``, a key of a later spec) is not read: the
 caller learns which (``context_from_mapping``'s second value), and the manager counts
 and logs them. A value of the wrong type is the caller's mistake: ValueError or TypeError.
@@ -57,13 +64,53 @@ def _number(value: object, key: str) -> int:
     return value
 
 
+def _object_numbers(fields: dict[str, Any], reported: set[Trigger]) -> None:
+    """Inventories of ZObjects read as object numbers (their names kept), and inventories
+    of names only as a reported change (the module doc)."""
+    names: dict[object, object] = {}
+    by_name: dict[str, frozenset[str]] = {}
+    for key in ("inventory_before", "inventory_after"):
+        items = fields.get(key)
+        if isinstance(items, str | bytes) or not isinstance(items, list | tuple | set | frozenset):
+            continue
+        if items and all(isinstance(item, str) for item in items):
+            by_name[key] = frozenset(items)
+            continue
+        numbers = []
+        for item in items:
+            number = getattr(item, "num", None) if not isinstance(item, int) else None
+            if type(number) is int:
+                numbers.append(number)
+                name = getattr(item, "name", None)
+                if isinstance(name, str):
+                    names.setdefault(number, name)
+            else:
+                numbers.append(item)  # an int, or a value the model refuses in one line
+        fields[key] = numbers
+    if by_name and "inventory_before" in fields and "inventory_after" in fields:
+        before, after = fields.pop("inventory_before"), fields.pop("inventory_after")
+        sides = (("inventory_before", before), ("inventory_after", after))
+        if any(items and key not in by_name for key, items in sides):
+            raise ValueError(
+                "z_machine_context gives one inventory as names and the other as object "
+                "numbers: give both the same way"
+            )
+        if by_name.get("inventory_before", frozenset()) != by_name.get(
+            "inventory_after", frozenset()
+        ):
+            reported.add(Trigger.INVENTORY_CHANGED)
+    if names and "item_names" not in fields:
+        fields["item_names"] = names
+
+
 def context_from_mapping(value: Mapping[str, Any]) -> tuple[ZMachineContext, tuple[str, ...]]:
     """The context spec 002's dict (or any mapping of ZMachineContext's fields) describes,
     and the keys it did not read, sorted."""
     fields = {key: item for key, item in value.items() if key in _FIELDS}
+    reported: set[Trigger] = set()
+    _object_numbers(fields, reported)
     ignored = sorted(repr(key) if not isinstance(key, str) else key for key in value)
     ignored = [key for key in ignored if key not in _FIELDS and key not in SPEC_KEYS]
-    reported: set[Trigger] = set()
     delta = value.get("score_delta")
     if delta is not None:
         if not isinstance(delta, int) or isinstance(delta, bool):

@@ -169,6 +169,17 @@ class MemorySynthesisResponse(BaseModel):
     invalidation_reason: str | None = None
     reasoning: str = ""
 
+    @property
+    def supersedes_memory_titles(self) -> set[Reference]:
+        """Spec 002's name for ``supersedes``, as its set (a handle the prompt showed, an
+        int, stays an int)."""
+        return set(self.supersedes)
+
+    @property
+    def invalidate_memory_titles(self) -> set[Reference]:
+        """Spec 004's name for ``invalidates``, as its set (a handle stays an int)."""
+        return set(self.invalidates)
+
     @field_validator("category", mode="before")
     @classmethod
     def _category_upper(cls, value: object) -> object:

@@ -425,8 +425,11 @@ def test_add_memory_and_stats(empty_toolkit: MemoryToolkit) -> None:
         "locations_covered": 1,
         "top_location": "West of House (#180)",
     }
+    # the model's importance, kept within 1..1000 and counted (review S6 A F2: it raised)
+    assert empty_toolkit.add_memory("Another thing", 0, 6, 180, "West of House")
+    assert empty_toolkit.failures["importance_clamped"] == 1
     with pytest.raises(ValueError, match="importance"):
-        empty_toolkit.add_memory("Another thing", 0, 6, 180, "West of House")
+        empty_toolkit.memories.add_flagged_memory("A third thing", 0, 6, 180, "West of House")
 
 
 def test_session_id_is_recorded(toolkit: MemoryToolkit) -> None:

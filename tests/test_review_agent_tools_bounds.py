@@ -57,9 +57,13 @@ def test_the_flagged_content_limit_is_the_memory_text_limit() -> None:
 
 
 def test_flagged_content_longer_than_the_limit_is_refused_in_one_line(store: MemoryStore) -> None:
+    # the model's content: refused and counted by the toolkit (review S6 A F2: it raised
+    # into the game loop), one ValueError line from FlaggedMemories
     kit = MemoryToolkit(store)
+    assert kit.add_memory("x" * 5_000_000, 5, 1, 64, "West of House") is False
+    assert kit.failures["content_refused"] == 1
     with pytest.raises(ValueError, match="20,000") as raised:
-        kit.add_memory("x" * 5_000_000, 5, 1, 64, "West of House")
+        kit.memories.add_flagged_memory("x" * 5_000_000, 5, 1, 64, "West of House")
     assert "\n" not in str(raised.value) and len(str(raised.value)) < 300
     assert kit.get_memory_count() == 0
 
@@ -90,9 +94,28 @@ def test_unstorable_text_is_a_one_line_value_error(
 ) -> None:
     kit = MemoryToolkit(store)
     with pytest.raises(ValueError, match=problem) as raised:
-        kit.add_memory(content, 5, 1, 64, name)
+        kit.memories.add_flagged_memory(content, 5, 1, 64, name)
     assert not isinstance(raised.value, UnicodeError)
     assert "\n" not in str(raised.value)
+    assert kit.get_memory_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "written"), [("lamp\ud800", "lamp\\ud800"), ("lamp\x00here", "lamp\\x00here")]
+)
+def test_the_toolkit_writes_out_what_the_model_s_note_cannot_store(
+    store: MemoryStore, content: str, written: str
+) -> None:
+    # review S6 A F2: the model's note is data: written out as the manager keeps an action
+    kit = MemoryToolkit(store)
+    assert kit.add_memory(content, 5, 1, 64, "West")
+    assert [memory.content for memory in kit.memories.top(5)] == [written]
+
+
+def test_the_toolkit_refuses_an_unstorable_location_name_in_one_line(store: MemoryStore) -> None:
+    kit = MemoryToolkit(store)  # the caller's argument, not the model's: raised
+    with pytest.raises(ValueError, match="NUL"):
+        kit.add_memory("lamp", 5, 1, 64, "\x00")
     assert kit.get_memory_count() == 0
 
 

@@ -1,0 +1,242 @@
+"""Review S6 A: agent code written against the spec, called as the spec calls it.
+
+Was: spec 001's ``MemoryToolkit.add_memory(content=, importance=, turn_number=, location=,
+score=, moves=)`` and ``get_tools()`` raised (F1); an importance or a content from the
+model that memstore could not take raised ValueError into the game loop (F2); spec 004's
+orchestrator's ``location_id=None`` and a Jericho inventory of ZObjects or names raised
+(F3); spec 002/004's ``supersedes_memory_titles``, ``invalidate_memory_titles`` and
+``MemoryStatus`` were missing (F4); spec 004's lifecycle ``reset()`` and the ``state`` /
+``metrics`` of ``get_status()`` were missing (F5); in a busy stretch the manager refused
+ephemeral memories, which need no lock on the file (F7).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+import memstore
+from memstore import MemoryStore, MemorySynthesisResponse, SimpleMemoryManager, Status
+from memstore.memory_tools import MemoryToolkit
+from memstore.spec_context import context_from_mapping
+from memstore.triggers import Trigger
+from tests.conftest import note
+
+SPEC_CONTEXT = {
+    "first_visit": True, "score_delta": 0, "location_changed": False,
+    "inventory_changed": False, "died": False, "response_length": 55,
+}  # fmt: skip
+
+
+class ZObject:
+    """What Jericho's ``get_inventory_structured()`` gives: an object number and a name."""
+
+    def __init__(self, num: int, name: str) -> None:
+        self.num = num
+        self.name = name
+
+
+def test_spec_001_s_game_loop_call_and_get_tools_work(db_path: Path) -> None:
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+
+        added = toolkit.add_memory(
+            content="Mailbox at West of House contains a leaflet",
+            importance=300,
+            turn_number=5,
+            location="West of House",
+            score=0,
+            moves=5,
+        )
+
+        assert added is True
+        (stored,) = toolkit.memories.top(5)
+        assert (stored.turn, stored.location_name, stored.location_id) == (5, "West of House", None)
+        assert [tool.__name__ for tool in toolkit.get_tools()] == [
+            "get_top_memories", "query_memories", "get_location_memories", "get_route",
+        ]  # fmt: skip
+        with pytest.raises(TypeError, match="both turn and turn_number"):
+            toolkit.add_memory("x", 5, 1, turn_number=1, location="Here")
+        with pytest.raises(TypeError, match="needs location_name"):
+            toolkit.add_memory("x", 5, 1)
+
+
+@pytest.mark.parametrize(
+    ("importance", "stored"),
+    [(0, 1), (1500, 1000), (-5, 1), (750.0, 750), (499.6, 500), ("300", 300), (2**70, 1000)],
+)
+def test_a_model_s_importance_out_of_range_is_kept_within_it_and_counted(
+    db_path: Path, importance: object, stored: int
+) -> None:
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+
+        assert toolkit.add_memory("The troll has an axe", importance, 1, 152, "Troll Room")  # type: ignore[arg-type]
+
+        (memory,) = toolkit.memories.top(5)
+        assert memory.importance == stored
+        clamped = not isinstance(importance, str) and not 1 <= importance <= 1000  # type: ignore[operator]
+        assert toolkit.failures["importance_clamped"] == int(clamped)
+
+
+@pytest.mark.parametrize(
+    ("content", "importance", "counter"),
+    [
+        ("A note", None, "importance_refused"),
+        ("A note", float("nan"), "importance_refused"),
+        ("A note", True, "importance_refused"),
+        ("A note", "high", "importance_refused"),
+        ("x" * 20_001, 10, "content_refused"),
+        (12345, 10, "content_refused"),
+    ],
+)
+def test_a_model_value_memstore_cannot_take_is_counted_never_raised(
+    db_path: Path, caplog: pytest.LogCaptureFixture, content: object, importance: object,
+    counter: str,
+) -> None:  # fmt: skip
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+
+        with caplog.at_level(logging.WARNING, logger="memstore"):
+            added = toolkit.add_memory(content, importance, 1, 152, "Troll Room")  # type: ignore[arg-type]
+
+        assert added is False
+        assert toolkit.failures[counter] == 1
+        assert toolkit.get_memory_count() == 0
+        assert f"not stored ({counter})" in caplog.text
+
+
+def test_a_nul_in_the_model_s_note_is_written_out_and_stored(db_path: Path) -> None:
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+
+        assert toolkit.add_memory("a\x00b", 10, 1, 152, "Troll Room")
+
+        (memory,) = toolkit.memories.top(5)
+        assert memory.content == "a\\x00b"
+
+
+def test_no_location_is_a_counted_turn_and_an_empty_read(db_path: Path) -> None:
+    with MemoryStore.open(db_path) as store:
+        manager = SimpleMemoryManager(store)
+
+        result = manager.record_action_outcome(
+            location_id=None,
+            location_name="Unknown",
+            action="look",
+            response="It is pitch black. You are likely to be eaten by a grue.",
+            z_machine_context=SPEC_CONTEXT,
+        )
+
+        assert result is None
+        assert manager.get_location_memory(None) == ""
+        status = manager.get_status()
+        assert (status["turns_without_location"], status["turn"]) == (1, 1)
+        manager.record_action_outcome(64, "West of House", "look", "You are here.", SPEC_CONTEXT)
+        assert manager.get_status()["turn"] == 2
+
+
+def test_a_jericho_inventory_of_zobjects_is_read_as_object_numbers_and_names() -> None:
+    ctx, ignored = context_from_mapping(
+        {
+            "location_before": 64, "location_after": 64,
+            "inventory_before": [ZObject(5, "brass lantern")],
+            "inventory_after": [ZObject(5, "brass lantern"), ZObject(9, "leaflet")],
+        }
+    )  # fmt: skip
+
+    assert ignored == ()
+    assert ctx.items_gained == {9}
+    assert ctx.item_names == {5: "brass lantern", 9: "leaflet"}
+
+
+def test_an_inventory_of_names_says_only_whether_it_changed() -> None:
+    place = {"location_before": 64, "location_after": 64}
+    changed, _ = context_from_mapping(
+        {**place, "inventory_before": [], "inventory_after": ["leaflet"]}
+    )
+    same, _ = context_from_mapping(
+        {**place, "inventory_before": ["leaflet"], "inventory_after": ["leaflet"]}
+    )
+
+    assert changed.inventory_changed and changed.reported == {Trigger.INVENTORY_CHANGED}
+    assert not same.inventory_changed
+    with pytest.raises(ValueError, match="one inventory as names and the other as object"):
+        context_from_mapping({**place, "inventory_before": [4], "inventory_after": ["leaflet"]})
+    with pytest.raises(ValueError, match="gives inventory_after but not inventory_before"):
+        context_from_mapping({**place, "inventory_after": ["leaflet"]})
+
+
+def test_the_manager_takes_a_turn_with_a_jericho_inventory(db_path: Path) -> None:
+    with MemoryStore.open(db_path) as store:
+        manager = SimpleMemoryManager(store)
+        context = {
+            "score_before": 0, "score_after": 0, "location_before": 64, "location_after": 64,
+            "inventory_before": [], "inventory_after": ["leaflet"], "died": False,
+        }  # fmt: skip
+
+        manager.record_action_outcome(64, "West of House", "take leaflet", "Taken.", context)
+
+        assert manager.get_status()["triggers_fired"] == 1
+
+
+def test_spec_names_of_the_synthesis_answer_and_the_status_read_back() -> None:
+    answer = MemorySynthesisResponse(
+        should_remember=False,
+        invalidate_memory_titles={"Old memory"},
+        invalidation_reason="Proven false",
+    )
+
+    assert answer.invalidate_memory_titles == {"Old memory"}
+    assert answer.supersedes_memory_titles == set()
+    assert memstore.MemoryStatus is Status and memstore.MemoryStatusType is Status
+    assert memstore.MemoryStatus.SUPERSEDED == "SUPERSEDED"
+
+
+def test_spec_004_s_lifecycle_reset_and_status_shape(db_path: Path) -> None:
+    with MemoryStore.open(db_path) as store:
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Dropped sword here", "ephemeral"))
+        manager.record_action_outcome(64, "West of House", "look", "You are here.", SPEC_CONTEXT)
+
+        status = manager.get_status()
+        manager.reset()
+
+        assert manager.get_ephemeral_count() == 0
+        assert status["state"] == {
+            "mode": status["mode"], "model": status["model"], "episode": status["episode"],
+            "turn": 1,
+        }  # fmt: skip
+        assert status["metrics"]["turns_seen"] == 1
+        assert "type" not in status["metrics"] and "turn" not in status["metrics"]
+
+
+def test_an_ephemeral_memory_is_written_at_once_in_a_busy_stretch(db_path: Path) -> None:
+    # F7: in a busy stretch the manager refused every write, ephemeral ones too, which take
+    # no lock on the file (spec 002: "never touch disk")
+    with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
+        holder = sqlite3.connect(db_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert not manager.add_memory(64, "West of House", note("On disk", "permanent"))
+            started = time.monotonic()
+
+            added = manager.add_memory(64, "West of House", note("Dropped sword", "ephemeral"))
+            replaced = manager.supersede_memory(
+                64, "West of House", "Sword here", note("Sword gone", "ephemeral")
+            )
+
+            assert (added, bool(replaced)) == (True, True)
+            assert time.monotonic() - started < 0.2  # neither waited for the lock
+            assert manager.get_status()["store_busy"] == 1
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert [m.title for m in store.memories(64)] == ["Dropped sword", "Sword gone"]
+        manager.close()
