@@ -14,12 +14,16 @@ memstore.busy_buffer's backoff in a busy stretch).
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from memstore.errors import DatabaseUnavailable, refusal_counter
 
 if TYPE_CHECKING:
     from memstore.store import MemoryStore
 
-__all__ = ["LockProbe"]
+__all__ = ["LockProbe", "WriteGate"]
 
 
 class _Held(Exception):
@@ -102,3 +106,48 @@ class LockProbe:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class WriteGate:
+    """Whether to try a write now, once the database refused one: the busy stretch of a
+    writer that keeps nothing waiting (``MemoryToolkit.add_memory``), so that only its
+    first refused write waits the busy timeout.
+
+    After a refusal, the next write is tried only when the probe does not see the lock held
+    (``LockProbe``). A write refused again after that (a lock the probe does not see), or
+    one refused for a lost connection (DatabaseUnavailable: the probe would connect), is
+    tried again only after a backoff, doubling from 1 s to at most 30 s. A write that goes
+    through ends the stretch."""
+
+    FIRST_BACKOFF_S = 1.0
+    MAX_BACKOFF_S = 30.0
+
+    def __init__(self, store: MemoryStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.probe = LockProbe(store)
+        self._clock = clock
+        #: the kind of the last refusal (memstore.errors.refusal_counter), None outside a
+        #: stretch
+        self.kind: str | None = None
+        self._unavailable = False
+        self._backoff = 0.0
+        self._next_at = 0.0
+
+    def may_write(self) -> bool:
+        if self.kind is None:
+            return True
+        if self._clock() < self._next_at:
+            return False
+        return self._unavailable or self.probe.free() is not False
+
+    def refused(self, exc: BaseException) -> None:
+        tried_again = self.kind is not None
+        self.kind = refusal_counter(exc)
+        self._unavailable = isinstance(exc, DatabaseUnavailable)
+        if tried_again or self._unavailable:
+            self._backoff = min(max(2 * self._backoff, self.FIRST_BACKOFF_S), self.MAX_BACKOFF_S)
+            self._next_at = self._clock() + self._backoff
+
+    def written(self) -> None:
+        if self.kind is not None:
+            self.kind, self._unavailable, self._backoff, self._next_at = None, False, 0.0, 0.0
+            self.probe.close()

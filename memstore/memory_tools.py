@@ -51,6 +51,7 @@ from memstore.errors import (
 from memstore.flagged import FlaggedMemories, FlaggedMemory
 from memstore.flagged_input import one_argument, read_note
 from memstore.llm import DeadlineCallable, LiteLLMCompletion, call_with_deadline
+from memstore.lock_probe import WriteGate
 from memstore.map_graph import MapEvent, Room
 from memstore.map_lookup import find_room
 from memstore.map_store import MapStore
@@ -180,6 +181,8 @@ class MemoryToolkit:
         #: query-model failures, refused tool calls and failed tools, by kind (module doc)
         self.failures: Counter[str] = Counter()
         self._deadline: float | None = None  # time.monotonic(), during call_tool only
+        #: after a refused add, the next ones wait for nothing while the lock is held
+        self._gate = WriteGate(store)
 
     @property
     def session_id(self) -> str:
@@ -202,16 +205,12 @@ class MemoryToolkit:
         location: str | None = None,
     ) -> bool:
         """Store what the agent flagged this turn (``FlaggedMemories.add_flagged_memory``):
-        True if stored, False if not. Spec 001's keywords are taken too: ``turn_number``
-        for ``turn``, ``location`` (a name) for ``location_name``.
-
-        ``content`` and ``importance`` come from the model's answer: a value memstore
-        cannot take is counted and not stored (False; memstore.flagged_input), never
-        raised. The other arguments are the caller's: a wrong one raises (TypeError,
-        ValueError). False too, never raised, when the database refused the write for now
-        (StoreBusy: locked past the busy timeout, StorageFull, SchemaChanged; or
-        DatabaseUnavailable), counted (``failures["store_busy"]``, ...) and logged in one
-        line. ``get_memory_count`` and ``get_summary_stats`` raise those in one line."""
+        True if stored, False if not. Spec 001's keywords are taken too (``turn_number``,
+        and ``location``: a name). The model's ``content`` and ``importance`` are never
+        raised for (memstore.flagged_input: counted, False); the caller's arguments are
+        (TypeError, ValueError). A write the database refused for now (StoreBusy,
+        DatabaseUnavailable) is False, counted (``failures["store_busy"]``, ...) and logged
+        in one line; after it, adds are not tried while the lock is held (``WriteGate``)."""
         turn = one_argument("turn", turn, "turn_number", turn_number)
         location_name = one_argument("location_name", location_name, "location", location)
         if content is None:  # nothing flagged this turn
@@ -223,16 +222,22 @@ class MemoryToolkit:
             return False
         if note.clamped:
             self.failures["importance_clamped"] += 1
+        if not self._gate.may_write():  # a busy stretch: the lock is still held
+            self.failures[self._gate.kind or "store_busy"] += 1
+            log.warning("add_memory: not stored (%s): not tried, still refused", self._gate.kind)
+            return False
         try:
-            return self.memories.add_flagged_memory(
+            added = self.memories.add_flagged_memory(
                 note.content, note.importance, turn, location_id, location_name,
                 score=score, moves=moves, episode=episode,
             )  # fmt: skip
         except (StoreBusy, DatabaseUnavailable) as exc:
-            kind = refusal_counter(exc)
-            self.failures[kind] += 1
-            log.warning("add_memory: not stored (%s): %s", kind, exc)
+            self._gate.refused(exc)
+            self.failures[refusal_counter(exc)] += 1
+            log.warning("add_memory: not stored (%s): %s", refusal_counter(exc), exc)
             return False
+        self._gate.written()
+        return added
 
     def get_memory_count(self) -> int:
         return self.memories.count()

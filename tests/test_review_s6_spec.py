@@ -7,7 +7,8 @@ orchestrator's ``location_id=None`` and a Jericho inventory of ZObjects or names
 (F3); spec 002/004's ``supersedes_memory_titles``, ``invalidate_memory_titles`` and
 ``MemoryStatus`` were missing (F4); spec 004's lifecycle ``reset()`` and the ``state`` /
 ``metrics`` of ``get_status()`` were missing (F5); in a busy stretch the manager refused
-ephemeral memories, which need no lock on the file (F7).
+ephemeral memories, which need no lock on the file (F7); every toolkit add of a busy
+stretch waited the whole busy timeout (F8).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pytest
 
 import memstore
 from memstore import MemoryStore, MemorySynthesisResponse, SimpleMemoryManager, Status
+from memstore.errors import StoreBusy
+from memstore.lock_probe import WriteGate
 from memstore.memory_tools import MemoryToolkit
 from memstore.spec_context import context_from_mapping
 from memstore.triggers import Trigger
@@ -240,3 +243,55 @@ def test_an_ephemeral_memory_is_written_at_once_in_a_busy_stretch(db_path: Path)
             holder.close()
         assert [m.title for m in store.memories(64)] == ["Dropped sword", "Sword gone"]
         manager.close()
+
+
+def test_a_toolkit_add_waits_for_a_held_lock_once_per_busy_stretch(db_path: Path) -> None:
+    # F8: every add of a busy stretch waited the whole busy timeout (30 s by default, each
+    # turn of spec 001's loop)
+    with MemoryStore.open(db_path, busy_timeout_s=0.3) as store:
+        toolkit = MemoryToolkit(store)
+        holder = sqlite3.connect(db_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            waits = []
+            for n in range(3):
+                started = time.monotonic()
+                assert not toolkit.add_memory(f"note {n} about the lamp", 5, n, 64, "West")
+                waits.append(time.monotonic() - started)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        assert waits[0] >= 0.3 and max(waits[1:]) < 0.1
+        assert toolkit.failures["store_busy"] == 3
+        assert toolkit.add_memory("the lamp is back", 5, 4, 64, "West")  # the lock is free
+        assert toolkit.add_memory("and so is the sword", 5, 5, 64, "West")
+
+
+def test_a_write_refused_though_the_probe_saw_no_lock_backs_off_on_a_clock() -> None:
+    now = [100.0]
+
+    class Probe:
+        def free(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    gate = WriteGate(None, clock=lambda: now[0])  # type: ignore[arg-type]
+    gate.probe = Probe()  # type: ignore[assignment]
+    busy = StoreBusy("locked")
+
+    gate.refused(busy)  # the first refusal: the probe decides
+    assert gate.may_write()
+    gate.refused(busy)  # refused though the probe said free: 1 s, then 2 s
+    assert not gate.may_write()
+    now[0] += 1.0
+    assert gate.may_write()
+    gate.refused(busy)
+    now[0] += 1.5
+    assert not gate.may_write()
+    now[0] += 0.5
+    assert gate.may_write()
+    gate.written()
+    assert gate.may_write() and gate.kind is None
