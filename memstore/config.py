@@ -227,12 +227,41 @@ def _pyproject_settings(path: Path | None) -> dict[str, Any]:
     section = tool.get("memstore", {}) if isinstance(tool, dict) else {}
     if not isinstance(section, dict):
         raise ValueError(f"[tool.memstore] in {path} must be a table, not {section!r:.40}")
+    section = {**_spec_settings(tool, path), **section}
     if "db" in section and isinstance(section["db"], str) and not section["db"].strip():
         raise ValueError(
             f"{path}: [tool.memstore] db is empty: give a database path or URL, or leave it out"
         )
     _last_read = (path, data, copy.deepcopy(section))
     return dict(section)
+
+
+def _spec_settings(tool: object, path: Path) -> dict[str, Any]:
+    """The settings the specs name, under ``[tool.zorkgpt]``: ``memory_sampling``'s
+    ``memory_history_window`` (specs 003, 004) and ``memory``'s ``show_persistence_markers``
+    (spec 002), which ``[tool.memstore]``'s own keys override. A window below 1 is the
+    spec's default 3, and one above MAX_HISTORY_WINDOW that bound, each with a warning (the
+    spec warns and goes on); other values are checked as memstore's own."""
+    zorkgpt = tool.get("zorkgpt") if isinstance(tool, dict) else None
+    if not isinstance(zorkgpt, dict):
+        return {}
+    settings: dict[str, Any] = {}
+    sampling, memory = zorkgpt.get("memory_sampling"), zorkgpt.get("memory")
+    if isinstance(sampling, dict) and "memory_history_window" in sampling:
+        window = sampling["memory_history_window"]
+        if type(window) is int and not 1 <= window <= MAX_HISTORY_WINDOW:
+            used = 3 if window < 1 else MAX_HISTORY_WINDOW
+            warnings.warn(
+                f"{path}: [tool.zorkgpt.memory_sampling] memory_history_window = {window} is "
+                f"outside 1-{MAX_HISTORY_WINDOW}: {used} is used",
+                ConfigWarning,
+                stacklevel=_caller_stacklevel(),
+            )
+            window = used
+        settings["history_window"] = window
+    if isinstance(memory, dict) and "show_persistence_markers" in memory:
+        settings["show_persistence_markers"] = memory["show_persistence_markers"]
+    return settings
 
 
 #: a SQLite URL's start, up to the path (``sqlite:///``, ``sqlite+pysqlite:///``)

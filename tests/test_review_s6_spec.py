@@ -8,7 +8,8 @@ orchestrator's ``location_id=None`` and a Jericho inventory of ZObjects or names
 ``MemoryStatus`` were missing (F4); spec 004's lifecycle ``reset()`` and the ``state`` /
 ``metrics`` of ``get_status()`` were missing (F5); in a busy stretch the manager refused
 ephemeral memories, which need no lock on the file (F7); every toolkit add of a busy
-stretch waited the whole busy timeout (F8).
+stretch waited the whole busy timeout (F8); the spec's settings under ``[tool.zorkgpt]``
+were ignored (F9).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 import memstore
 from memstore import MemoryStore, MemorySynthesisResponse, SimpleMemoryManager, Status
+from memstore.config import ConfigWarning, load_config
 from memstore.errors import StoreBusy
 from memstore.lock_probe import WriteGate
 from memstore.memory_tools import MemoryToolkit
@@ -295,3 +297,33 @@ def test_a_write_refused_though_the_probe_saw_no_lock_backs_off_on_a_clock() -> 
     assert gate.may_write()
     gate.written()
     assert gate.may_write() and gate.kind is None
+
+
+def test_the_spec_s_settings_under_tool_zorkgpt_are_read(tmp_path: Path) -> None:
+    # F9: [tool.zorkgpt.memory_sampling] and [tool.zorkgpt.memory] were ignored silently
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        "[tool.zorkgpt.memory_sampling]\nmemory_history_window = 6\n"
+        "[tool.zorkgpt.memory]\nshow_persistence_markers = false\n"
+    )
+    config = load_config(pyproject)
+    assert (config.history_window, config.show_persistence_markers) == (6, False)
+
+    pyproject.write_text(
+        "[tool.zorkgpt.memory_sampling]\nmemory_history_window = 6\n"
+        "[tool.memstore]\nhistory_window = 4\n"
+    )
+    assert load_config(pyproject).history_window == 4  # memstore's own key wins
+
+
+@pytest.mark.parametrize(("window", "used"), [(0, 3), (-2, 3), (1000, 50)])
+def test_the_spec_s_window_outside_its_bounds_warns_and_goes_on(
+    tmp_path: Path, window: int, used: int
+) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(f"[tool.zorkgpt.memory_sampling]\nmemory_history_window = {window}\n")
+
+    with pytest.warns(ConfigWarning, match=f"memory_history_window = {window} is outside"):
+        config = load_config(pyproject)
+
+    assert config.history_window == used
