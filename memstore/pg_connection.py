@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import socket
 import struct
 import threading
@@ -120,6 +121,8 @@ class AnswerWatch:
             silent = _silent_s(waiting[1])
             if silent is not None and silent <= self.limit_s:
                 continue  # still answering
+            if _unread(waiting[1]):  # the answer came; this process was not there to read
+                continue  # it (paused: SIGSTOP, a debugger, a suspend: review S6 D F2)
             self._waiting = None
             self.fired = True
             try:  # on a duplicate of the descriptor: the driver still owns (and closes) its own
@@ -143,6 +146,16 @@ def _silent_s(fileno: int) -> float | None:
     if len(info) < _LAST_DATA_RECV + 4:
         return None
     return int(struct.unpack_from("=I", info, _LAST_DATA_RECV)[0]) / 1000
+
+
+def _unread(fileno: int) -> bool:
+    """Whether the socket has something to read now (data, or the server's close)."""
+    try:
+        poll = select.poll()
+        poll.register(fileno, select.POLLIN)
+        return bool(poll.poll(0))
+    except (OSError, ValueError):  # closed meanwhile
+        return False
 
 
 #: struct tcp_info (linux/tcp.h): 8 one-byte fields, then 32-bit ones; the 12th of those,
