@@ -179,8 +179,16 @@ class BusyBuffer(EpisodeNumbering):
 
     def may_read(self) -> bool:
         """Whether to ask the store for a read on the turn's way: always but in an outage
-        (``unavailable``), where only once the backoff is over."""
-        return self.unavailable is None or time.monotonic() >= self._retry_at
+        (``unavailable``), where only once the backoff is over, and in a busy stretch on a
+        server while the probe sees a lock that blocks reads (an ACCESS EXCLUSIVE lock of
+        a table: review S6 D F1, each read waited the busy timeout), counted
+        (``reads_deferred``)."""
+        if self.unavailable is not None:
+            return time.monotonic() >= self._retry_at
+        if self.busy and self.probe.readable() is False:
+            self.counters["reads_deferred"] += 1
+            return False
+        return True
 
     def retry_note(self) -> str:
         """For a log line: when the server is tried again, in an outage ("" otherwise)."""
@@ -269,6 +277,8 @@ class BusyBuffer(EpisodeNumbering):
             # writes not tried in a busy stretch, the lock not free yet: a turn's (what it
             # decided, or, after a turn that decided nothing, what waits), an episode's end
             "writes_deferred": self.counters["writes_deferred"],
+            # reads not tried in a busy stretch on a server: a lock blocked them (may_read)
+            "reads_deferred": self.counters["reads_deferred"],
             # dropped past the bound: never written (MAX_WAITING_SYNTHESES, _BYTES)
             "syntheses_dropped": self.counters["syntheses_dropped"],
             "waiting_rows_dropped": self.counters["waiting_rows_dropped"],

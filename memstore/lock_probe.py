@@ -89,6 +89,33 @@ class LockProbe:
             return False
         return True
 
+    def readable(self) -> bool | None:
+        """Whether a turn's read would be answered now, without waiting: on a server, False
+        while another session holds a lock that blocks reads of memstore's tables (ACCESS
+        EXCLUSIVE: ``ALTER TABLE``, ``VACUUM FULL``, ``LOCK TABLE``), tried as ``LOCK TABLE
+        ... IN ACCESS SHARE MODE NOWAIT``; None for SQLite (a writer never blocks its
+        readers) and when this cannot be told. Never raises, never waits."""
+        try:
+            if self.store.closed or not self.store.target.is_server:
+                return None
+            import psycopg
+
+            from memstore.connection import driver_of
+
+            try:
+                with self.store.transaction(write=False) as conn:
+                    try:
+                        driver_of(conn).execute(
+                            f"LOCK TABLE {self._table_list()} IN ACCESS SHARE MODE NOWAIT"
+                        )
+                    except psycopg.errors.LockNotAvailable:
+                        raise _Held from None  # rolls the probe's transaction back
+            except _Held:
+                return False
+            return True
+        except Exception:  # the probe's own failure: the read will say what it is
+            return None
+
     def _table_list(self) -> str:
         """The tables a turn's waiting rows are written to: memstore's tables (the
         ephemeral tier's are each connection's own) but alembic's and the flagged

@@ -116,8 +116,9 @@ class ManagerReads(SpecMemoryApi):
         buffer = self._synthesis.buffer
         if location_id is None:  # no location object this turn (spec 004's orchestrator)
             text = ""
-        elif buffer.unavailable is not None and not buffer.may_read():
-            text = ""  # the server is gone: not asked before the backoff is over
+        elif not buffer.may_read():
+            text = ""  # the server is gone (not asked before the backoff is over), or a
+            # lock held in a busy stretch blocks reads (memstore.busy_buffer.may_read)
         else:
             try:
                 text = self.store.get_location_memory(location_id)

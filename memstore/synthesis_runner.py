@@ -245,7 +245,7 @@ class SynthesisRunner:
         be reached (DatabaseUnavailable: counted and logged, never raised; in an outage not
         even asked before the backoff's clock says so), as last read (``buffer.unread``)."""
         buffer = self.buffer
-        if buffer.unavailable is None or buffer.may_read():
+        if buffer.may_read():
             try:
                 stored = self.store.memories(location_id)
             except DatabaseUnavailable as exc:

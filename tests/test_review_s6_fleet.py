@@ -2,18 +2,26 @@
 
 Was: an agent paused past its answer timeout (SIGSTOP, a debugger, a suspend) while the
 server's answer sat unread in its socket had its healthy connection cut by the answer
-watch when it resumed, losing its ephemeral memories with it (F2).
+watch when it resumed, losing its ephemeral memories with it (F2). While another session
+held a table lock that blocks reads on PostgreSQL (ACCESS EXCLUSIVE: ``ALTER TABLE``,
+``VACUUM FULL``), every turn waited the busy timeout twice and dropped its synthesis
+(F1).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
+from memstore import MemoryStore, SimpleMemoryManager, ZMachineContext
 from memstore.pg_connection import AnswerWatch
+
+LOOK = ZMachineContext(location_before=7, location_after=7, first_visit=False)
 
 
 @pytest.fixture
@@ -60,3 +68,39 @@ def test_a_server_silent_past_the_limit_is_still_cut_off(
 
     assert watch.fired
     assert client.recv(100) == b""  # shut down
+
+
+def test_a_table_lock_that_blocks_reads_costs_one_turn_the_busy_timeout(
+    pg_database: str,
+) -> None:
+    # F1: while another session held ACCESS EXCLUSIVE on memories (ALTER TABLE, VACUUM
+    # FULL), every turn waited the busy timeout twice (both reads) and dropped its synthesis
+    titles = iter(f"Fact {n}" for n in range(100))
+
+    def model(_messages: object) -> str:
+        return json.dumps(
+            {"should_remember": True, "category": "NOTE", "persistence": "permanent",
+             "memory_title": next(titles), "memory_text": "learned", "reasoning": "r"}
+        )  # fmt: skip
+
+    with MemoryStore.open(pg_database, busy_timeout_s=0.5, answer_timeout_s=5) as store:
+        manager = SimpleMemoryManager(store, llm=model)
+        manager.get_location_memory(7)  # connected, the schema read
+        locker = psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://"))
+        locker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")  # idle in transaction
+        try:
+            turns = []
+            for turn in range(4):
+                started = time.monotonic()
+                manager.get_location_memory(7)
+                manager.record_action_outcome(7, "Room 7", f"look {turn}", "x" * 150, LOOK)
+                turns.append(time.monotonic() - started)
+        finally:
+            locker.rollback()
+            locker.close()
+
+        assert max(turns[1:]) < 0.4, turns  # only the first turn waited for the lock
+        status = manager.get_status()
+        assert status["reads_deferred"] >= 6 and status["llm_calls"] == 4
+        assert manager.close()
+        assert sorted(m.title for m in store.memories(7)) == [f"Fact {n}" for n in range(4)]
