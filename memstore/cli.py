@@ -337,11 +337,20 @@ def add_global_options(
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that takes options only as spelled out: ``--allow`` is not
+    ``--allow-data-loss``, nor ``--f`` ``--force`` (review S6 C F4: a confirmation given
+    without typing the word the refusal names). Its subcommands' parsers are of this class
+    too (argparse makes them with the parent's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     _load_plugins()
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Spatial memory for LLM agents playing Zork I."
-    )
+    parser = _Parser(prog=PROG, description="Spatial memory for LLM agents playing Zork I.")
     parser.add_argument("--version", action=_VersionAction)
     add_global_options(parser, copy=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
