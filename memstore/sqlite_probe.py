@@ -27,6 +27,7 @@ from memstore.schema import HEAD_REVISION, metadata
 
 __all__ = [
     "folder_writable",
+    "hot_journal",
     "judge_schema",
     "probe_sqlite_file",
     "read_only_uri",
@@ -55,6 +56,14 @@ def read_only_uri(path: Path) -> str:
     shm = Path(f"{path}-shm")
     if folder_writable(path) or shm.exists():
         return f"{path.as_uri()}?mode=ro"
+    journal = Path(f"{path}-journal")
+    if hot_journal(journal):  # ``immutable`` would read the half-written pages as they are
+        raise ReadOnlyDatabase(
+            f"{journal} holds a write that was cut short, which SQLite rolls back when it "
+            f"opens the database where its folder can be written; it cannot here, and "
+            f"{path.name} read without it would be half written: open it once where its "
+            f"folder can be written (copy it with its -journal)"
+        )
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
         raise ReadOnlyDatabase(
@@ -66,6 +75,32 @@ def read_only_uri(path: Path) -> str:
     return f"{path.as_uri()}?immutable=1"
 
 
+#: the first 8 bytes of a rollback journal that holds a write (SQLite's file format, 4.1)
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def hot_journal(journal: Path) -> bool:
+    """Whether ``journal`` (a database's ``-journal``) holds a write cut short: SQLite
+    rolls it back when it next opens the database for writing."""
+    try:
+        with journal.open("rb") as file:
+            return file.read(8) == _JOURNAL_MAGIC
+    except OSError:
+        return False
+
+
+def _roll_back_journal(path: Path, busy_timeout_s: float) -> None:
+    """Let SQLite roll back the write a process cut short (a killed ``db upgrade`` on a
+    database in rollback-journal mode leaves its ``-journal``): what any writer opening
+    the file does first, and what a read-only probe cannot (review S6 C F1: every command
+    refused the sound database as "cannot be read as SQLite")."""
+    recover = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=busy_timeout_s)
+    try:
+        recover.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    finally:
+        recover.close()
+
+
 def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     """``check_existing`` for an existing, non-empty SQLite file: True if it is an empty
     SQLite database, False at the head revision; otherwise ``judge_schema``'s error, or
@@ -75,6 +110,11 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     is left without the side files the probe made beside it."""
     had = {suffix for suffix in SIDE_SUFFIXES if Path(f"{path}{suffix}").exists()}
     try:
+        if folder_writable(path) and hot_journal(Path(f"{path}-journal")):
+            try:
+                _roll_back_journal(path, busy_timeout_s)
+            except sqlite3.DatabaseError:
+                pass  # the read below says what the file is
         tables, version, columns = _read_schema(path, busy_timeout_s)
         return judge_schema(str(path), tables, version, columns=columns)
     except (NotAMemstoreDatabase, StorageFull):

@@ -2,17 +2,24 @@
 
 Was: argparse took abbreviated options, so ``db downgrade base --allow`` dropped every
 table and ``import --apply --prune --f`` deleted every memory the file left out, each
-confirmed without the word the refusal names (F4).
+confirmed without the word the refusal names (F4). A write cut short on a database in
+rollback-journal mode (a killed ``db upgrade``) left a hot journal that every command
+refused the database for, and that a read where it could not be rolled back read past,
+half written (F1).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from memstore import MemoryStore
+from memstore import MemoryStore, sqlite_probe
 from memstore.cli import main
+from memstore.errors import ReadOnlyDatabase
+from memstore.sqlite_probe import hot_journal
 from tests.conftest import note
 
 
@@ -41,3 +48,55 @@ def test_an_abbreviated_option_is_a_usage_error_and_changes_nothing(
     assert error in capsys.readouterr().err
     with MemoryStore.open(db) as store:
         assert [m.title for m in store.memories(64)] == ["Mailbox"]
+
+
+#: a process that dies inside a write on a database in rollback-journal mode (as a killed
+#: ``db upgrade`` does: alembic leaves a file it made in that mode), leaving a hot journal
+CUT_SHORT = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA journal_mode=delete")
+c.execute("PRAGMA cache_size=1")  # the changed pages spill into the file before COMMIT
+c.execute("BEGIN")
+c.execute("UPDATE memories SET text = text || ' changed, never committed'")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def cut_short(db: Path) -> None:
+    with MemoryStore.open(db) as store:
+        for n in range(200):
+            store.add_memory(64, "West of House", note(f"Fact {n}", text="x" * 500))
+    subprocess.run([sys.executable, "-c", CUT_SHORT, str(db)], check=False)
+    assert hot_journal(Path(f"{db}-journal"))
+
+
+def test_a_write_cut_short_in_rollback_journal_mode_is_rolled_back_at_the_next_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # F1: every command refused the sound database: "cannot be read as SQLite (attempt to
+    # write a readonly database)", and `db upgrade` run again too
+    db = tmp_path / "m.db"
+    cut_short(db)
+
+    assert main(["--db", str(db), "db", "upgrade"]) == 0
+
+    with MemoryStore.open(db) as store:
+        texts = {memory.text for memory in store.memories(64)}
+        assert texts == {"x" * 500} and len(store.memories(64)) == 200
+    assert not hot_journal(Path(f"{db}-journal"))
+    assert "cannot be read" not in capsys.readouterr().err
+
+
+def test_a_write_cut_short_is_never_read_half_written_where_it_cannot_be_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # F1: in a folder the process cannot write, the file was read `immutable`, its
+    # half-written pages as they were ("not a memstore database")
+    db = tmp_path / "m.db"
+    cut_short(db)
+    monkeypatch.setattr(sqlite_probe, "folder_writable", lambda _path: False)
+
+    with pytest.raises(ReadOnlyDatabase, match=r"m\.db-journal holds a write that was cut short"):
+        sqlite_probe.read_only_uri(db)
+    assert hot_journal(Path(f"{db}-journal"))  # left as it was
