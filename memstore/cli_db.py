@@ -123,7 +123,7 @@ def _current(ctx: Context) -> int:
 
 
 def _print_revision(ctx: Context, revision: str | None, head: str) -> None:
-    from memstore.migrations_dir import known_revisions
+    from memstore.migrations_dir import known_revisions, newer_revision
 
     if revision == head:
         ctx.print(f"{revision} (head)")
@@ -131,6 +131,8 @@ def _print_revision(ctx: Context, revision: str | None, head: str) -> None:
         ctx.print("base: no schema yet (run `memstore db upgrade`)")
     elif revision in known_revisions():
         ctx.print(f"{revision} (head is {head}: run `memstore db upgrade`)")
+    elif not newer_revision(revision):
+        ctx.print(f"{revision!r:.60} (no revision of memstore's: the database is damaged)")
     else:
         ctx.print(
             f"{revision} (newer than this memstore knows: it knows up to {head}; use a newer "

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["known_revisions", "migrations_path"]
+__all__ = ["known_revisions", "migrations_path", "newer_revision"]
 
 _REVISION = re.compile(r'^revision\s*=\s*"([^"]+)"', re.MULTILINE)
 _DOWN = re.compile(r'^down_revision\s*=\s*(?:"([^"]*)"|None)', re.MULTILINE)
@@ -55,3 +55,18 @@ def known_revisions() -> tuple[str, ...]:
         chain.append(current)
         current = following.get(current)
     return tuple(chain)
+
+
+def newer_revision(version: str) -> bool:
+    """Whether ``version``, a revision this memstore does not know, is a later memstore's:
+    numbered as memstore numbers them (four digits) and past the newest known. Anything
+    else (blank, padded, another project's id) is no memstore's revision (review S6 C F6:
+    it was called "newer")."""
+    known = known_revisions()
+    return (
+        len(version) == 4
+        and version.isascii()
+        and version.isdigit()
+        and bool(known)
+        and int(version) > int(known[-1])
+    )

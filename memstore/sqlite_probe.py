@@ -21,7 +21,7 @@ from memstore.errors import (
     SchemaTooNew,
     StorageFull,
 )
-from memstore.migrations_dir import known_revisions
+from memstore.migrations_dir import known_revisions, newer_revision
 from memstore.refusals import failure_kind, storage_full, store_busy
 from memstore.schema import HEAD_REVISION, metadata
 
@@ -291,6 +291,11 @@ def judge_schema(
         raise SchemaOutOfDate(
             f"{path} is at schema revision {version}, this memstore needs {HEAD_REVISION}: "
             f"run {upgrade_command(path)} (alembic upgrade head)"
+        )
+    if not newer_revision(version):
+        raise NotAMemstoreDatabase(
+            f"{path} is damaged, not a sound memstore database: its alembic_version table "
+            f"holds {version!r:.60}, no revision of memstore's; left untouched"
         )
     raise SchemaTooNew(
         f"{path} is at schema revision {version!r}, which this memstore does not know "

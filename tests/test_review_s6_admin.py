@@ -5,11 +5,12 @@ table and ``import --apply --prune --f`` deleted every memory the file left out,
 confirmed without the word the refusal names (F4). A write cut short on a database in
 rollback-journal mode (a killed ``db upgrade``) left a hot journal that every command
 refused the database for, and that a read where it could not be rolled back read past,
-half written (F1).
+half written (F1). ``db current`` called a blank or made-up revision "newer" (F6).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from memstore import MemoryStore, sqlite_probe
 from memstore.cli import main
-from memstore.errors import ReadOnlyDatabase
+from memstore.errors import NotAMemstoreDatabase, ReadOnlyDatabase, SchemaTooNew
 from memstore.sqlite_probe import hot_journal
 from tests.conftest import note
 
@@ -100,3 +101,38 @@ def test_a_write_cut_short_is_never_read_half_written_where_it_cannot_be_rolled_
     with pytest.raises(ReadOnlyDatabase, match=r"m\.db-journal holds a write that was cut short"):
         sqlite_probe.read_only_uri(db)
     assert hot_journal(Path(f"{db}-journal"))  # left as it was
+
+
+@pytest.mark.parametrize("stored", ["", "0003 ", "zzzz", "0x12"])
+def test_a_revision_no_memstore_wrote_is_damage_not_a_newer_memstore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stored: str
+) -> None:
+    # F6: `db current` called a blank, padded or made-up revision "newer than this memstore
+    # knows" and exited 0
+    db = tmp_path / "m.db"
+    MemoryStore.open(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = ?", (stored,))
+    conn.close()
+
+    assert main(["--db", str(db), "db", "current"]) == 1
+    error = capsys.readouterr().err
+    assert "is damaged, not a sound memstore database: its alembic_version table holds" in error
+    assert "newer" not in error
+    with pytest.raises(NotAMemstoreDatabase, match="no revision of memstore's"):
+        MemoryStore.open(db)
+
+
+def test_a_later_memstore_s_revision_is_still_newer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "m.db"
+    MemoryStore.open(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099'")
+    conn.close()
+
+    assert main(["--db", str(db), "db", "current"]) == 0
+    assert "0099 (newer than this memstore knows" in capsys.readouterr().out
+    with pytest.raises(SchemaTooNew, match="use a newer memstore"):
+        MemoryStore.open(db)

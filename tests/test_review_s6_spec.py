@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -323,7 +324,17 @@ def test_the_spec_s_window_outside_its_bounds_warns_and_goes_on(
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(f"[tool.zorkgpt.memory_sampling]\nmemory_history_window = {window}\n")
 
-    with pytest.warns(ConfigWarning, match=f"memory_history_window = {window} is outside"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         config = load_config(pyproject)
+
+    said = [str(warning.message) for warning in caught if warning.category is ConfigWarning]
+    assert f"memory_history_window = {window} is outside 1-50: {used} is used" in said[0]
+    # (and memstore's own advice above 10 for the 50 it goes on with)
+    assert said[1:] == (
+        []
+        if used <= 10
+        else [f"history_window = {used} may use excessive context; recommended 3-8, at most 10"]
+    )
 
     assert config.history_window == used
