@@ -231,6 +231,18 @@ class SupersedeOutcome(StrEnum):
     def __bool__(self) -> bool:
         return self is SupersedeOutcome.SUPERSEDED
 
+    # spec 004's ``supersede_memory(...) == False`` (or ``== True``) keeps its meaning
+    # (review S6 A F11); ``is False`` cannot: the outcome says why
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, bool):
+            return bool(self) is other
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
 
 class AppliedSynthesis(BaseModel):
     """What one synthesis decision actually changed (the decision log's ``applied``)."""

@@ -9,7 +9,7 @@ orchestrator's ``location_id=None`` and a Jericho inventory of ZObjects or names
 ``metrics`` of ``get_status()`` were missing (F5); in a busy stretch the manager refused
 ephemeral memories, which need no lock on the file (F7); every toolkit add of a busy
 stretch waited the whole busy timeout (F8); the spec's settings under ``[tool.zorkgpt]``
-were ignored (F9).
+were ignored (F9); ``supersede_memory(...) == False`` was never true (F11).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memstore.config import ConfigWarning, load_config
 from memstore.errors import StoreBusy
 from memstore.lock_probe import WriteGate
 from memstore.memory_tools import MemoryToolkit
+from memstore.rows import SupersedeOutcome
 from memstore.spec_context import context_from_mapping
 from memstore.triggers import Trigger
 from tests.conftest import note
@@ -338,3 +339,20 @@ def test_the_spec_s_window_outside_its_bounds_warns_and_goes_on(
     )
 
     assert config.history_window == used
+
+
+def test_a_supersede_outcome_compares_with_the_spec_s_booleans(db_path: Path) -> None:
+    # F11: `supersede_memory(...) == False` was never true: the outcome is a str enum
+    with MemoryStore.open(db_path) as store:
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(10, "Room", note("Mailbox has leaflet"))
+
+        old = "Mailbox has leaflet"
+        refused = manager.supersede_memory(10, "Room", old, note("x", "ephemeral"))
+        missing = manager.supersede_memory(10, "Room", "No such memory", note("y"))
+        done = manager.supersede_memory(10, "Room", old, note("Leaflet taken"))
+
+    assert (refused == False, missing == False, done == True) == (True, True, True)  # noqa: E712
+    assert (refused != True, done != False, done == False) == (True, True, False)  # noqa: E712
+    assert done == SupersedeOutcome.SUPERSEDED and done == "superseded"
+    assert {done: "kept"}[SupersedeOutcome.SUPERSEDED] == "kept"
