@@ -140,11 +140,14 @@ def stored_rows(conn: Connection) -> list[StoredMemory[MemoryRow]]:
 
 
 def stored_rows_at(
-    conn: Connection, version: int, current: list[StoredMemory[MemoryRow]]
+    conn: Connection,
+    version: int,
+    current: list[StoredMemory[MemoryRow]],
+    since: dict[int, list[MemoryRow]] | None = None,
 ) -> dict[int, StoredMemory[MemoryRow]]:
     """The persistent memories as rows as they were at change ``version``, by row id
-    (``current``: ``stored_rows`` now)."""
-    return state_at(conn, version, current, to_memory_row)
+    (``current``: ``stored_rows`` now; ``since``: filled as ``state_at`` says)."""
+    return state_at(conn, version, current, to_memory_row, since)
 
 
 def _stored_locations(conn: Connection) -> list[LocationRow]:

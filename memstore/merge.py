@@ -103,6 +103,15 @@ def _own_ids(
     return own
 
 
+def _left_again(line: int | None, title: str, fields: list[str]) -> str:
+    where = f"line {line}: " if line else ""
+    return (
+        f"{where}{title!r}: the file's {', '.join(dict.fromkeys(fields))} is one the database "
+        f"had since the export and a later change left (this file imported before?); the "
+        f"database's is kept: export again and edit that to set it again"
+    )
+
+
 def _stored_order(stored: StoredMemory[MemoryRow]) -> int:
     """The place of an export's memory in stored order (``_own_ids``' ids negated)."""
     return abs(stored.id)
@@ -127,12 +136,15 @@ def merge_import(
     lines: LineFinder,
     warnings: Iterable[str] = (),
     base_names: Mapping[int, NameHistory] | None = None,
+    since: Mapping[int, Sequence[MemoryRow]] | None = None,
 ) -> MergeResult:
     """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
     in stored order) against ``base`` (the memories at the file's export, by row id; None
     for a file with no usable base). ``base_names``: the names each location renamed since
     the export had from then on (``memstore.versions.names_since``; the others had the one
-    they have now), for the 3-way merge of the names (``memstore.name_merge``)."""
+    they have now), for the 3-way merge of the names (``memstore.name_merge``);
+    ``since``: the states each memory had after the export and left, by row id
+    (``memstore.versions.state_at``), for ``merge_fields``."""
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
@@ -217,7 +229,13 @@ def merge_import(
                     problems.append(_unsure_twin(lines, location_id, memory, title_nth, bases))
                     keep(location_id, now.id, now.memory)
                     continue
-                merged, fields = merge_fields(was.memory, memory, now.memory, resolution)
+                left: list[str] = []
+                merged, fields = merge_fields(
+                    was.memory, memory, now.memory, resolution, (since or {}).get(was.id, ()), left
+                )
+                if left:
+                    line = lines.memory_line(location_id, memory.title, title_nth)
+                    warnings = (*warnings, _left_again(line, memory.title, left))
             else:  # new in the file; the database may have gained the same memory meanwhile
                 fresh = fresh_by_key.get(key)
                 if not fresh:

@@ -5,7 +5,7 @@ beyond their wording.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -157,10 +157,21 @@ def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:
 
 
 def merge_fields(
-    base: MemoryRow | None, file: MemoryRow, database: MemoryRow, resolution: Resolution | None
+    base: MemoryRow | None,
+    file: MemoryRow,
+    database: MemoryRow,
+    resolution: Resolution | None,
+    since: Sequence[MemoryRow] = (),
+    left: list[str] | None = None,
 ) -> tuple[MemoryRow, tuple[str, ...]]:
     """The 3-way merge of one memory, field group by field group (``GROUPS``): (the merged
-    memory, the fields in conflict). Without a base every difference is one."""
+    memory, the fields in conflict). Without a base every difference is one.
+
+    ``since``: the states the memory had after the base and left (``state_at``'s). A file
+    value that is one of them is not new: an import set it and a later change left it (a
+    reviewer's revert, then the first file imported again: review S6 B F2), so the
+    database's stays, as a location's name an import set does (memstore.name_merge);
+    ``left`` gets those fields."""
     if file == database:  # the common case: nothing to merge
         return database, ()
     update: dict[str, Any] = {}
@@ -172,6 +183,10 @@ def merge_fields(
         b = _values(base, group) if base is not None else None
         if b == f:
             continue  # only the database changed it: keep the database's
+        if any(_values(state, group) == f for state in since):
+            if left is not None:
+                left.extend(group)
+            continue  # the database had the file's value since, and left it
         if b != d:  # both changed it, differently
             conflicted.extend(group)
             if resolution is not Resolution.THEIRS:

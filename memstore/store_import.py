@@ -107,7 +107,8 @@ def import_memories(
         current_locations = {row.id: row for row in location_rows(conn)}
         here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
-        base_state = stored_rows_at(conn, base.version, current) if base else None
+        since: dict[int, list[MemoryRow]] = {}  # states the database left since the base
+        base_state = stored_rows_at(conn, base.version, current, since) if base else None
         if base is not None and base_state is not None and base.rows is not None:
             if rows_fingerprint(base_state.values()) != base.rows:
                 warnings = (
@@ -128,6 +129,7 @@ def import_memories(
             lines=lines,
             warnings=warnings,
             base_names=names_since(conn, base.version) if base is not None else None,
+            since=since,
         )
         grouped, current_ids = _grouped(current, current_locations)
         plan = plan_import(

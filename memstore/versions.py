@@ -245,13 +245,21 @@ def record_history(
 
 
 def state_at(
-    conn: Connection, version: int, current: Iterable[StoredMemory], to_memory: Any
+    conn: Connection,
+    version: int,
+    current: Iterable[StoredMemory],
+    to_memory: Any,
+    since: dict[int, list[Any]] | None = None,
 ) -> dict[int, StoredMemory]:
     """The persistent memories as they were at ``version``, by row id.
 
     ``current`` is every persistent memory now. A row created after ``version`` did not
     exist then; a row changed or deleted since then had the state that the first change
-    after ``version`` recorded (``to_memory`` reads such a history row).
+    after ``version`` recorded (``to_memory`` reads such a history row). ``since``, when
+    given, gets for each row changed more than once since then the states it had in
+    between (each set after ``version`` and replaced since; ``to_memory`` read), oldest
+    first: what an import merges against, so that a file's value the database has left
+    since is not taken again (memstore.merge_types.merge_fields).
     """
     earlier: dict[int, Any] = {}
     history = conn.execute(
@@ -260,6 +268,8 @@ def state_at(
         .order_by(memory_history.c.memory_id, memory_history.c.replaced_version.desc())
     )
     for row in history:  # the last one kept per memory is the earliest change after version
+        if since is not None and row.memory_id in earlier:  # a later state: in between
+            since.setdefault(row.memory_id, []).insert(0, to_memory(earlier[row.memory_id]))
         earlier[row.memory_id] = row
     state = {
         stored.id: stored
