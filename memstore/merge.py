@@ -103,6 +103,17 @@ def _own_ids(
     return own
 
 
+def _taken_back(
+    fresh: list[StoredMemory[MemoryRow]] | None, memory: MemoryRow
+) -> StoredMemory[MemoryRow] | None:
+    """The row the database gained since the export that holds exactly ``memory`` (taken
+    out of ``fresh``), or None."""
+    for n, stored in enumerate(fresh or ()):
+        if stored.memory == memory:
+            return fresh.pop(n) if fresh is not None else None
+    return None
+
+
 def _left_again(line: int | None, title: str, fields: list[str]) -> str:
     where = f"line {line}: " if line else ""
     return (
@@ -212,6 +223,10 @@ def merge_import(
                 if now is None:  # deleted from the database since the export
                     if memory == was.memory:
                         continue
+                    again = _taken_back(fresh_by_key.get(key), memory)
+                    if again is not None:  # an earlier run of this import (--theirs) took it
+                        keep(location_id, again.id, again.memory)  # back: the same row, once
+                        continue  # (review S6 B F1: each run added another copy)
                     conflicts.append(
                         MergeConflict(
                             lines.memory_line(location_id, memory.title, title_nth),
@@ -320,6 +335,12 @@ def merge_import(
                     if changed(origin):
                         renamed.add(origin.id)
                     break
+            else:  # by place only, as the run that took it paired it (review S6 B F3: a
+                # re-run pruned the memory the first kept, with the agent's invalidation)
+                here = dropped.get(location_id, [])
+                retired = [w for w in here if changed(w) and w.id in by_id]
+                if retired:
+                    renamed.add(retired[0].id)
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None

@@ -63,3 +63,51 @@ def test_a_file_imported_again_keeps_a_later_revival(db_path: Path) -> None:
 
         assert [m.title for m in store.memories(80)] == ["Grating"]  # still live
         assert "'Grating': the file's status" in again.plan.warnings[0]
+
+
+def test_theirs_takes_a_deleted_memory_back_once_however_often_it_runs(db_path: Path) -> None:
+    # F1: Bob deleted a memory (--prune), Alice's copy of the same export edited it: each
+    # run of her `--theirs` import added another copy
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED, turns="1"))
+        store.add_memory(80, "Clearing", note("Leaves", text="A pile of leaves.", turns="2"))
+        store.invalidate_memory(80, "Grating", "it opens with the skeleton key", turn=9, episode=1)
+        export = export_memories_md(store)
+        block = export[export.index("**[NOTE - PERMANENT - SUPERSEDED] Grating") :]
+        bob = export.replace(block[: block.index("\n\n") + 2], "")
+        assert import_memories(store, bob, apply=True, prune=True, force=True).applied
+        alice = export.replace(f"~~{LOCKED}~~", "~~The grating is locked from below.~~")
+
+        runs = [import_memories(store, alice, apply=True, resolution="theirs") for _ in range(3)]
+
+        assert [run.applied for run in runs] == [True, False, False]
+        assert [len(run.plan.conflicts) for run in runs] == [1, 0, 0]
+        assert [(m.title, m.status.value) for m in store.memories(80, include_superseded=True)] == [
+            ("Leaves", "ACTIVE"),
+            ("Grating", "SUPERSEDED"),
+        ]
+
+
+def test_a_re_run_keeps_the_retired_memory_a_whole_rewrite_kept(db_path: Path) -> None:
+    # F3: the first `--prune --theirs` run kept the memory an agent invalidated, which the
+    # file rewrote whole; the same command run again deleted it with the invalidation
+    with MemoryStore.open(db_path) as store:
+        for n in range(10):
+            store.add_memory(80, "Clearing", note(f"m{n}", text=f"text {n}", turns=str(n + 1)))
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED, turns="20"))
+        rewritten = export_memories_md(store).replace(
+            f"**[NOTE - PERMANENT] Grating** *(Ep1, T20, +0)*\n{LOCKED}\n",
+            "**[NOTE - PERMANENT] Grate needs key** *(Ep1, T20, +0)*\nUse the skeleton key.\n",
+        )
+        assert "Grate needs key" in rewritten
+        store.invalidate_memory(80, "Grating", "opened it from below", turn=40, episode=2)
+
+        runs = [
+            import_memories(store, rewritten, apply=True, prune=True, resolution="theirs")
+            for _ in range(2)
+        ]
+
+        assert [len(run.plan.conflicts) for run in runs] == [1, 0]
+        assert [run.plan.missing for run in runs] == [(), ()]
+        (kept,) = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
+        assert kept.invalidation_reason == "opened it from below"
