@@ -141,8 +141,11 @@ def existing_export(path: str, what: str) -> tuple[FileState, str]:
     (for ``write_atomically``'s ``unchanged``) and its text ("" when there is none or it
     is empty). A SQLite database, or a file that
     cannot be read as text, is refused (one CliError line)."""
-    from memstore.export_file import file_head, file_state
+    from memstore.export_file import file_head, file_state, frozen
 
+    refused = frozen(path)
+    if refused is not None:
+        raise CliError(f"{refused}: {_FORCE}")
     state = file_state(path)
     if not state.present or state.size == 0:
         return state, ""

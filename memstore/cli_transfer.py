@@ -59,6 +59,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         check_target,
         check_writable,
         export_check,
+        frozen,
         write_atomically,
     )
     from memstore.md_store import export_snapshot_rows
@@ -79,6 +80,9 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
             # (a check writes nothing; an export of two files writes in both folders first:
             # review S5 B F6, a notes folder it could not write failed after Memories.md)
             (check_target if args.check else check_writable)(path)
+            refused = None if args.check or args.force else frozen(path)
+            if refused is not None:
+                raise CliError(f"{refused}: give another file, or --force to replace it")
     if args.notes is not None and stdout not in (args.out, args.notes):
         ctx.refuse_same_file(("--out", args.out), ("--notes", args.notes))
     checked: FileState | None = None  # the --out the edit guard read (None: no guard)

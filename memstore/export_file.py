@@ -56,6 +56,7 @@ __all__ = [
     "NotARegularFile",
     "check_target",
     "check_writable",
+    "frozen",
     "file_state",
     "file_kind",
     "export_check",
@@ -184,6 +185,20 @@ def file_state(path: str | Path) -> FileState:
     except FileNotFoundError:
         return FileState(False)
     return FileState(True, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+def frozen(path: str | Path) -> str | None:
+    """Why an export should not replace the file ``path`` names though it can (its folder
+    can be written, so the rename goes through): it was made read-only, every write bit
+    off (``chmod 444``), to be kept as it is (review S6 B F5: replaced without a word);
+    None otherwise. A command's ``--force`` replaces it all the same."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if not stat.S_ISREG(mode) or mode & 0o222:
+        return None
+    return f"{path} is read-only (mode {mode & 0o777:o}), made so to keep it as it is"
 
 
 def file_head(path: str | Path, size: int) -> bytes:

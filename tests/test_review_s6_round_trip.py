@@ -2,14 +2,20 @@
 
 Was: a file imported again after a later reviewer reverted its edit undid that revert,
 silently: the memory's text (or status) went back to the first file's, though a location's
-name an import set was already kept against exactly this (F2).
+name an import set was already kept against exactly this (F2). ``--theirs`` added a
+memory deleted since the export again at each run (F1); a re-run of a ``--prune --theirs``
+import deleted the retired memory a whole rewrite had kept (F3). An export replaced a file
+made read-only to keep it (F5).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memstore import MemoryStore
+from memstore.cli import main
 from memstore.md_store import export_memories_md
 from memstore.store_import import import_memories
 from tests.conftest import note
@@ -111,3 +117,33 @@ def test_a_re_run_keeps_the_retired_memory_a_whole_rewrite_kept(db_path: Path) -
         assert [run.plan.missing for run in runs] == [(), ()]
         (kept,) = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
         assert kept.invalidation_reason == "opened it from below"
+
+
+def test_an_export_never_replaces_a_file_made_read_only_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # F5: `chmod 444` to keep a file as it is; the next export replaced it without a word
+    db, out, map_md = tmp_path / "m.db", tmp_path / "Memories.md", tmp_path / "Map.md"
+    with MemoryStore.open(db) as store:
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED))
+    for argv in (["export", "--out", str(out)], ["map", "export", "--out", str(map_md)]):
+        assert main(["--db", str(db), *argv]) == 0
+    for path in (out, map_md):
+        path.chmod(0o444)
+    kept = {path: path.read_bytes() for path in (out, map_md)}
+    with MemoryStore.open(db) as store:
+        store.add_memory(80, "Clearing", note("Leaves", text="A pile of leaves."))
+    capsys.readouterr()
+
+    for argv, path in (
+        (["export", "--out", str(out)], out),
+        (["map", "export", "--out", str(map_md)], map_md),
+    ):
+        assert main(["--db", str(db), *argv]) == 1
+        assert f"{path} is read-only (mode 444), made so to keep it as it is" in (
+            capsys.readouterr().err
+        )
+        assert path.read_bytes() == kept[path]
+
+    assert main(["--db", str(db), "export", "--out", str(out), "--force"]) == 0
+    assert "Leaves" in out.read_text()
