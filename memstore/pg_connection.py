@@ -283,9 +283,13 @@ def _watched_connection_class() -> Any:
 
         def wait(self, *args: Any, **kwargs: Any) -> Any:
             watch = self.memstore_watch
+            try:
+                fileno = self.fileno()
+            except psycopg.OperationalError:  # the connection is lost: the driver says so
+                watch = None
             if watch is None:
                 return super().wait(*args, **kwargs)
-            watch.begin(self.fileno())
+            watch.begin(fileno)
             try:
                 return super().wait(*args, **kwargs)
             finally:
@@ -308,6 +312,21 @@ SERVER_KEEPALIVES = (
 )
 
 
+#: the least time a memstore session may sit idle inside a transaction before the server
+#: ends it (``idle_in_transaction_session_timeout``; twice the answer timeout if more): an
+#: agent frozen in its write (SIGSTOP, a debugger) held the writers' lock for as long as it
+#: stayed frozen, and no other agent of the fleet could write (its system still answers
+#: the keepalives: review S6 D F3). Far above any gap memstore leaves between the
+#: statements of one transaction (an import plans a 100,000-memory file in seconds).
+IDLE_IN_TRANSACTION_MIN_S = 60.0
+
+
+def idle_in_transaction_ms(answer_limit_s: float) -> int:
+    """``idle_in_transaction_session_timeout`` for a session of this answer timeout."""
+    seconds = max(IDLE_IN_TRANSACTION_MIN_S, 2 * answer_limit_s)
+    return int(min(seconds, 86_400) * 1000)
+
+
 def create_server_engine(
     target: Target, busy_timeout_s: float, *, read_only: bool, answer_timeout_s: float | None
 ) -> Engine:
@@ -325,6 +344,7 @@ def create_server_engine(
     watched(engine, limit)
     ddl = ephemeral_ddl(engine.dialect)
     busy_ms = max(1, int(busy_timeout_s * 1000))
+    idle_ms = idle_in_transaction_ms(limit)
 
     #: the schema the first connection found (current_schema()): every later connection
     #: of the store works in it too, whatever its search_path finds then (a schema named
@@ -360,6 +380,7 @@ def create_server_engine(
         for setting, seconds in SERVER_KEEPALIVES:
             if setting != "tcp_user_timeout" or dbapi_connection.info.server_version >= 120000:
                 cursor.execute(f"SET {setting} = {seconds}")  # (tcp_user_timeout: 12 and later)
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
         # an acknowledged write is on disk, whatever the server's default (SQLite: FULL)
         cursor.execute("SET synchronous_commit = on")
         if read_only:

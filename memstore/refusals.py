@@ -38,8 +38,9 @@ def failure_kind(exc: BaseException) -> str | None:
         return "nul"
     code = getattr(orig, "sqlstate", None)
     if code is not None:  # PostgreSQL
-        if code.startswith("08") or code in ("57P01", "57P02", "57P03", "26000"):
-            # (26000, invalid_sql_statement_name: the session's prepared statements are
+        if code.startswith("08") or code in ("57P01", "57P02", "57P03", "57P05", "26000", "25P03"):
+            # (25P03, 57P05: the session ended for sitting idle, in a transaction or not;
+            # 26000, invalid_sql_statement_name: the session's prepared statements are
             # gone, a pooler's DISCARD ALL or a transaction pooler's other session: a new
             # connection prepares them again)
             return "gone"

@@ -5,7 +5,8 @@ server's answer sat unread in its socket had its healthy connection cut by the a
 watch when it resumed, losing its ephemeral memories with it (F2). While another session
 held a table lock that blocks reads on PostgreSQL (ACCESS EXCLUSIVE: ``ALTER TABLE``,
 ``VACUUM FULL``), every turn waited the busy timeout twice and dropped its synthesis
-(F1).
+(F1). An agent frozen inside its write held the writers' lock, and the fleet's writes
+back, for as long as it stayed frozen (F3).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from memstore import MemoryStore, SimpleMemoryManager, ZMachineContext
+from memstore import MemoryStore, SimpleMemoryManager, ZMachineContext, pg_connection
+from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.pg_connection import AnswerWatch
+from tests.conftest import note
 
 LOOK = ZMachineContext(location_before=7, location_after=7, first_visit=False)
 
@@ -104,3 +107,24 @@ def test_a_table_lock_that_blocks_reads_costs_one_turn_the_busy_timeout(
         assert status["reads_deferred"] >= 6 and status["llm_calls"] == 4
         assert manager.close()
         assert sorted(m.title for m in store.memories(7)) == [f"Fact {n}" for n in range(4)]
+
+
+def test_an_agent_frozen_in_its_write_holds_the_fleet_back_only_so_long(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # F3: a session frozen inside its write transaction (SIGSTOP, a debugger) kept the
+    # writers' lock for as long as it stayed frozen: the whole fleet's writes were refused
+    monkeypatch.setattr(pg_connection, "IDLE_IN_TRANSACTION_MIN_S", 1.0)
+    frozen = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=0.5)
+    other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            with frozen.transaction(write=True):  # the writers' lock, then silence
+                with pytest.raises(StoreBusy):
+                    other.add_memory(7, "Room 7", note("While it holds the lock"))
+                time.sleep(1.6)  # past the server's idle_in_transaction_session_timeout
+                assert other.add_memory(7, "Room 7", note("After it was ended"))
+        assert [m.title for m in other.memories(7)] == ["After it was ended"]
+    finally:
+        frozen.close()
+        other.close()
