@@ -141,10 +141,10 @@ class WriteGate:
     first refused write waits the busy timeout.
 
     After a refusal, the next write is tried only when the probe does not see the lock held
-    (``LockProbe``). A write refused again after that (a lock the probe does not see), or
-    one refused for a lost connection (DatabaseUnavailable: the probe would connect), is
-    tried again only after a backoff, doubling from 1 s to at most 30 s. A write that goes
-    through ends the stretch."""
+    (``LockProbe``), or, after a lost connection (DatabaseUnavailable: the probe would
+    connect), at once (a session the server ended is back at the next connect). A write
+    refused again after that is tried again only after a backoff, doubling from 1 s to at
+    most 30 s. A write that goes through ends the stretch."""
 
     FIRST_BACKOFF_S = 1.0
     MAX_BACKOFF_S = 30.0
@@ -170,7 +170,7 @@ class WriteGate:
         tried_again = self.kind is not None
         self.kind = refusal_counter(exc)
         self._unavailable = isinstance(exc, DatabaseUnavailable)
-        if tried_again or self._unavailable:
+        if tried_again:
             self._backoff = min(max(2 * self._backoff, self.FIRST_BACKOFF_S), self.MAX_BACKOFF_S)
             self._next_at = self._clock() + self._backoff
 

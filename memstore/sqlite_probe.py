@@ -29,6 +29,7 @@ __all__ = [
     "folder_writable",
     "hot_journal",
     "judge_schema",
+    "missing_at_head",
     "probe_sqlite_file",
     "read_only_uri",
     "single_revision",
@@ -229,6 +230,20 @@ def upgrade_command(shown: object) -> str:
     return f"`memstore --db {shlex.quote(text)} db upgrade`"
 
 
+def missing_at_head(tables: set[str], columns: dict[str, set[str]]) -> str:
+    """The tables and columns of the head revision's schema that ``tables`` (and, for
+    those read, ``columns``: each table's column names) lack, for a message ("" if none)."""
+    missing = sorted(set(metadata.tables) - tables)
+    missing += [
+        f"{table}.{column.name}"
+        for table in sorted(columns)
+        for column in metadata.tables[table].columns
+        if column.name not in columns[table]
+    ]
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return ", ".join(missing[:5]) + more if missing else ""
+
+
 def judge_schema(
     path: str,
     tables: set[str],
@@ -270,17 +285,8 @@ def judge_schema(
             f"holds no revision; left untouched"
         )
     if version == HEAD_REVISION:
-        present = columns or {}
-        missing = sorted(set(metadata.tables) - tables)
-        missing += [
-            f"{table}.{column.name}"
-            for table in sorted(present)
-            for column in metadata.tables[table].columns
-            if column.name not in present[table]
-        ]
-        if missing:  # a table dropped, a column renamed or dropped around memstore
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            shown = ", ".join(missing[:5]) + more
+        shown = missing_at_head(tables, columns or {})
+        if shown:  # a table dropped, a column renamed or dropped around memstore
             raise NotAMemstoreDatabase(
                 f"{path} is damaged, not a sound memstore database: it is at revision "
                 f"{version} but has no {shown} (a table or column of its schema); left "

@@ -35,6 +35,7 @@ from alembic import context
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from memstore.config import load_config
@@ -56,7 +57,8 @@ from memstore.errors import (
     SchemaTooNew,
 )
 from memstore.migrations_dir import known_revisions
-from memstore.schema import metadata
+from memstore.schema import HEAD_REVISION, metadata
+from memstore.schema_match import damaged_after_migrating, schema_mismatch
 
 config = context.config
 target_metadata = metadata
@@ -364,7 +366,17 @@ def run_migrations_online() -> None:
                     f"(another process migrated it meanwhile)"
                 )
             refuse_data_loss(migration_context, target, connection)
-            context.run_migrations()
+            try:
+                context.run_migrations()
+            except DBAPIError as exc:  # the tables do not match the revision they record
+                refused = schema_mismatch(exc, target.display, revision_label(heads))
+                if refused is None:
+                    raise
+                raise CommandError(f"{refused}; alembic did nothing") from exc
+            if action in MOVES and tuple(migration_context.get_current_heads()) == (HEAD_REVISION,):
+                refused = damaged_after_migrating(connection, target.display)
+                if refused is not None:  # (rolls the migration back)
+                    raise CommandError(f"{refused}; alembic did nothing")
         connection.commit()
         config.print_stdout(
             f"revision after: {revision_label(migration_context.get_current_heads())}"

@@ -6,6 +6,8 @@ confirmed without the word the refusal names (F4). A write cut short on a databa
 rollback-journal mode (a killed ``db upgrade``) left a hot journal that every command
 refused the database for, and that a read where it could not be rolled back read past,
 half written (F1). ``db current`` called a blank or made-up revision "newer" (F6).
+``db upgrade`` on tables that do not match their recorded revision ended in an internal
+error, or in an upgrade reported done into a database every command refused (F2).
 """
 
 from __future__ import annotations
@@ -136,3 +138,49 @@ def test_a_later_memstore_s_revision_is_still_newer(
     assert "0099 (newer than this memstore knows" in capsys.readouterr().out
     with pytest.raises(SchemaTooNew, match="use a newer memstore"):
         MemoryStore.open(db)
+
+
+@pytest.mark.slow  # (schema migrations)
+def test_tables_ahead_of_the_recorded_revision_are_damage_and_change_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # F2: stamped back by hand, `db upgrade` ended in "internal error: ... table
+    # location_names already exists"
+    db = tmp_path / "m.db"
+    with MemoryStore.open(db) as store:
+        store.add_memory(64, "West of House", note("Mailbox"))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0008'")
+    conn.close()
+    before = db.read_bytes()
+
+    assert main(["--db", str(db), "db", "upgrade"]) == 1
+
+    error = capsys.readouterr().err
+    assert "is damaged, not a sound memstore database: its tables do not match its revision" in (
+        error
+    )
+    assert "internal error" not in error and "alembic did nothing" in error
+    assert db.read_bytes() == before
+
+
+@pytest.mark.slow  # (schema migrations)
+def test_an_upgrade_into_a_schema_still_missing_a_table_is_refused_and_rolled_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # F2: a table of its own revision dropped, `db upgrade` reported success, and every
+    # command then refused the database as damaged, downgrade included
+    db = tmp_path / "m.db"
+    assert main(["--db", str(db), "db", "upgrade", "0005"]) == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE flagged_memories")
+    conn.close()
+    capsys.readouterr()
+
+    assert main(["--db", str(db), "db", "upgrade"]) == 1
+
+    assert "upgraded to 0011, it would still have no flagged_memories" in capsys.readouterr().err
+    with sqlite3.connect(db) as conn:
+        (revision,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    conn.close()
+    assert revision == "0005"
