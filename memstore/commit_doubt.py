@@ -28,15 +28,21 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from memstore.busy_buffer import BusyBuffer
-from memstore.rows import Bookkeeping
+from memstore.errors import DatabaseUnavailable, StoreBusy
+from memstore.executor import run
+from memstore.queries import INSERT_RECEIPT
+from memstore.rows import Bookkeeping, now
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
 
 __all__ = ["CommitDoubt"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,35 @@ class CommitDoubt:
             forget_receipts=tuple(self._forget),
             prune_receipts=not self._pruned,
         )
+
+    def receipted(self, write: Callable[[], T]) -> T:
+        """``write()``, one of the store's writes (the manager's spec-004 writes), on a
+        server in one transaction with a receipt: a COMMIT whose answer a lost connection
+        swallowed is settled at once by it (review S6 D F4: a committed write answered
+        "not done", and its retry "not found"). Committed: the write's own answer, counted
+        (``commits_in_doubt_found``); not, or the server cannot say yet: the
+        DatabaseUnavailable. The receipt is deleted by the next write. SQLite: ``write()``
+        as it is."""
+        if not self.enabled:
+            return write()
+        receipt = uuid.uuid4().hex
+        answer: list[T] = []
+        try:
+            with self.store.transaction(write=True, changes_memories=False) as conn:
+                run(conn, INSERT_RECEIPT, {"receipt": receipt, "created_at": now()})
+                answer.append(write())
+        except DatabaseUnavailable as lost:
+            if not answer:  # lost before the COMMIT: nothing was committed
+                raise
+            try:
+                landed = self.store.has_receipt(receipt)
+            except (StoreBusy, DatabaseUnavailable):
+                landed = False  # (in doubt still: "not done", as the log line says)
+            if not landed:
+                raise lost from lost.__cause__
+            self.counters["commits_in_doubt_found"] += 1
+        self._forget.append(receipt)
+        return answer[0]
 
     def committed(self) -> None:
         """The write's COMMIT was answered: its receipt is no longer needed, nor the ones

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from memstore.errors import DatabaseUnavailable, StoreBusy, refusal_counter
 from memstore.models import (
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from memstore.synthesis_runner import SynthesisRunner
 
 __all__ = ["SpecMemoryApi"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("memstore.manager")
 
@@ -109,6 +111,13 @@ class SpecMemoryApi:
         ahead of what waits (a waiting memory of its title then finds it there)."""
         return memory.persistence is Persistence.EPHEMERAL and self._synthesis.buffer.busy
 
+    def _written(self, memory: Memory, write: Callable[[], T]) -> T:
+        """``write()`` of ``memory``: with a receipt on a server when it goes to disk (a
+        COMMIT whose answer was lost is settled by it: memstore.commit_doubt)."""
+        if memory.persistence is Persistence.EPHEMERAL:  # (the session's: lost with it)
+            return write()
+        return self._synthesis.doubt.receipted(write)
+
     def _stored_episode_of(self, memory: Memory) -> Memory:
         """``memory`` with the number its episode is stored under: a caller that read
         ``episode`` during a busy stretch holds a provisional number, never stored."""
@@ -126,8 +135,11 @@ class SpecMemoryApi:
         if not self._session_only(memory) and not self._ready():
             return False
         try:
-            return self.store.add_memory(
-                location_id, location_name, self._stored_episode_of(memory)
+            return self._written(
+                memory,
+                lambda: self.store.add_memory(
+                    location_id, location_name, self._stored_episode_of(memory)
+                ),
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
@@ -145,8 +157,14 @@ class SpecMemoryApi:
         if not self._session_only(new_memory) and not self._ready():
             return SupersedeOutcome.STORE_BUSY
         try:
-            return self.store.supersede_memory(
-                location_id, location_name, old_memory_title, self._stored_episode_of(new_memory)
+            return self._written(
+                new_memory,
+                lambda: self.store.supersede_memory(
+                    location_id,
+                    location_name,
+                    old_memory_title,
+                    self._stored_episode_of(new_memory),
+                ),
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
@@ -178,9 +196,12 @@ class SpecMemoryApi:
         episode = self.episode
         if self._synthesis.buffer.unnumbered:  # it could not be numbered (StoreBusy, counted)
             return dict.fromkeys(titles, False)
+        at_turn = self.turn if turn is None else turn
         try:
-            return self.store.invalidate_memories(
-                location_id, titles, reason, self.turn if turn is None else turn, episode=episode
+            return self._synthesis.doubt.receipted(
+                lambda: self.store.invalidate_memories(
+                    location_id, titles, reason, at_turn, episode=episode
+                )
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")

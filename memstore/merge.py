@@ -337,8 +337,8 @@ def merge_import(
                     break
             else:  # by place only, as the run that took it paired it (review S6 B F3: a
                 # re-run pruned the memory the first kept, with the agent's invalidation)
-                here = dropped.get(location_id, [])
-                retired = [w for w in here if changed(w) and w.id in by_id]
+                there = dropped.get(location_id, [])
+                retired = [w for w in there if changed(w) and w.id in by_id]
                 if retired:
                     renamed.add(retired[0].id)
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):

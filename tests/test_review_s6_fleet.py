@@ -6,7 +6,8 @@ watch when it resumed, losing its ephemeral memories with it (F2). While another
 held a table lock that blocks reads on PostgreSQL (ACCESS EXCLUSIVE: ``ALTER TABLE``,
 ``VACUUM FULL``), every turn waited the busy timeout twice and dropped its synthesis
 (F1). An agent frozen inside its write held the writers' lock, and the fleet's writes
-back, for as long as it stayed frozen (F3).
+back, for as long as it stayed frozen (F3). The manager's spec-004 writes answered "not
+done" for a write committed when the COMMIT's answer was lost (F4).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ import pytest
 from memstore import MemoryStore, SimpleMemoryManager, ZMachineContext, pg_connection
 from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.pg_connection import AnswerWatch
+from memstore.rows import SupersedeOutcome
+from tests.answer_watch_helpers import pg_url as pg_url  # a fixture
 from tests.conftest import note
+from tests.test_answer_watch_frozen_network import FreezingProxy
+from tests.test_answer_watch_frozen_network import proxy as proxy  # a fixture
 
 LOOK = ZMachineContext(location_before=7, location_after=7, first_visit=False)
 
@@ -128,3 +133,43 @@ def test_an_agent_frozen_in_its_write_holds_the_fleet_back_only_so_long(
     finally:
         frozen.close()
         other.close()
+
+
+def test_a_spec_004_write_whose_commit_answer_is_lost_is_settled_by_its_receipt(
+    pg_url: str, proxy: FreezingProxy
+) -> None:
+    # F4: the COMMIT reached the server and its answer never came back: the manager's
+    # add_memory said False (and its retry False again: the title was live), supersede_memory
+    # STORE_BUSY (its retry NOT_FOUND), though both were stored
+    MemoryStore.open(pg_url).close()
+    armed = [False]
+
+    def mute_the_commit(_connection: int, data: bytes) -> str | None:
+        if armed[0] and data.endswith(b"COMMIT\x00") and b"BEGIN" not in data:
+            armed[0] = False
+            return "mute"
+        return None
+
+    proxy.trigger = mute_the_commit
+    with MemoryStore.open(proxy.url(pg_url), busy_timeout_s=1, answer_timeout_s=1.5) as store:
+        manager = SimpleMemoryManager(store)
+        assert manager.add_memory(11, "Room 11", note("Warm up"))
+        assert manager.episode  # numbered now (an invalidation is dated by it)
+        answers = []
+        for write in (
+            lambda: manager.add_memory(11, "Room 11", note("Lamp is here")),
+            lambda: manager.supersede_memory(11, "Room 11", "Warm up", note("Warm up again")),
+            lambda: manager.invalidate_memory(11, "Lamp is here", "taken"),
+        ):
+            armed[0] = True
+            answers.append(write())
+            assert not armed[0]  # its COMMIT's answer was lost
+
+        assert answers == [True, SupersedeOutcome.SUPERSEDED, True]
+        assert manager.get_status()["commits_in_doubt_found"] == 3
+        manager.close()
+    with MemoryStore.open(pg_url) as direct:
+        stored = [(m.title, m.status.value) for m in direct.memories(11, include_superseded=True)]
+    assert sorted(stored) == [
+        ("Lamp is here", "SUPERSEDED"), ("Warm up", "SUPERSEDED"), ("Warm up again", "ACTIVE"),
+    ]  # fmt: skip
