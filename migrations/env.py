@@ -193,7 +193,7 @@ def busy_timeout_s() -> float:
     return seconds
 
 
-def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
+def one_sqlite_transaction(engine: Engine, busy_s: float, *, moves: bool) -> None:
     """Run a SQLite migration as ONE transaction that holds the write lock from its start.
 
     Python's sqlite3 driver, left to itself, begins a transaction only at the first INSERT
@@ -206,6 +206,13 @@ def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
     DDL is transactional (``transactional_ddl``), so an upgrade over several revisions is
     that one transaction too, not one per revision: another upgrade run at the same time
     waits, then finds the database at head.
+
+    A migration (``moves``) puts the file in WAL mode first, as MemoryStore.open does: a
+    reader then never holds it up (in rollback-journal mode SQLite asks for the write lock
+    again at each cache spill and at the commit, each time for the whole busy timeout:
+    review S6 C F3, `--busy-timeout 4` waited 13.5 s), and a migration killed halfway
+    leaves a -wal the next open reads past, never a hot journal (C F1). A file another
+    process holds open keeps its mode.
     """
 
     @event.listens_for(engine, "connect")
@@ -215,6 +222,9 @@ def one_sqlite_transaction(engine: Engine, busy_s: float) -> None:
         # a new file gets memstore's page size, as MemoryStore.open gives it (a no-op on
         # an existing one)
         dbapi_connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        if moves:
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
+            dbapi_connection.execute("PRAGMA synchronous = FULL")
         # batch mode rebuilds tables: dropping one must not cascade to the rows of another
         # (a no-op inside a transaction, so it is set here, before any)
         dbapi_connection.execute("PRAGMA foreign_keys = OFF")
@@ -330,7 +340,7 @@ def run_migrations_online() -> None:
         prepare_to_write(target)
     engine = create_engine(target.url)
     if engine.dialect.name == "sqlite":
-        one_sqlite_transaction(engine, busy_s)
+        one_sqlite_transaction(engine, busy_s, moves=action in MOVES)
     with engine.connect() as connection:
         connection.commit()  # end SQLAlchemy's autobegun transaction: alembic opens its own
         context.configure(

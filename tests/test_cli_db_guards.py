@@ -88,6 +88,9 @@ def test_db_current_and_stats_on_an_exclusively_locked_file_say_it_is_locked(
     """A rollback-journal database under an EXCLUSIVE lock cannot even be read: that is a
     lock (StoreBusy), not "cannot be read as SQLite"."""
     db = at_revision(tmp_path / "journal.db", "head")
+    with sqlite3.connect(db) as conn:  # (a migration leaves WAL mode: an older file's mode)
+        conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
     with locked(db, "EXCLUSIVE"):
         for argv in (["db", "current"], ["db", "upgrade"], ["stats"]):
             code, _out, err = run(capsys, "--db", str(db), "--busy-timeout", "0.2", *argv)

@@ -7,7 +7,8 @@ rollback-journal mode (a killed ``db upgrade``) left a hot journal that every co
 refused the database for, and that a read where it could not be rolled back read past,
 half written (F1). ``db current`` called a blank or made-up revision "newer" (F6).
 ``db upgrade`` on tables that do not match their recorded revision ended in an internal
-error, or in an upgrade reported done into a database every command refused (F2).
+error, or in an upgrade reported done into a database every command refused (F2). A
+reader held a migration up for about three times the busy timeout (F3).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,23 @@ def test_an_upgrade_into_a_schema_still_missing_a_table_is_refused_and_rolled_ba
         (revision,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
     conn.close()
     assert revision == "0005"
+
+
+@pytest.mark.slow  # (schema migrations)
+def test_a_long_reader_never_holds_a_migration_up(tmp_path: Path) -> None:
+    # F3: in rollback-journal mode, as `db upgrade` left a file it made, a reader held the
+    # migration up for about three times --busy-timeout (4 s gave 13.5 s), then refused it
+    db = tmp_path / "m.db"
+    assert main(["--db", str(db), "db", "upgrade", "0005"]) == 0
+    reader = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM memories").fetchall()  # a read transaction, held
+        started = time.monotonic()
+
+        assert main(["--db", str(db), "--busy-timeout", "1", "db", "upgrade"]) == 0
+
+        assert time.monotonic() - started < 1
+    finally:
+        reader.close()
