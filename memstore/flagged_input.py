@@ -10,7 +10,8 @@ counted and the note not stored (False), never raised into the loop.
   (``importance_refused``);
 * the content: a str (a str subclass read as its text); a NUL or a lone surrogate is
   written out as an escape (``\\x00``), as the manager keeps an action or a response; more
-  than MAX_CONTENT_CHARS characters, or not a str, refuses the note (``content_refused``).
+  than MAX_CONTENT_CHARS characters so written, or not a str, refuses the note
+  (``content_refused``).
 """
 
 from __future__ import annotations
@@ -68,12 +69,12 @@ def read_note(content: object, importance: object) -> ModelNote:
             refusal="content_refused",
             reason=f"the content is a {type(content).__name__}, not text",
         )
-    text = str.__str__(content)
+    text = written_out(str.__str__(content))  # (escapes make it longer: checked after)
     if len(text) > MAX_CONTENT_CHARS:
         return ModelNote(
             refusal="content_refused",
-            reason=f"the content is {len(text):,} characters, more than the "
-            f"{MAX_CONTENT_CHARS:,} a note keeps",
+            reason=f"the content is {len(text):,} characters (NULs and lone surrogates "
+            f"written out), more than the {MAX_CONTENT_CHARS:,} a note keeps",
         )
     number = _importance(importance)
     if number is None:
@@ -83,7 +84,7 @@ def read_note(content: object, importance: object) -> ModelNote:
             f"{MIN_IMPORTANCE} to {MAX_IMPORTANCE}",
         )
     kept = min(max(number, MIN_IMPORTANCE), MAX_IMPORTANCE)
-    return ModelNote(written_out(text), kept, clamped=kept != number)
+    return ModelNote(text, kept, clamped=kept != number)
 
 
 def one_argument(name: str, value: object, alias: str, alias_value: object) -> Any:

@@ -167,11 +167,13 @@ def merge_fields(
     """The 3-way merge of one memory, field group by field group (``GROUPS``): (the merged
     memory, the fields in conflict). Without a base every difference is one.
 
-    ``since``: the states the memory had after the base and left (``state_at``'s). A file
-    value that is one of them is not new: an import set it and a later change left it (a
-    reviewer's revert, then the first file imported again: review S6 B F2), so the
-    database's stays, as a location's name an import set does (memstore.name_merge);
-    ``left`` gets those fields."""
+    ``since``: the states the memory had after the base and left (``state_at``'s). Where
+    the database went back to the base's value, a file value that is one of them is not
+    new: an import set it and a later change took it back (a reviewer's revert, then the
+    first file imported again: review S6 B F2), so the database's stays, as a location's
+    name an import set does (memstore.name_merge); ``left`` gets those fields (an export
+    does not replace a file holding them: memstore.export_risk). Where the database holds
+    a third value, it stays a conflict, which ``theirs`` may take (review S6 E F6)."""
     if file == database:  # the common case: nothing to merge
         return database, ()
     update: dict[str, Any] = {}
@@ -183,10 +185,10 @@ def merge_fields(
         b = _values(base, group) if base is not None else None
         if b == f:
             continue  # only the database changed it: keep the database's
-        if any(_values(state, group) == f for state in since):
+        if b == d and any(_values(state, group) == f for state in since):
             if left is not None:
                 left.extend(group)
-            continue  # the database had the file's value since, and left it
+            continue  # the database had the file's value since, and went back
         if b != d:  # both changed it, differently
             conflicted.extend(group)
             if resolution is not Resolution.THEIRS:

@@ -356,3 +356,17 @@ def test_a_supersede_outcome_compares_with_the_spec_s_booleans(db_path: Path) ->
     assert (refused != True, done != False, done == False) == (True, True, False)  # noqa: E712
     assert done == SupersedeOutcome.SUPERSEDED and done == "superseded"
     assert {done: "kept"}[SupersedeOutcome.SUPERSEDED] == "kept"
+
+
+@pytest.mark.parametrize("content", ["a" * 19_000 + "\x00" * 999, "b" * 19_990 + "\ud800" * 9])
+def test_a_note_its_escapes_take_past_the_limit_is_refused_never_raised(
+    db_path: Path, content: str
+) -> None:
+    # review S6 F F1: the length was checked before NULs and lone surrogates were written
+    # out (4 and 6 characters each): the store raised ValueError into the game loop
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+
+        assert toolkit.add_memory(content, 5, 1, 64, "West of House") is False
+
+        assert toolkit.failures["content_refused"] == 1
