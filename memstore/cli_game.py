@@ -109,7 +109,7 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         mode_line,
         run_demo,
     )
-    from memstore.export_file import check_writable
+    from memstore.export_file import check_writable, frozen
     from memstore.rom import find_rom
     from memstore.store import MemoryStore
 
@@ -120,6 +120,9 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     for path in (out, map_md):  # before anything is played, opened or written
         ctx.refuse_database_file(path)
         check_writable(path)
+    refused = None if args.force else frozen(out)  # (Map.md's: refuse_all_but_map_md)
+    if refused is not None:  # (review S6 E F5: replaced, its mode 444 kept)
+        raise CliError(f"{refused}: give another --out, or --force to replace it")
     ctx.refuse_same_file(("--out", out), (f"the {MAP_MD_NAME} written beside it", map_md))
     # the Map.md beside --out: replaced only if memstore wrote it, as by `map export`
     map_checked = None if args.force else refuse_all_but_map_md(map_md)

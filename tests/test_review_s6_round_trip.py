@@ -147,3 +147,18 @@ def test_an_export_never_replaces_a_file_made_read_only_without_force(
 
     assert main(["--db", str(db), "export", "--out", str(out), "--force"]) == 0
     assert "Leaves" in out.read_text()
+
+
+def test_the_demo_never_replaces_a_memories_md_made_read_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review S6 E F5: the demo replaced it (its mode 444 kept, so it looked untouched)
+    out = tmp_path / "Memories.md"
+    out.write_text("# Location Memories\n")
+    out.chmod(0o444)
+
+    code = main(["--db", str(tmp_path / "m.db"), "demo", "--episodes", "1", "--out", str(out)])
+
+    assert code == 1
+    assert f"{out} is read-only (mode 444)" in capsys.readouterr().err
+    assert out.read_text() == "# Location Memories\n"
