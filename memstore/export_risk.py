@@ -99,6 +99,11 @@ def edits_at_risk(
         (new_locations, "new location" if new_locations == 1 else "new locations"),
         (len(plan.locations) - new_locations, "location(s) changed"),
         (len(plan.conflicts) + met, "in conflict with the database"),
+        (
+            len(plan.left_again),
+            "holding a value the database had since the export and went back from (an "
+            "import keeps the database's: review S6 E F1)",
+        ),
         (len(plan.problems) - replaced, "with problems"),
     )
     total = sum(count for count, _what in counts)

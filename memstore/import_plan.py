@@ -183,6 +183,10 @@ class ImportPlan:
     #: them: never applied (they only grow), so "the database matches the file" is no
     #: answer there
     lowered: tuple[int, ...] = ()
+    #: the file's values the database had after the export and went back from, where the
+    #: database's were kept (memstore.merge_types.merge_fields), each a line: an edit the
+    #: import does not take, which an export does not replace (memstore.export_risk)
+    left_again: tuple[str, ...] = ()
 
     def _of(self, kind: ChangeKind) -> tuple[MemoryChange, ...]:
         return tuple(change for change in self.memories if change.kind is kind)

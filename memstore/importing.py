@@ -119,6 +119,7 @@ def plan_import(
     unseen: Mapping[int, Collection[int]] | None = None,
     row_ids: Mapping[int, Sequence[int | None]] | None = None,
     current_ids: Mapping[int, Sequence[int]] | None = None,
+    left_again: Sequence[str] = (),
 ) -> ImportPlan:
     """Compare the database (``current``) with a parsed file (``incoming``).
 
@@ -402,4 +403,5 @@ def plan_import(
         warnings=tuple(warnings),
         unseen=database_only,
         lowered=tuple(lowered),
+        left_again=tuple(left_again),
     )

@@ -185,6 +185,7 @@ def merge_import(
             )
 
     conflicts: list[MergeConflict | NameConflict] = []
+    left_again: list[str] = []  # (merge_fields' ``left``, said once each)
     problems: list[ImportProblem] = []  # twins the file changed that cannot be told apart
     kept: dict[int, list[tuple[int, MemoryRow]]] = {}  # location -> (row id, memory)
     added: dict[int, list[MemoryRow]] = {}  # location -> memories new in the file
@@ -250,7 +251,7 @@ def merge_import(
                 )
                 if left:
                     line = lines.memory_line(location_id, memory.title, title_nth)
-                    warnings = (*warnings, _left_again(line, memory.title, left))
+                    left_again.append(_left_again(line, memory.title, left))
             else:  # new in the file; the database may have gained the same memory meanwhile
                 fresh = fresh_by_key.get(key)
                 if not fresh:
@@ -434,11 +435,12 @@ def merge_import(
     return MergeResult(
         tuple(locations),
         tuple(conflicts),
-        tuple(warnings),
+        (*warnings, *left_again),
         tuple(retitled),
         unseen,
         row_ids,
         tuple(problems),
+        tuple(left_again),
     )
 
 

@@ -150,6 +150,9 @@ class MergeResult:
     #: the file's changes the merge could not place (a twin among several it cannot tell
     #: apart): each skipped, the database's memory kept
     problems: tuple[ImportProblem, ...] = ()
+    #: the warnings of the file's values the database went back from (``merge_fields``'s
+    #: ``left``), for the plan's ``left_again``
+    left_again: tuple[str, ...] = ()
 
 
 def _values(memory: MemoryRow, group: tuple[str, ...]) -> tuple[object, ...]:

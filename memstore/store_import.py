@@ -140,6 +140,7 @@ def import_memories(
             prune=prune,
             conflicts=merged.conflicts,
             warnings=merged.warnings,
+            left_again=merged.left_again,
             retitled=merged.retitled,
             unseen=merged.unseen,
             row_ids=merged.row_ids,

@@ -162,3 +162,44 @@ def test_the_demo_never_replaces_a_memories_md_made_read_only(
     assert code == 1
     assert f"{out} is read-only (mode 444)" in capsys.readouterr().err
     assert out.read_text() == "# Location Memories\n"
+
+
+def test_an_export_never_replaces_a_file_holding_a_value_the_database_went_back_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review S6 E F1: Carol's copy of the export made the edit a later review took back; the
+    # import keeps the database's (with a warning), and the export found nothing at risk
+    db, out = tmp_path / "m.db", tmp_path / "Memories.md"
+    with MemoryStore.open(db) as store:
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED))
+        carol = export_memories_md(store).replace(LOCKED, OPEN)
+        assert import_memories(store, carol, apply=True).applied  # Alice's, the same edit
+        bob = export_memories_md(store).replace(OPEN, LOCKED)
+        assert import_memories(store, bob, apply=True).applied
+    out.write_text(carol)
+    capsys.readouterr()
+
+    assert main(["--db", str(db), "export", "--out", str(out)]) == 1
+
+    assert "holding a value the database had since the export and went back from" in (
+        capsys.readouterr().err
+    )
+    assert out.read_text() == carol
+
+
+def test_a_third_value_in_the_database_is_still_a_conflict_theirs_may_take(db_path: Path) -> None:
+    # review S6 E F6: A, then B imported, then C: a file of the first export saying B was
+    # a warning (the database's C kept whatever the resolution), where any other value is a
+    # conflict
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED))
+        carol = export_memories_md(store).replace(LOCKED, OPEN)
+        assert import_memories(store, carol, apply=True).applied
+        rusted = export_memories_md(store).replace(OPEN, "The grating is rusted shut.")
+        assert import_memories(store, rusted, apply=True).applied
+
+        ours = import_memories(store, carol, apply=True)
+        theirs = import_memories(store, carol, apply=True, resolution="theirs")
+
+        assert (len(ours.plan.conflicts), ours.applied) == (1, False)
+        assert theirs.applied and [m.text for m in store.memories(80)] == [OPEN]
