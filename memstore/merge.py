@@ -26,7 +26,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import (
@@ -103,15 +103,44 @@ def _own_ids(
     return own
 
 
-def _taken_back(
-    fresh: list[StoredMemory[MemoryRow]] | None, memory: MemoryRow
+def _origin_again(
+    dropped: dict[int, list[StoredMemory[MemoryRow]]],
+    location_id: int,
+    memory: MemoryRow,
+    changed: Callable[[StoredMemory[MemoryRow]], bool],
+    tied: set[int],
 ) -> StoredMemory[MemoryRow] | None:
-    """The row the database gained since the export that holds exactly ``memory`` (taken
-    out of ``fresh``), or None."""
-    for n, stored in enumerate(fresh or ()):
-        if stored.memory == memory:
-            return fresh.pop(n) if fresh is not None else None
-    return None
+    """The export's memory a file's memory the database gained since (an earlier import of
+    this file took it) was edited or moved from, found as that import found it: by title,
+    then text, where the file dropped it; else moved, with its title and text, or its text
+    alone (one only), from another location (review S6 E F2: a re-run looked at the same
+    location only, and pruned the moved memory's origin the first run kept)."""
+    for level in range(2):
+        origin = edited_from(memory, dropped.get(location_id, []), level, changed, tied)
+        if origin is not None:
+            return origin
+    moved = _dropped_elsewhere(dropped, location_id, memory, same_title=True)
+    if moved:
+        elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
+        return dropped[elsewhere][k]
+    moved = _dropped_elsewhere(dropped, location_id, memory, same_title=False)
+    return dropped[moved[0][0]][moved[0][1]] if len(moved) == 1 else None
+
+
+def _likeliest(fresh: list[StoredMemory[MemoryRow]], memory: MemoryRow) -> int:
+    """Which of the rows the database gained since the export with ``memory``'s key stands
+    for it: the one that holds exactly it, else the first."""
+    return next((n for n, stored in enumerate(fresh) if stored.memory == memory), 0)
+
+
+def _kept_again(line: int | None, origin: StoredMemory[MemoryRow], memory: MemoryRow) -> str:
+    where = f"line {line}: " if line else ""
+    return (
+        f"{where}{origin.memory.title!r} (location {origin.location_id}) is kept, though the "
+        f"file dropped it: the database retired or changed it since the export, and the "
+        f"file's {memory.title!r} (which an earlier import took) may be an edit of it; "
+        f"export again and delete it there to delete it"
+    )
 
 
 def _left_again(line: int | None, title: str, fields: list[str]) -> str:
@@ -186,6 +215,7 @@ def merge_import(
 
     conflicts: list[MergeConflict | NameConflict] = []
     left_again: list[str] = []  # (merge_fields' ``left``, said once each)
+    kept_again: list[str] = []  # retired memories a re-run keeps where --prune would not
     problems: list[ImportProblem] = []  # twins the file changed that cannot be told apart
     kept: dict[int, list[tuple[int, MemoryRow]]] = {}  # location -> (row id, memory)
     added: dict[int, list[MemoryRow]] = {}  # location -> memories new in the file
@@ -217,6 +247,7 @@ def merge_import(
             zip(numbered, chosen, strict=True)
         ):
             bases = base_by_key.get(key, [])
+            written_since = False  # (the database's row: an earlier import took it back)
             if index is not None and index < len(bases):
                 was = bases[index]
                 now = by_id.get(was.id)
@@ -224,41 +255,48 @@ def merge_import(
                 if now is None:  # deleted from the database since the export
                     if memory == was.memory:
                         continue
-                    again = _taken_back(fresh_by_key.get(key), memory)
-                    if again is not None:  # an earlier run of this import (--theirs) took it
-                        keep(location_id, again.id, again.memory)  # back: the same row, once
-                        continue  # (review S6 B F1: each run added another copy)
-                    conflicts.append(
-                        MergeConflict(
-                            lines.memory_line(location_id, memory.title, title_nth),
-                            location_id,
-                            memory.title,
-                            (),
-                            memory,
-                            None,
+                    taken_back = fresh_by_key.get(key)
+                    if not taken_back:  # and changed in the file
+                        conflicts.append(
+                            MergeConflict(
+                                lines.memory_line(location_id, memory.title, title_nth),
+                                location_id,
+                                memory.title,
+                                (),
+                                memory,
+                                None,
+                            )
                         )
-                    )
-                    if resolution is Resolution.THEIRS:
-                        added.setdefault(location_id, []).append(memory)
-                    continue
-                if place in unsure:  # which twin the file changed cannot be told
+                        if resolution is Resolution.THEIRS:
+                            added.setdefault(location_id, []).append(memory)
+                        continue
+                    # an earlier run of this import (--theirs) took it back: that row,
+                    # whatever became of it since (review S6 B F1: each run added another
+                    # copy; E F4: once an agent retired it, another live one)
+                    unbased.setdefault(location_id, []).append(memory)
+                    now = taken_back.pop(_likeliest(taken_back, memory))
+                    merged, fields = merge_fields(None, memory, now.memory, resolution)
+                    written_since = True
+                elif place in unsure:  # which twin the file changed cannot be told
                     problems.append(_unsure_twin(lines, location_id, memory, title_nth, bases))
                     keep(location_id, now.id, now.memory)
                     continue
-                left: list[str] = []
-                merged, fields = merge_fields(
-                    was.memory, memory, now.memory, resolution, (since or {}).get(was.id, ()), left
-                )
-                if left:
-                    line = lines.memory_line(location_id, memory.title, title_nth)
-                    left_again.append(_left_again(line, memory.title, left))
+                else:
+                    left: list[str] = []
+                    merged, fields = merge_fields(
+                        was.memory, memory, now.memory, resolution,
+                        (since or {}).get(was.id, ()), left,
+                    )  # fmt: skip
+                    if left:
+                        line = lines.memory_line(location_id, memory.title, title_nth)
+                        left_again.append(_left_again(line, memory.title, left))
             else:  # new in the file; the database may have gained the same memory meanwhile
                 fresh = fresh_by_key.get(key)
                 if not fresh:
                     new_in_file.append((location_id, memory, title_nth))
                     continue
                 unbased.setdefault(location_id, []).append(memory)
-                now = fresh.pop(next((n for n, f in enumerate(fresh) if f.memory == memory), 0))
+                now = fresh.pop(_likeliest(fresh, memory))
                 merged, fields = merge_fields(None, memory, now.memory, resolution)
                 if fields and resolution is not Resolution.THEIRS:
                     # an export's memory the file's may be an edit of: never pruned for it
@@ -277,7 +315,7 @@ def merge_import(
                         memory,
                         now.memory,
                         # written since the export (an agent's, or an earlier import's)
-                        unbased=index is None or index >= len(bases),
+                        unbased=written_since or index is None or index >= len(bases),
                     )
                 )
                 if resolution is Resolution.SKIP:
@@ -330,18 +368,19 @@ def merge_import(
     retitled: list[tuple[MemoryKey, MemoryKey, MemoryRow]] = []
     for location_id, gained in unbased.items():
         for memory in gained:
-            for level in range(2):
-                origin = edited_from(memory, dropped.get(location_id, []), level, changed, tied)
-                if origin is not None:
-                    if changed(origin):
-                        renamed.add(origin.id)
-                    break
-            else:  # by place only, as the run that took it paired it (review S6 B F3: a
-                # re-run pruned the memory the first kept, with the agent's invalidation)
+            origin = _origin_again(dropped, location_id, memory, changed, tied)
+            if origin is None:  # by place only, as the run that took it may have paired it
                 there = dropped.get(location_id, [])
                 retired = [w for w in there if changed(w) and w.id in by_id]
-                if retired:
-                    renamed.add(retired[0].id)
+                origin = retired[0] if retired else None
+            elif not changed(origin):
+                continue
+            if origin is None:
+                continue
+            renamed.add(origin.id)  # kept, as the import that took it kept it
+            if prune:  # where --prune would have deleted it: said (review S6 B F3, E F2, F3)
+                line = lines.memory_line(location_id, memory.title, 0)
+                kept_again.append(_kept_again(line, origin, memory))
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
@@ -435,7 +474,7 @@ def merge_import(
     return MergeResult(
         tuple(locations),
         tuple(conflicts),
-        (*warnings, *left_again),
+        (*warnings, *left_again, *kept_again),
         tuple(retitled),
         unseen,
         row_ids,

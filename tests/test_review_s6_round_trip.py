@@ -115,6 +115,12 @@ def test_a_re_run_keeps_the_retired_memory_a_whole_rewrite_kept(db_path: Path) -
 
         assert [len(run.plan.conflicts) for run in runs] == [1, 0]
         assert [run.plan.missing for run in runs] == [(), ()]
+        # (and says why it keeps it: by place only, a re-run cannot tell this from a file's
+        # memory written before the agent retired that one: review S6 E F3)
+        assert (
+            "'Grating' (location 80) is kept, though the file dropped it"
+            in (runs[1].plan.warnings[0])
+        )
         (kept,) = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
         assert kept.invalidation_reason == "opened it from below"
 
@@ -203,3 +209,80 @@ def test_a_third_value_in_the_database_is_still_a_conflict_theirs_may_take(db_pa
 
         assert (len(ours.plan.conflicts), ours.applied) == (1, False)
         assert theirs.applied and [m.text for m in store.memories(80)] == [OPEN]
+
+
+def retired_grating(store: MemoryStore) -> str:
+    """Twelve memories and Grating at the Clearing, the Forest's one: the export."""
+    for n in range(12):
+        store.add_memory(80, "Clearing", note(f"m{n}", text=f"text {n}", turns=str(n + 1)))
+    store.add_memory(81, "Forest", note("f0", text="trees", turns="1"))
+    store.add_memory(80, "Clearing", note("Grating", text=LOCKED, turns="20"))
+    return export_memories_md(store)
+
+
+GRATING = f"**[NOTE - PERMANENT] Grating** *(Ep1, T20, +0)*\n{LOCKED}\n\n"
+
+
+def test_a_re_run_keeps_the_retired_memory_a_move_kept(db_path: Path) -> None:
+    # review S6 E F2: the file moved a memory an agent retired since; the first `--prune
+    # --theirs` run kept it, the re-run looked at the same location only and deleted it
+    with MemoryStore.open(db_path) as store:
+        export = retired_grating(store)
+        assert GRATING in export
+        moved = export.replace(GRATING, "").replace(
+            "trees\n", "trees\n\n" + GRATING.rstrip("\n") + "\n", 1
+        )
+        store.invalidate_memory(80, "Grating", "opened it from below", turn=40, episode=2)
+
+        runs = [
+            import_memories(store, moved, apply=True, prune=True, resolution="theirs")
+            for _ in range(3)
+        ]
+
+        assert [run.plan.missing for run in runs] == [(), (), ()]
+        kept = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
+        assert [m.invalidation_reason for m in kept] == ["opened it from below"]
+
+
+def test_a_prune_of_a_memory_retired_after_the_file_s_new_one_was_imported_is_said(
+    db_path: Path,
+) -> None:
+    # review S6 E F3: the file dropped Grating and added Leaves (imported without --prune);
+    # an agent retired Grating; `--prune --theirs` then kept Grating without a word
+    with MemoryStore.open(db_path) as store:
+        export = retired_grating(store)
+        leaves = "**[NOTE - PERMANENT] Leaves** *(Ep1, T21, +0)*\nA pile of leaves hides it.\n\n"
+        edited = export.replace(GRATING, leaves)
+        assert import_memories(store, edited, apply=True).applied  # Leaves; Grating "missing"
+        store.invalidate_memory(80, "Grating", "opened it from below", turn=40, episode=2)
+
+        pruned = import_memories(store, edited, apply=True, prune=True, resolution="theirs")
+
+        assert pruned.plan.conflicts == () and pruned.plan.missing == ()
+        (warning,) = pruned.plan.warnings
+        assert "'Grating' (location 80) is kept, though the file dropped it" in warning
+        assert [m.title for m in store.memories(80, include_superseded=True)].count("Grating") == 1
+
+
+def test_theirs_never_adds_a_second_copy_of_a_taken_back_memory_an_agent_retired(
+    db_path: Path,
+) -> None:
+    # review S6 E F4: the row an earlier --theirs run took back was found only while exactly
+    # unchanged: once an agent invalidated it, the next run added a live copy beside it
+    with MemoryStore.open(db_path) as store:
+        store.add_memory(80, "Clearing", note("Grating", text=LOCKED, turns="1"))
+        store.add_memory(80, "Clearing", note("Leaves", text="A pile of leaves.", turns="2"))
+        export = export_memories_md(store)
+        block = export[export.index("**[NOTE - PERMANENT] Grating") :]
+        bob = export.replace(block[: block.index("\n\n") + 2], "")
+        assert import_memories(store, bob, apply=True, prune=True, force=True).applied
+        alice = export.replace(LOCKED, "The grating is locked from below.")
+        assert import_memories(store, alice, apply=True, resolution="theirs").applied
+        store.invalidate_memory(80, "Grating", "opened it with the key", turn=30, episode=2)
+
+        again = import_memories(store, alice, apply=True)
+
+        (conflict,) = again.plan.conflicts
+        assert "status" in conflict.fields and "deleted from the database" not in str(conflict)
+        grating = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
+        assert [m.invalidation_reason for m in grating] == ["opened it with the key"]
