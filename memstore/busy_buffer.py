@@ -182,7 +182,8 @@ class BusyBuffer(EpisodeNumbering):
         (``unavailable``), where only once the backoff is over, and in a busy stretch on a
         server while the probe sees a lock that blocks reads (an ACCESS EXCLUSIVE lock of
         a table: review S6 D F1, each read waited the busy timeout), counted
-        (``reads_deferred``)."""
+        (``reads_deferred``). The probe's DatabaseUnavailable (the session gone) is raised
+        for the caller to count as its read's."""
         if self.unavailable is not None:
             return time.monotonic() >= self._retry_at
         if self.busy and self.probe.readable() is False:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from memstore.errors import DatabaseUnavailable, refusal_counter
@@ -23,20 +23,33 @@ from memstore.errors import DatabaseUnavailable, refusal_counter
 if TYPE_CHECKING:
     from memstore.store import MemoryStore
 
-__all__ = ["LockProbe", "WriteGate"]
+__all__ = ["READ_TABLES", "LockProbe", "WriteGate"]
 
 
 class _Held(Exception):
     """A table lock was not granted at once (inside the probe's transaction)."""
 
 
-class LockProbe:
-    """Whether the store's write lock is free right now, without waiting for it."""
+#: the tables a turn's reads use (``get_location_memory``, with the map's exits line, and
+#: the synthesis's ``memories``): the ones ``readable`` asks about (review S6 F F3: a lock
+#: on the decision log, which no read uses, kept the agent from its memories)
+READ_TABLES = (
+    "memories", "memory_links", "locations", "location_episodes", "store_meta", "map_rooms",
+    "map_connections", "map_exit_failures", "map_pruned_exits",
+)  # fmt: skip
 
-    def __init__(self, store: MemoryStore) -> None:
+
+class LockProbe:
+    """Whether the store's write lock is free right now, without waiting for it.
+
+    ``tables``: the tables the writes it stands for use (on a server, a lock another
+    session holds on one of them refuses them); by default those of a turn's waiting rows
+    (``_table_list``)."""
+
+    def __init__(self, store: MemoryStore, tables: tuple[str, ...] | None = None) -> None:
         self.store = store
         self._file: sqlite3.Connection | None = None
-        self._tables: str | None = None
+        self._tables: str | None = None if tables is None else _listed(tables)
 
     def free(self) -> bool | None:
         """True or False; None when this store cannot tell (in memory, closed, or the probe
@@ -94,7 +107,8 @@ class LockProbe:
         while another session holds a lock that blocks reads of memstore's tables (ACCESS
         EXCLUSIVE: ``ALTER TABLE``, ``VACUUM FULL``, ``LOCK TABLE``), tried as ``LOCK TABLE
         ... IN ACCESS SHARE MODE NOWAIT``; None for SQLite (a writer never blocks its
-        readers) and when this cannot be told. Never raises, never waits."""
+        readers) and when this cannot be told. Never waits; raises DatabaseUnavailable only
+        (a lost connection, which the caller counts as its read's)."""
         try:
             if self.store.closed or not self.store.target.is_server:
                 return None
@@ -106,13 +120,15 @@ class LockProbe:
                 with self.store.transaction(write=False) as conn:
                     try:
                         driver_of(conn).execute(
-                            f"LOCK TABLE {self._table_list()} IN ACCESS SHARE MODE NOWAIT"
+                            f"LOCK TABLE {_listed(READ_TABLES)} IN ACCESS SHARE MODE NOWAIT"
                         )
                     except psycopg.errors.LockNotAvailable:
                         raise _Held from None  # rolls the probe's transaction back
             except _Held:
                 return False
             return True
+        except DatabaseUnavailable:  # the session is gone: the caller says so (review S6 F
+            raise  # F8: swallowed, the loss of the ephemeral tier was never counted)
         except Exception:  # the probe's own failure: the read will say what it is
             return None
 
@@ -126,13 +142,17 @@ class LockProbe:
 
             outside = ("alembic_version", "flagged_memories")
             names = [t.name for t in metadata.sorted_tables if t.name not in outside]
-            self._tables = ", ".join(f'"{name}"' for name in names)
+            self._tables = _listed(names)
         return self._tables
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(f'"{name}"' for name in names)
 
 
 class WriteGate:
@@ -150,7 +170,7 @@ class WriteGate:
     MAX_BACKOFF_S = 30.0
 
     def __init__(self, store: MemoryStore, clock: Callable[[], float] = time.monotonic) -> None:
-        self.probe = LockProbe(store)
+        self.probe = LockProbe(store, tables=("flagged_memories",))  # (F F3)
         self._clock = clock
         #: the kind of the last refusal (memstore.errors.refusal_counter), None outside a
         #: stretch

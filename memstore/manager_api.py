@@ -106,10 +106,21 @@ class SpecMemoryApi:
         return not buffer.unnumbered
 
     def _session_only(self, memory: Memory) -> bool:
-        """Whether writing ``memory`` needs nothing of the file: an ephemeral memory (spec
-        002: "never touch disk") is written at once in a busy stretch too (review S6 A F7),
-        ahead of what waits (a waiting memory of its title then finds it there)."""
-        return memory.persistence is Persistence.EPHEMERAL and self._synthesis.buffer.busy
+        """Whether to write ``memory`` at once in a busy stretch, the writers' lock held: an
+        ephemeral memory (spec 002: "never touch disk"; review S6 A F7) when nothing waits
+        that it could come before (a waiting synthesis: F F4, a supersession of a waiting
+        memory was "not found"), of an episode already numbered (F F5), and, on a server,
+        with its tables readable now (F F2: a lock that blocks reads held it the busy
+        timeout)."""
+        buffer = self._synthesis.buffer
+        if not (memory.persistence is Persistence.EPHEMERAL and buffer.busy):
+            return False
+        if buffer.syntheses or memory.episode in buffer.unnumbered:
+            return False
+        try:
+            return buffer.probe.readable() is not False
+        except DatabaseUnavailable:  # (the session is gone: the busy stretch decides)
+            return False
 
     def _written(self, memory: Memory, write: Callable[[], T]) -> T:
         """``write()`` of ``memory``: with a receipt on a server when it goes to disk (a

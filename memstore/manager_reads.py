@@ -114,22 +114,20 @@ class ManagerReads(SpecMemoryApi):
         """
         started = time.perf_counter()
         buffer = self._synthesis.buffer
-        if location_id is None:  # no location object this turn (spec 004's orchestrator)
-            text = ""
-        elif not buffer.may_read():
-            text = ""  # the server is gone (not asked before the backoff is over), or a
-            # lock held in a busy stretch blocks reads (memstore.busy_buffer.may_read)
-        else:
+        text = ""  # no location object this turn (spec 004's orchestrator), the server
+        # gone (not asked before the backoff is over), or a lock held in a busy stretch
+        # that blocks reads (memstore.busy_buffer.may_read), or a read refused
+        if location_id is not None:
             try:
-                text = self.store.get_location_memory(location_id)
-                if self.config.map_exits_line:
-                    text = self._with_exits_line(text, location_id)
+                if buffer.may_read():
+                    text = self.store.get_location_memory(location_id)
+                    if self.config.map_exits_line:
+                        text = self._with_exits_line(text, location_id)
+                    if buffer.unavailable is not None:
+                        buffer.answered()
             except (StoreBusy, DatabaseUnavailable) as exc:  # a read refused: nothing to show
                 self._refused(exc, f"get_location_memory({location_id})")
                 text = ""
-            else:
-                if buffer.unavailable is not None:
-                    buffer.answered()
         self.last_context_tokens = count_tokens(text) if text else 0
         self._context_seconds += time.perf_counter() - started
         return text
@@ -187,7 +185,12 @@ class ManagerReads(SpecMemoryApi):
     def _database_status(self) -> dict[str, Any]:
         """``get_status``'s entries from the database (None in an outage)."""
         buffer = self._synthesis.buffer
-        if buffer.may_read():
+        try:
+            readable = buffer.may_read()
+        except DatabaseUnavailable as exc:  # (the read probe found the session gone)
+            self._refused(exc, "get_status")
+            readable = False
+        if readable:
             try:
                 store_status = self.store.get_status()
                 flagged = FlaggedMemories(self.store).stats()

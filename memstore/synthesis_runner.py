@@ -245,17 +245,16 @@ class SynthesisRunner:
         be reached (DatabaseUnavailable: counted and logged, never raised; in an outage not
         even asked before the backoff's clock says so), as last read (``buffer.unread``)."""
         buffer = self.buffer
-        if buffer.may_read():
-            try:
+        try:
+            if buffer.may_read():
                 stored = self.store.memories(location_id)
-            except DatabaseUnavailable as exc:
-                buffer.refused(exc)
-                self.refused(exc, f"turn {turn}'s synthesis sees the memories as last read")
-            else:
                 if buffer.unavailable is not None:
                     buffer.answered()
                 buffer.last_read[location_id] = stored
                 return stored
+        except DatabaseUnavailable as exc:  # (the read, or its probe: the session gone)
+            buffer.refused(exc)
+            self.refused(exc, f"turn {turn}'s synthesis sees the memories as last read")
         return buffer.unread(location_id)
 
     def flush(self, *, wait: bool = True) -> bool:

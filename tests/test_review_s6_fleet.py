@@ -7,21 +7,27 @@ held a table lock that blocks reads on PostgreSQL (ACCESS EXCLUSIVE: ``ALTER TAB
 ``VACUUM FULL``), every turn waited the busy timeout twice and dropped its synthesis
 (F1). An agent frozen inside its write held the writers' lock, and the fleet's writes
 back, for as long as it stayed frozen (F3). The manager's spec-004 writes answered "not
-done" for a write committed when the COMMIT's answer was lost (F4).
+done" for a write committed when the COMMIT's answer was lost (F4). Review S6 F: the
+busy-stretch probes asked about tables the writes and reads at hand do not use (F3); an
+ephemeral write waited for a lock that blocks reads (F2); the read probe swallowed a lost
+connection (F8).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from pg_cluster import PgCluster
 
 from memstore import MemoryStore, SimpleMemoryManager, ZMachineContext, pg_connection
 from memstore.errors import DatabaseUnavailable, StoreBusy
+from memstore.memory_tools import MemoryToolkit
 from memstore.pg_connection import AnswerWatch
 from memstore.rows import SupersedeOutcome
 from tests.answer_watch_helpers import pg_url as pg_url  # a fixture
@@ -173,3 +179,85 @@ def test_a_spec_004_write_whose_commit_answer_is_lost_is_settled_by_its_receipt(
     assert sorted(stored) == [
         ("Lamp is here", "SUPERSEDED"), ("Warm up", "SUPERSEDED"), ("Warm up again", "ACTIVE"),
     ]  # fmt: skip
+
+
+def locked(pg_database: str, table: str) -> psycopg.Connection[tuple[object, ...]]:
+    """Another session holding ACCESS EXCLUSIVE on ``table``, idle in its transaction."""
+    locker = psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://"))
+    locker.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+    return locker
+
+
+def test_the_probes_ask_only_about_the_tables_their_writes_and_reads_use(
+    pg_database: str,
+) -> None:
+    # review S6 F F3: a lock on turn_records kept the toolkit's notes (flagged_memories)
+    # from being tried, and one on synthesis_decisions kept the agent from its memories
+    with MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5) as store:
+        other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
+        toolkit = MemoryToolkit(store)
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Mailbox here"))
+        with other.transaction(write=True):  # another writer: both busy stretches begin
+            assert not toolkit.add_memory("a note about the troll", 5, 1, 64, "West")
+            assert not manager.add_memory(64, "West of House", note("On disk"))
+        other.close()
+        lockers = [locked(pg_database, "turn_records"), locked(pg_database, "synthesis_decisions")]
+        try:
+            started = time.monotonic()
+            assert toolkit.add_memory("a note about the thief", 5, 2, 64, "West")
+            assert "Mailbox here" in manager.get_location_memory(64)
+            assert time.monotonic() - started < 0.3
+        finally:
+            for locker in lockers:
+                locker.close()
+        manager.close()
+
+
+def test_an_ephemeral_write_answers_at_once_while_a_lock_blocks_reads(pg_database: str) -> None:
+    # review S6 F F2: written at once in a busy stretch, it read memories first and waited
+    # the busy timeout for a lock that blocks reads
+    with MemoryStore.open(pg_database, busy_timeout_s=0.5, answer_timeout_s=5) as store:
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
+        locker = locked(pg_database, "memories")
+        try:
+            assert not manager.add_memory(64, "West of House", note("On disk"))  # the stretch
+            started = time.monotonic()
+            added = manager.add_memory(64, "West of House", note("Eph", "ephemeral"))
+            moved = manager.supersede_memory(
+                64, "West of House", "Sword here", note("Sword moved", "ephemeral")
+            )
+            assert time.monotonic() - started < 0.5
+        finally:
+            locker.close()
+        assert (added, moved) == (False, SupersedeOutcome.STORE_BUSY)
+        manager.close()
+
+
+def test_a_session_the_read_probe_finds_gone_is_counted_and_said(
+    pg_database: str, pg_cluster: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # review S6 F F8: the probe swallowed the lost connection; the agent's ephemeral
+    # memories went with it, with no line and no count
+    with MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5) as store:
+        other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
+        with other.transaction(write=True):  # another writer: the stretch begins
+            assert not manager.add_memory(64, "West of House", note("On disk"))
+        other.close()
+        name = pg_database.rsplit("/", 1)[1].split("?")[0]
+        with psycopg.connect(pg_cluster.conninfo("postgres"), autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+
+        with caplog.at_level(logging.WARNING, logger="memstore"):
+            manager.get_location_memory(64)
+
+        assert manager.get_status()["store_unavailable"] == 1
+        assert "ephemeral memories went with the connection" in caplog.text
+        manager.close()

@@ -14,6 +14,7 @@ were ignored (F9); ``supersede_memory(...) == False`` was never true (F11).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -370,3 +371,65 @@ def test_a_note_its_escapes_take_past_the_limit_is_refused_never_raised(
         assert toolkit.add_memory(content, 5, 1, 64, "West of House") is False
 
         assert toolkit.failures["content_refused"] == 1
+
+
+def test_a_supersession_of_a_waiting_ephemeral_memory_is_not_done_rather_than_not_found(
+    db_path: Path,
+) -> None:
+    # review S6 F F4: in a busy stretch an ephemeral supersession went to the store at once,
+    # ahead of the waiting synthesis that made the memory it names: NOT_FOUND, final
+    learned = {"should_remember": True, "category": "NOTE", "memory_title": "Sword here",
+               "memory_text": "Learned.", "persistence": "ephemeral", "reasoning": "t"}  # fmt: skip
+    answers: list[dict[str, object]] = []
+
+    def model(_messages: object) -> str:
+        return json.dumps(answers.pop(0) if answers else {"should_remember": False})
+
+    with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
+        manager = SimpleMemoryManager(store, llm=model)
+        manager.record_action_outcome(64, "West of House", "look", "You are here.", SPEC_CONTEXT)
+        holder = sqlite3.connect(db_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert not manager.add_memory(64, "West of House", note("On disk"))  # the stretch
+            answers.append(learned)
+            manager.record_action_outcome(
+                64, "West of House", "drop sword", "Dropped.", {**SPEC_CONTEXT, "score_delta": 1}
+            )
+            outcome = manager.supersede_memory(
+                64, "West of House", "Sword here", note("Sword gone", "ephemeral")
+            )
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        assert outcome is SupersedeOutcome.STORE_BUSY
+        assert manager.flush()
+        done = manager.supersede_memory(
+            64, "West of House", "Sword here", note("Sword gone", "ephemeral")
+        )
+        assert done is SupersedeOutcome.SUPERSEDED
+        manager.close()
+
+
+def test_an_ephemeral_memory_of_an_unnumbered_episode_waits_for_its_number(db_path: Path) -> None:
+    # review S6 F F5: written at once, it kept the provisional number, never to be stored
+    with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
+        manager = SimpleMemoryManager(store)
+        holder = sqlite3.connect(db_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert not manager.add_memory(64, "West of House", note("On disk"))  # the stretch
+            manager.reset_episode()
+            provisional = manager.episode
+            added = manager.add_memory(
+                64, "West of House", note("Dropped here", "ephemeral", episode=provisional)
+            )
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        assert added is False
+        assert manager.flush() and manager.episode != provisional
+        assert all(m.episode != provisional for m in store.memories(64))
+        manager.close()
