@@ -102,6 +102,30 @@ def _roll_back_journal(path: Path, busy_timeout_s: float) -> None:
         recover.close()
 
 
+def _roll_back_if_ours(path: Path, busy_timeout_s: float) -> None:
+    """``_roll_back_journal`` for a memstore database only: another application's file, as
+    its tables read without the journal say (``immutable``), is left as it is (review S6 F
+    F6: a read-only command rolled another application's write back), and refused."""
+    try:
+        seen = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
+        try:
+            tables = {row[0] for row in seen.execute("SELECT name FROM sqlite_master")}
+        finally:
+            seen.close()
+    except sqlite3.DatabaseError:
+        tables = set()  # (unreadable so: the read below says what the file is)
+    if tables and not {"alembic_version", "memories"} <= tables:
+        shown = ", ".join(sorted(name for name in tables if not name.startswith("sqlite_")))
+        raise NotAMemstoreDatabase(
+            f"{path} is a SQLite database but not a memstore database (tables: {shown}), "
+            f"with a write cut short in its -journal; left untouched"
+        )
+    try:
+        _roll_back_journal(path, busy_timeout_s)
+    except sqlite3.DatabaseError:
+        pass  # the read below says what the file is
+
+
 def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     """``check_existing`` for an existing, non-empty SQLite file: True if it is an empty
     SQLite database, False at the head revision; otherwise ``judge_schema``'s error, or
@@ -112,10 +136,7 @@ def probe_sqlite_file(path: Path, busy_timeout_s: float) -> bool:
     had = {suffix for suffix in SIDE_SUFFIXES if Path(f"{path}{suffix}").exists()}
     try:
         if folder_writable(path) and hot_journal(Path(f"{path}-journal")):
-            try:
-                _roll_back_journal(path, busy_timeout_s)
-            except sqlite3.DatabaseError:
-                pass  # the read below says what the file is
+            _roll_back_if_ours(path, busy_timeout_s)
         tables, version, columns = _read_schema(path, busy_timeout_s)
         return judge_schema(str(path), tables, version, columns=columns)
     except (NotAMemstoreDatabase, StorageFull):

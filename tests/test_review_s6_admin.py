@@ -206,3 +206,30 @@ def test_a_long_reader_never_holds_a_migration_up(tmp_path: Path) -> None:
         assert time.monotonic() - started < 1
     finally:
         reader.close()
+
+
+def test_another_application_s_cut_short_write_is_left_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review S6 F F6: `db current`, a read, rolled another application's write back (its
+    # file went from 1.5 MB to 8 KB) and said "left untouched"
+    db = tmp_path / "app.db"
+    script = (
+        "import os, signal, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('CREATE TABLE t (x)'); c.execute('INSERT INTO t VALUES (1)')\n"
+        "c.execute('PRAGMA cache_size=2'); c.execute('BEGIN IMMEDIATE')\n"
+        "c.executemany('INSERT INTO t VALUES (?)', [(os.urandom(500),) for _ in range(3000)])\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db)], check=False)
+    journal = Path(f"{db}-journal")
+    assert hot_journal(journal)
+    before = (db.read_bytes(), journal.read_bytes())
+
+    assert main(["--db", str(db), "db", "current"]) == 1
+
+    assert "is a SQLite database but not a memstore database (tables: t)" in (
+        capsys.readouterr().err
+    )
+    assert (db.read_bytes(), journal.read_bytes()) == before
