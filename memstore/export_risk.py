@@ -109,6 +109,13 @@ def edits_at_risk(
     total = sum(count for count, _what in counts)
     if not total:
         return None
+    if total == len(plan.left_again) and outcome.base is not None:  # nothing to import
+        return EditsAtRisk(  # (review S6 G F6: "import it first" did nothing)
+            f"{path} holds {total} value(s) the database had since the export and went back "
+            f"from (imported before, then taken back by a later change: an import keeps the "
+            f"database's); keep the file elsewhere, or pass --force to overwrite it",
+            final=True,
+        )
     parts = ", ".join(f"{count} {what}" for count, what in counts if count)
     cut = deletes and bool(deletions_past_a_cut(advised.plan, parsed))
     if cut:  # the advice: the end line put back, then the import (with the other guards)

@@ -144,10 +144,12 @@ def stored_rows_at(
     version: int,
     current: list[StoredMemory[MemoryRow]],
     since: dict[int, list[MemoryRow]] | None = None,
+    changed_at: dict[int, int] | None = None,
 ) -> dict[int, StoredMemory[MemoryRow]]:
     """The persistent memories as rows as they were at change ``version``, by row id
-    (``current``: ``stored_rows`` now; ``since``: filled as ``state_at`` says)."""
-    return state_at(conn, version, current, to_memory_row, since)
+    (``current``: ``stored_rows`` now; ``since``, ``changed_at``: filled as ``state_at``
+    says)."""
+    return state_at(conn, version, current, to_memory_row, since, changed_at)
 
 
 def _stored_locations(conn: Connection) -> list[LocationRow]:

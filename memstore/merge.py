@@ -103,28 +103,64 @@ def _own_ids(
     return own
 
 
-def _origin_again(
+def _origins_again(
+    unbased: Mapping[int, Sequence[tuple[MemoryRow, int, int]]],
     dropped: dict[int, list[StoredMemory[MemoryRow]]],
+    changed: Callable[[StoredMemory[MemoryRow]], bool],
+    tied: set[int],
+) -> Iterator[tuple[int, MemoryRow, int, StoredMemory[MemoryRow]]]:
+    """The export's memory each file's memory the database gained since (an earlier import
+    of this file took it) was edited or moved from, found as that import found it, pass by
+    pass, each export memory once: by title, then text, where the file dropped it; moved,
+    with its title and text; moved with its text alone (one only); by place only, the
+    first the database changed (review S6 E F2, G F2: a re-run looked at the same location
+    only, and without taking each once saw two where the first run saw one).
+    (location id, the file's memory, its title_nth, the origin)."""
+    left = {location: list(there) for location, there in dropped.items()}
+    waiting = [
+        (location_id, memory, nth)
+        for location_id, gained in unbased.items()
+        for memory, nth, _written in gained
+    ]
+
+    def take(origin: StoredMemory[MemoryRow]) -> StoredMemory[MemoryRow]:
+        there = left[origin.location_id]
+        if origin in there:  # (edited_from takes its own out)
+            there.remove(origin)
+        return origin
+
+    for find in (
+        lambda loc, memory: edited_from(memory, left.get(loc, []), 0, changed, tied),
+        lambda loc, memory: edited_from(memory, left.get(loc, []), 1, changed, tied),
+        lambda loc, memory: _moved(left, loc, memory, changed, same_title=True),
+        lambda loc, memory: _moved(left, loc, memory, changed, same_title=False),
+        lambda loc, memory: next((w for w in left.get(loc, []) if changed(w)), None),
+    ):
+        still = []
+        for location_id, memory, nth in waiting:
+            origin = find(location_id, memory)
+            if origin is None:
+                still.append((location_id, memory, nth))
+            else:
+                yield location_id, memory, nth, take(origin)
+        waiting = still
+
+
+def _moved(
+    left: dict[int, list[StoredMemory[MemoryRow]]],
     location_id: int,
     memory: MemoryRow,
     changed: Callable[[StoredMemory[MemoryRow]], bool],
-    tied: set[int],
+    *,
+    same_title: bool,
 ) -> StoredMemory[MemoryRow] | None:
-    """The export's memory a file's memory the database gained since (an earlier import of
-    this file took it) was edited or moved from, found as that import found it: by title,
-    then text, where the file dropped it; else moved, with its title and text, or its text
-    alone (one only), from another location (review S6 E F2: a re-run looked at the same
-    location only, and pruned the moved memory's origin the first run kept)."""
-    for level in range(2):
-        origin = edited_from(memory, dropped.get(location_id, []), level, changed, tied)
-        if origin is not None:
-            return origin
-    moved = _dropped_elsewhere(dropped, location_id, memory, same_title=True)
-    if moved:
-        elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
-        return dropped[elsewhere][k]
-    moved = _dropped_elsewhere(dropped, location_id, memory, same_title=False)
-    return dropped[moved[0][0]][moved[0][1]] if len(moved) == 1 else None
+    """The memory the file moved ``memory`` from, as the first run paired it: with its
+    title and text, the one the database changed first; with its text alone, the only one."""
+    moved = _dropped_elsewhere(left, location_id, memory, same_title=same_title)
+    if same_title and moved:
+        elsewhere, k = next((m for m in moved if changed(left[m[0]][m[1]])), moved[0])
+        return left[elsewhere][k]
+    return left[moved[0][0]][moved[0][1]] if not same_title and len(moved) == 1 else None
 
 
 def _likeliest(fresh: list[StoredMemory[MemoryRow]], memory: MemoryRow) -> int:
@@ -133,13 +169,17 @@ def _likeliest(fresh: list[StoredMemory[MemoryRow]], memory: MemoryRow) -> int:
     return next((n for n, stored in enumerate(fresh) if stored.memory == memory), 0)
 
 
-def _kept_again(line: int | None, origin: StoredMemory[MemoryRow], memory: MemoryRow) -> str:
+def _kept_again(line: int | None, origin: StoredMemory[MemoryRow], memory: MemoryRow | None) -> str:
     where = f"line {line}: " if line else ""
+    edit = (
+        f"the database retired or changed it since the export, and the file's "
+        f"{memory.title!r} (which an earlier import took) may be an edit of it"
+        if memory is not None
+        else "a memory the file changed has its text, and may be an edit of it"
+    )
     return (
         f"{where}{origin.memory.title!r} (location {origin.location_id}) is kept, though the "
-        f"file dropped it: the database retired or changed it since the export, and the "
-        f"file's {memory.title!r} (which an earlier import took) may be an edit of it; "
-        f"export again and delete it there to delete it"
+        f"file dropped it: {edit}; export again and delete it there to delete it"
     )
 
 
@@ -177,6 +217,7 @@ def merge_import(
     warnings: Iterable[str] = (),
     base_names: Mapping[int, NameHistory] | None = None,
     since: Mapping[int, Sequence[MemoryRow]] | None = None,
+    changed_at: Mapping[int, int] | None = None,
 ) -> MergeResult:
     """Merge ``incoming`` (the parsed file) with ``current`` (every persistent memory now,
     in stored order) against ``base`` (the memories at the file's export, by row id; None
@@ -184,7 +225,8 @@ def merge_import(
     the export had from then on (``memstore.versions.names_since``; the others had the one
     they have now), for the 3-way merge of the names (``memstore.name_merge``);
     ``since``: the states each memory had after the export and left, by row id
-    (``memstore.versions.state_at``), for ``merge_fields``."""
+    (``memstore.versions.state_at``), for ``merge_fields``; ``changed_at``: when each
+    memory changed since the export was first changed (the same), for a re-run's pairing."""
     if base is None:
         return _two_way(incoming, current, resolution, lines, tuple(warnings))
     by_id = {stored.id: stored for stored in current}
@@ -225,7 +267,8 @@ def merge_import(
     new_in_file: list[tuple[int, MemoryRow, int]] = []  # (location, memory, title_nth)
     # location -> the file's memories there that the database gained since the export (an
     # agent's, or an earlier import's)
-    unbased: dict[int, list[MemoryRow]] = {}
+    unbased: dict[int, list[tuple[MemoryRow, int, int]]] = {}  # (memory, title_nth, the
+    # database row's created_version)
 
     database_only: set[int] = set()  # row ids kept that the file does not hold
 
@@ -273,8 +316,10 @@ def merge_import(
                     # an earlier run of this import (--theirs) took it back: that row,
                     # whatever became of it since (review S6 B F1: each run added another
                     # copy; E F4: once an agent retired it, another live one)
-                    unbased.setdefault(location_id, []).append(memory)
                     now = taken_back.pop(_likeliest(taken_back, memory))
+                    unbased.setdefault(location_id, []).append(
+                        (memory, title_nth, now.created_version)
+                    )
                     merged, fields = merge_fields(None, memory, now.memory, resolution)
                     written_since = True
                 elif place in unsure:  # which twin the file changed cannot be told
@@ -295,8 +340,8 @@ def merge_import(
                 if not fresh:
                     new_in_file.append((location_id, memory, title_nth))
                     continue
-                unbased.setdefault(location_id, []).append(memory)
                 now = fresh.pop(_likeliest(fresh, memory))
+                unbased.setdefault(location_id, []).append((memory, title_nth, now.created_version))
                 merged, fields = merge_fields(None, memory, now.memory, resolution)
                 if fields and resolution is not Resolution.THEIRS:
                     # an export's memory the file's may be an edit of: never pruned for it
@@ -366,21 +411,18 @@ def merge_import(
     # keeps that memory, as the import that took it kept it (a re-run changes nothing)
     renamed: set[int] = set()
     retitled: list[tuple[MemoryKey, MemoryKey, MemoryRow]] = []
-    for location_id, gained in unbased.items():
-        for memory in gained:
-            origin = _origin_again(dropped, location_id, memory, changed, tied)
-            if origin is None:  # by place only, as the run that took it may have paired it
-                there = dropped.get(location_id, [])
-                retired = [w for w in there if changed(w) and w.id in by_id]
-                origin = retired[0] if retired else None
-            elif not changed(origin):
-                continue
-            if origin is None:
-                continue
-            renamed.add(origin.id)  # kept, as the import that took it kept it
-            if prune:  # where --prune would have deleted it: said (review S6 B F3, E F2, F3)
-                line = lines.memory_line(location_id, memory.title, 0)
-                kept_again.append(_kept_again(line, origin, memory))
+    for location_id, memory, title_nth, origin in _origins_again(unbased, dropped, changed, tied):
+        now = by_id.get(origin.id)
+        written = next(w for m, n, w in unbased[location_id] if m is memory and n == title_nth)
+        # kept only if the run that took the file's memory could have kept it: the origin
+        # had changed by then (review S6 G F1: a keep for a file's memory imported before
+        # the agent retired that one hid the deletion the file asked for)
+        if now is None or not changed(origin) or written <= (changed_at or {}).get(origin.id, 0):
+            continue
+        renamed.add(origin.id)  # kept, as the import that took it kept it
+        if prune:  # where --prune would have deleted it: said (review S6 B F3, E F2, F3)
+            line = lines.memory_line(location_id, memory.title, title_nth)
+            kept_again.append(_kept_again(line, origin, memory))
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
@@ -427,6 +469,9 @@ def merge_import(
             continue  # gone from both
         if row_id in tied or row_id in renamed:
             keep(now.location_id, now.id, now.memory, unseen=True)  # maybe the file's edit
+            if prune and row_id not in renamed:  # (said: review S6 G F4)
+                line = lines.location_lines.get(now.location_id, 0)
+                kept_again.append(_kept_again(line, was, None))
             continue
         if now.memory == was.memory or not prune:
             continue  # the reviewer removed it: missing, deleted only by --prune

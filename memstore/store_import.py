@@ -108,7 +108,10 @@ def import_memories(
         here = identity(conn)
         base, warnings = _usable_base(parsed.base, here, store.target.display)
         since: dict[int, list[MemoryRow]] = {}  # states the database left since the base
-        base_state = stored_rows_at(conn, base.version, current, since) if base else None
+        changed_at: dict[int, int] = {}  # each memory changed since: when, first
+        base_state = (
+            stored_rows_at(conn, base.version, current, since, changed_at) if base else None
+        )
         if base is not None and base_state is not None and base.rows is not None:
             if rows_fingerprint(base_state.values()) != base.rows:
                 warnings = (
@@ -130,6 +133,7 @@ def import_memories(
             warnings=warnings,
             base_names=names_since(conn, base.version) if base is not None else None,
             since=since,
+            changed_at=changed_at,
         )
         grouped, current_ids = _grouped(current, current_locations)
         plan = plan_import(

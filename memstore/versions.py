@@ -250,6 +250,7 @@ def state_at(
     current: Iterable[StoredMemory],
     to_memory: Any,
     since: dict[int, list[Any]] | None = None,
+    changed_at: dict[int, int] | None = None,
 ) -> dict[int, StoredMemory]:
     """The persistent memories as they were at ``version``, by row id.
 
@@ -259,7 +260,8 @@ def state_at(
     given, gets for each row changed more than once since then the states it had in
     between (each set after ``version`` and replaced since; ``to_memory`` read), oldest
     first: what an import merges against, so that a file's value the database has left
-    since is not taken again (memstore.merge_types.merge_fields).
+    since is not taken again (memstore.merge_types.merge_fields). ``changed_at``, when
+    given, gets for each row changed since then the version of its first change after it.
     """
     earlier: dict[int, Any] = {}
     history = conn.execute(
@@ -271,6 +273,8 @@ def state_at(
         if since is not None and row.memory_id in earlier:  # a later state: in between
             since.setdefault(row.memory_id, []).insert(0, to_memory(earlier[row.memory_id]))
         earlier[row.memory_id] = row
+    if changed_at is not None:
+        changed_at.update((memory_id, row.replaced_version) for memory_id, row in earlier.items())
     state = {
         stored.id: stored
         for stored in current

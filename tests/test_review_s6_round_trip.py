@@ -187,9 +187,9 @@ def test_an_export_never_replaces_a_file_holding_a_value_the_database_went_back_
 
     assert main(["--db", str(db), "export", "--out", str(out)]) == 1
 
-    assert "holding a value the database had since the export and went back from" in (
-        capsys.readouterr().err
-    )
+    error = capsys.readouterr().err
+    assert "holds 1 value(s) the database had since the export and went back from" in error
+    assert "import it first" not in error  # (it would do nothing: review S6 G F6)
     assert out.read_text() == carol
 
 
@@ -245,23 +245,31 @@ def test_a_re_run_keeps_the_retired_memory_a_move_kept(db_path: Path) -> None:
 
 
 def test_a_prune_of_a_memory_retired_after_the_file_s_new_one_was_imported_is_said(
-    db_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # review S6 E F3: the file dropped Grating and added Leaves (imported without --prune);
-    # an agent retired Grating; `--prune --theirs` then kept Grating without a word
-    with MemoryStore.open(db_path) as store:
+    # review S6 E F3, G F1: the file dropped Grating and added Leaves (imported without
+    # --prune); an agent retired Grating. The re-run took Leaves for an edit of Grating by
+    # place alone and kept Grating without a word: the dry run said "would delete 0", and
+    # export replaced the file, losing the deletion. No import paired them: Leaves came
+    # before the agent's change
+    db, out = tmp_path / "m.db", tmp_path / "Memories.md"
+    with MemoryStore.open(db) as store:
         export = retired_grating(store)
         leaves = "**[NOTE - PERMANENT] Leaves** *(Ep1, T21, +0)*\nA pile of leaves hides it.\n\n"
         edited = export.replace(GRATING, leaves)
         assert import_memories(store, edited, apply=True).applied  # Leaves; Grating "missing"
         store.invalidate_memory(80, "Grating", "opened it from below", turn=40, episode=2)
-
+        dry = import_memories(store, edited, apply=False)
+        assert [change.memory.title for change in dry.plan.missing] == ["Grating"]
+    out.write_text(edited)
+    assert main(["--db", str(db), "export", "--out", str(out)]) == 1
+    assert out.read_text() == edited
+    with MemoryStore.open(db) as store:
         pruned = import_memories(store, edited, apply=True, prune=True, resolution="theirs")
 
-        assert pruned.plan.conflicts == () and pruned.plan.missing == ()
-        (warning,) = pruned.plan.warnings
-        assert "'Grating' (location 80) is kept, though the file dropped it" in warning
-        assert [m.title for m in store.memories(80, include_superseded=True)].count("Grating") == 1
+        (conflict,) = pruned.plan.conflicts
+        assert "'Grating': removed in the file, changed in the database" in str(conflict)
+        assert "Grating" not in [m.title for m in store.memories(80, include_superseded=True)]
 
 
 def test_theirs_never_adds_a_second_copy_of_a_taken_back_memory_an_agent_retired(
@@ -286,3 +294,74 @@ def test_theirs_never_adds_a_second_copy_of_a_taken_back_memory_an_agent_retired
         assert "status" in conflict.fields and "deleted from the database" not in str(conflict)
         grating = [m for m in store.memories(80, include_superseded=True) if m.title == "Grating"]
         assert [m.invalidation_reason for m in grating] == ["opened it with the key"]
+
+
+def test_a_re_run_pairs_two_moves_as_the_first_run_did(db_path: Path) -> None:
+    # review S6 G F2: the file moved Key, and moved Lamp (retitled Lantern) with Key's text;
+    # the re-run did not take Key first, saw two memories with Lamp's text, and deleted the
+    # Lamp an agent had invalidated, which the first run kept
+    with MemoryStore.open(db_path) as store:
+        for n in range(12):
+            store.add_memory(80, "Clearing", note(f"m{n}", text=f"text {n}", turns=str(n + 1)))
+        store.add_memory(81, "Forest", note("f0", text="trees", turns="1"))
+        store.add_memory(80, "Clearing", note("Key", text="It glints.", turns="20"))
+        store.add_memory(80, "Clearing", note("Lamp", text="It glints.", turns="21"))
+        export = export_memories_md(store)
+        key = "**[NOTE - PERMANENT] Key** *(Ep1, T20, +0)*\nIt glints.\n\n"
+        lamp = "**[NOTE - PERMANENT] Lamp** *(Ep1, T21, +0)*\nIt glints.\n\n"
+        assert key in export and lamp in export
+        lantern = lamp.replace("] Lamp**", "] Lantern**").rstrip("\n")
+        moved = export.replace(key, "").replace(lamp, "")
+        moved = moved.replace("trees\n", f"trees\n\n{key}{lantern}\n", 1)
+        store.invalidate_memory(80, "Lamp", "it broke", turn=40, episode=2)
+
+        runs = [
+            import_memories(store, moved, apply=True, prune=True, resolution="theirs")
+            for _ in range(3)
+        ]
+
+        # (run 1 deletes the Key the file moved, unchanged since: a move, with --prune)
+        assert [[c.old.title for c in run.plan.missing] for run in runs] == [["Key"], [], []]
+        lamps = [m for m in store.memories(80, include_superseded=True) if m.title == "Lamp"]
+        assert [m.invalidation_reason for m in lamps] == ["it broke"]
+        warning = "'Lamp' (location 80) is kept, though the file dropped it"
+        assert [sum(warning in w for w in run.plan.warnings) for run in runs[1:]] == [1, 1]
+        assert not any("'Key' (location 80) is kept" in w for w in runs[1].plan.warnings)
+
+
+def test_a_re_run_of_a_pruned_retitle_says_nothing_is_kept(db_path: Path) -> None:
+    # review S6 G F3: every re-run said the retitled memory, which the first run deleted,
+    # "is kept, though the file dropped it"
+    with MemoryStore.open(db_path) as store:
+        export = retired_grating(store)
+        edited = export.replace("] Grating**", "] Iron grating**")
+
+        runs = [import_memories(store, edited, apply=True, prune=True) for _ in range(2)]
+
+        assert runs[0].applied and not runs[1].applied
+        assert runs[1].plan.warnings == ()
+        assert "Grating" not in [m.title for m in store.memories(80, include_superseded=True)]
+
+
+def test_a_memory_kept_for_a_tie_under_prune_is_said(db_path: Path) -> None:
+    # review S6 G F4: A and B say the same at the same turn; the file dropped both and added
+    # C saying it; an agent retired A. B was kept, unseen, without a word
+    with MemoryStore.open(db_path) as store:
+        for n in range(12):
+            store.add_memory(80, "Clearing", note(f"m{n}", text=f"text {n}", turns=str(n + 1)))
+        store.add_memory(80, "Clearing", note("A", text="It glints.", turns="20"))
+        store.add_memory(80, "Clearing", note("B", text="It glints.", turns="20"))
+        export = export_memories_md(store)
+        a = "**[NOTE - PERMANENT] A** *(Ep1, T20, +0)*\nIt glints.\n\n"
+        b = "**[NOTE - PERMANENT] B** *(Ep1, T20, +0)*\nIt glints.\n\n"
+        c = "**[NOTE - PERMANENT] C** *(Ep1, T20, +0)*\nIt glints.\n\n"
+        assert a in export and b in export
+        edited = export.replace(a, "").replace(b, c)
+        store.invalidate_memory(80, "A", "it broke", turn=40, episode=2)
+
+        run = import_memories(store, edited, apply=True, prune=True, resolution="theirs")
+
+        assert any(
+            "'B' (location 80) is kept, though the file dropped it" in w
+            for w in (run.plan.warnings)
+        )
