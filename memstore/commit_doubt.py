@@ -34,9 +34,8 @@ from typing import Any, TypeVar
 
 from memstore.busy_buffer import BusyBuffer
 from memstore.errors import DatabaseUnavailable, StoreBusy
-from memstore.executor import run
-from memstore.queries import INSERT_RECEIPT
-from memstore.rows import Bookkeeping, now
+from memstore.receipts import write_receipt
+from memstore.rows import Bookkeeping
 from memstore.store import MemoryStore
 from memstore.turn_log import PendingWrites
 
@@ -71,6 +70,8 @@ class CommitDoubt:
         self._forget: list[str] = []
         #: the receipts older than RECEIPTS_KEPT were deleted (by this manager's first)
         self._pruned = False
+        #: the lost connection of the last ``receipted`` write, settled as committed
+        self.lost: DatabaseUnavailable | None = None
 
     def with_pending(self, synthesis: dict[str, Any] | None) -> Bookkeeping:
         """What the store's write takes with ``synthesis`` (None: the bookkeeping alone):
@@ -102,15 +103,18 @@ class CommitDoubt:
         swallowed is settled at once by it (review S6 D F4: a committed write answered
         "not done", and its retry "not found"). Committed: the write's own answer, counted
         (``commits_in_doubt_found``); not, or the server cannot say yet: the
-        DatabaseUnavailable. The receipt is deleted by the next write. SQLite: ``write()``
-        as it is."""
+        DatabaseUnavailable. The receipt is deleted by the next write, as a turn's is.
+        SQLite: ``write()`` as it is."""
+        self.lost = None
         if not self.enabled:
             return write()
         receipt = uuid.uuid4().hex
         answer: list[T] = []
         try:
             with self.store.transaction(write=True, changes_memories=False) as conn:
-                run(conn, INSERT_RECEIPT, {"receipt": receipt, "created_at": now()})
+                # (and the receipts this writer no longer needs: review S6 H F1, each such
+                # write left its own behind)
+                write_receipt(conn, receipt, self._forget, prune=not self._pruned)
                 answer.append(write())
         except DatabaseUnavailable as lost:
             if not answer:  # lost before the COMMIT: nothing was committed
@@ -122,7 +126,8 @@ class CommitDoubt:
             if not landed:
                 raise lost from lost.__cause__
             self.counters["commits_in_doubt_found"] += 1
-        self._forget.append(receipt)
+            self.lost = lost  # (the session went, and its ephemeral tier: the caller says so)
+        self._forget, self._pruned = [receipt], True
         return answer[0]
 
     def committed(self) -> None:

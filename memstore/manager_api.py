@@ -122,12 +122,28 @@ class SpecMemoryApi:
         except DatabaseUnavailable:  # (the session is gone: the busy stretch decides)
             return False
 
-    def _written(self, memory: Memory, write: Callable[[], T]) -> T:
-        """``write()`` of ``memory``: with a receipt on a server when it goes to disk (a
-        COMMIT whose answer was lost is settled by it: memstore.commit_doubt)."""
-        if memory.persistence is Persistence.EPHEMERAL:  # (the session's: lost with it)
-            return write()
-        return self._synthesis.doubt.receipted(write)
+    def _written(self, memory: Memory | None, write: Callable[[], T], what: str) -> T:
+        """``write()`` (of ``memory``; None: of memories in either tier): with a receipt on a
+        server when it may go to disk (a COMMIT whose answer was lost is settled by it:
+        memstore.commit_doubt). A lost connection settled as committed is done, and still
+        said: the session's ephemeral memories went with it (counted in
+        ``store_unavailable``, logged; review S6 H F2)."""
+        if memory is not None and memory.persistence is Persistence.EPHEMERAL:
+            return write()  # (the session's: lost with it)
+        doubt = self._synthesis.doubt
+        answer = doubt.receipted(write)
+        if doubt.lost is not None:
+            self.counters["store_unavailable"] += 1
+            if self.store.target.is_server:
+                self._synthesis.buffer.drop_session_memories()
+            log.warning(
+                "%s: done (its receipt shows the COMMIT whose answer was lost landed), but "
+                "the connection was lost, and this agent's ephemeral memories went with it: "
+                "%s",
+                what,
+                doubt.lost,
+            )
+        return answer
 
     def _stored_episode_of(self, memory: Memory) -> Memory:
         """``memory`` with the number its episode is stored under: a caller that read
@@ -151,6 +167,7 @@ class SpecMemoryApi:
                 lambda: self.store.add_memory(
                     location_id, location_name, self._stored_episode_of(memory)
                 ),
+                f"add_memory {memory.title!r} at {location_id}",
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
@@ -176,6 +193,7 @@ class SpecMemoryApi:
                     old_memory_title,
                     self._stored_episode_of(new_memory),
                 ),
+                f"supersede_memory {old_memory_title!r} at {location_id}",
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
@@ -209,10 +227,12 @@ class SpecMemoryApi:
             return dict.fromkeys(titles, False)
         at_turn = self.turn if turn is None else turn
         try:
-            return self._synthesis.doubt.receipted(
+            return self._written(
+                None,
                 lambda: self.store.invalidate_memories(
                     location_id, titles, reason, at_turn, episode=episode
-                )
+                ),
+                f"invalidate_memories {len(titles)} at {location_id}",
             )
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")

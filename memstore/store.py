@@ -44,22 +44,19 @@ from memstore.models import (
     plain_str,
 )
 from memstore.queries import (
-    DELETE_OLD_RECEIPTS,
-    DELETE_RECEIPT,
     ENSURE_LOCATION,
     INSERT_DECISION,
     INSERT_LINK,
     INSERT_MEMORY,
-    INSERT_RECEIPT,
     INSERT_TURNS,
     LOCATION_NAME,
     MARK_SUPERSEDED,
-    REPLACE_RECEIPT,
     TIER_NUMBER,
     VISIT_EPISODE,
     VISIT_KNOWN,
     VISIT_LOCATION,
 )
+from memstore.receipts import write_receipt
 from memstore.retrieval import ContextRow, view_row
 from memstore.rows import (
     AppliedSynthesis,
@@ -71,8 +68,6 @@ from memstore.rows import (
     decision_row,
     link_turn,
     memory_row,
-    now,
-    receipts_cutoff,
     titles_of,
 )
 from memstore.schema import (
@@ -113,17 +108,12 @@ class MemoryStore(StoreReads):
 
     @staticmethod
     def _bookkeeping(conn: Connection, bookkeeping: Bookkeeping) -> None:
-        forget, receipt = bookkeeping.forget_receipts, bookkeeping.receipt
-        if receipt is not None and len(forget) == 1:  # the usual: one statement, not two
-            values = {"old": forget[0], "receipt": receipt, "created_at": now()}
-            if _run(conn, REPLACE_RECEIPT, values).rowcount == 1:
-                forget, receipt = (), None
-        if forget:
-            _run_many(conn, DELETE_RECEIPT, [{"receipt": old} for old in forget])
-        if receipt is not None:
-            _run(conn, INSERT_RECEIPT, {"receipt": receipt, "created_at": now()})
-        if bookkeeping.prune_receipts:  # once a manager: crashed writers' receipts
-            _run(conn, DELETE_OLD_RECEIPTS, {"cutoff": receipts_cutoff()})
+        write_receipt(
+            conn,
+            bookkeeping.receipt,
+            bookkeeping.forget_receipts,
+            prune=bookkeeping.prune_receipts,  # once a manager: crashed writers' receipts
+        )
         for location_id, name, episode in bookkeeping.visits:
             visit = {"visit_id": location_id, "visit_name": name}
             if _run(conn, VISIT_KNOWN, visit).rowcount != 1:  # new, or renamed

@@ -172,7 +172,10 @@ def test_a_spec_004_write_whose_commit_answer_is_lost_is_settled_by_its_receipt(
             assert not armed[0]  # its COMMIT's answer was lost
 
         assert answers == [True, SupersedeOutcome.SUPERSEDED, True]
-        assert manager.get_status()["commits_in_doubt_found"] == 3
+        status = manager.get_status()
+        assert status["commits_in_doubt_found"] == 3
+        # (each lost the session, and its ephemeral memories: said: review S6 H F2)
+        assert status["store_unavailable"] == 3
         manager.close()
     with MemoryStore.open(pg_url) as direct:
         stored = [(m.title, m.status.value) for m in direct.memories(11, include_superseded=True)]
@@ -261,3 +264,17 @@ def test_a_session_the_read_probe_finds_gone_is_counted_and_said(
         assert manager.get_status()["store_unavailable"] == 1
         assert "ephemeral memories went with the connection" in caplog.text
         manager.close()
+
+
+def test_the_spec_004_writes_leave_one_receipt_behind(pg_database: str) -> None:
+    # review S6 H F1: each spec-004 write on a server left its receipt, across runs
+    with MemoryStore.open(pg_database, busy_timeout_s=1, answer_timeout_s=5) as store:
+        for run in range(2):
+            manager = SimpleMemoryManager(store)
+            for n in range(10):
+                assert manager.add_memory(11, "Room 11", note(f"Run {run} fact {n}"))
+            manager.invalidate_memory(11, f"Run {run} fact 0", "wrong")
+            manager.close()
+        with store.transaction(write=False) as conn:
+            kept = conn.exec_driver_sql("SELECT count(*) FROM write_receipts").scalar()
+    assert kept == 2  # each run's last one
