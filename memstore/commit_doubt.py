@@ -37,6 +37,7 @@ from memstore.errors import DatabaseUnavailable, StoreBusy
 from memstore.receipts import write_receipt
 from memstore.rows import Bookkeeping
 from memstore.store import MemoryStore
+from memstore.store_core import IN_DOUBT
 from memstore.turn_log import PendingWrites
 
 __all__ = ["CommitDoubt"]
@@ -52,6 +53,14 @@ class _Attempt:
     receipt: str
     synthesis: dict[str, Any] | None
     rows: tuple[tuple[object, ...], ...] = ()
+
+
+def _not_committed(lost: DatabaseUnavailable) -> DatabaseUnavailable:
+    """``lost`` saying that its write was not committed, where it is known (review S6 H
+    F3: "may or may not have been committed", where the receipt said it was not)."""
+    return DatabaseUnavailable(
+        str(lost).replace(IN_DOUBT, "what this call was writing was not committed")
+    )
 
 
 class CommitDoubt:
@@ -118,13 +127,13 @@ class CommitDoubt:
                 answer.append(write())
         except DatabaseUnavailable as lost:
             if not answer:  # lost before the COMMIT: nothing was committed
-                raise
+                raise _not_committed(lost) from lost
             try:
                 landed = self.store.has_receipt(receipt)
             except (StoreBusy, DatabaseUnavailable):
-                landed = False  # (in doubt still: "not done", as the log line says)
+                raise lost from lost.__cause__  # in doubt still: "not done", as it says
             if not landed:
-                raise lost from lost.__cause__
+                raise _not_committed(lost) from lost
             self.counters["commits_in_doubt_found"] += 1
             self.lost = lost  # (the session went, and its ephemeral tier: the caller says so)
         self._forget, self._pruned = [receipt], True

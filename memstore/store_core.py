@@ -66,7 +66,12 @@ from memstore.shown_memories import ShownMemories
 from memstore.sqlite_session import make_ephemeral_tier
 from memstore.versions import create_identity
 
-__all__ = ["ALL", "StoreCore"]
+__all__ = ["ALL", "IN_DOUBT", "StoreCore"]
+
+#: what a lost connection's refusal says of a write whose COMMIT may have been sent
+IN_DOUBT = (
+    "what this call was writing may or may not have been committed (look before writing it again)"
+)
 
 #: "every location" for the cache-invalidation argument of the write transactions
 ALL = object()
@@ -364,12 +369,7 @@ class StoreCore:
                 return DatabaseUnavailable(f"cannot connect to {where}: {why}")
             self._invalidate()
             # lost in the middle of a commit, a write may have reached the disk: say so
-            outcome = (
-                "what this call was writing may or may not have been committed (look before "
-                "writing it again)"
-                if writing
-                else "nothing was written"
-            )
+            outcome = IN_DOUBT if writing else "nothing was written"
             return DatabaseUnavailable(
                 f"lost the connection to {where} ({why}); {outcome}; this agent's "
                 f"ephemeral memories went with the connection; the next call connects again"

@@ -278,3 +278,31 @@ def test_the_spec_004_writes_leave_one_receipt_behind(pg_database: str) -> None:
         with store.transaction(write=False) as conn:
             kept = conn.exec_driver_sql("SELECT count(*) FROM write_receipts").scalar()
     assert kept == 2  # each run's last one
+
+
+def test_a_spec_004_write_whose_commit_never_arrived_says_it_was_not_committed(
+    pg_url: str, proxy: FreezingProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    # review S6 H F3: the receipt said the write was not committed, and the line still
+    # said "may or may not have been committed (look before writing it again)"
+    MemoryStore.open(pg_url).close()
+    armed = [False]
+
+    def cut_the_commit(_connection: int, data: bytes) -> str | None:
+        if armed[0] and data.endswith(b"COMMIT\x00") and b"BEGIN" not in data:
+            armed[0] = False
+            return "cut"  # (the COMMIT never reaches the server)
+        return None
+
+    proxy.trigger = cut_the_commit
+    with MemoryStore.open(proxy.url(pg_url), busy_timeout_s=1, answer_timeout_s=1.5) as store:
+        manager = SimpleMemoryManager(store)
+        assert manager.add_memory(11, "Room 11", note("Warm up"))
+        armed[0] = True
+        with caplog.at_level(logging.WARNING, logger="memstore"):
+            assert manager.add_memory(11, "Room 11", note("Lamp is here")) is False
+        assert not armed[0]
+        assert "what this call was writing was not committed" in caplog.text
+        assert "may or may not" not in caplog.text
+        assert [m.title for m in store.memories(11)] == ["Warm up"]
+        manager.close()
