@@ -281,6 +281,24 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     return _report_import(args, ctx, outcome)
 
 
+def _unapplied(args: argparse.Namespace, plan: Any) -> str:
+    """Why an ``--apply`` wrote nothing, where the file and the database still differ
+    (review S6 I F1: "the database already matches the file" for each of these)."""
+    why = []
+    if plan.missing and not args.prune:
+        why.append(
+            f"the file deletes {len(plan.missing)} memory(ies), which only --apply --prune deletes"
+        )
+    if plan.conflicts:
+        why.append(f"the {len(plan.conflicts)} conflict(s) listed were skipped")
+    if plan.left_again:
+        why.append(
+            f"the database keeps its value for {len(plan.left_again)} the file holds that it "
+            f"took back since the export (the warnings say which)"
+        )
+    return "; ".join(why) if why else "the database already matches the file"
+
+
 def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
     plan = outcome.plan
     ctx.print(f"import {args.file}:")
@@ -300,7 +318,11 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
     if outcome.applied:
         skipped = ""
         if plan.problems or plan.conflicts:
-            skipped = " (the problems listed were skipped)"
+            listed = " and ".join(
+                what for what, some in (("conflicts", plan.conflicts), ("problems", plan.problems))
+                if some
+            )  # fmt: skip
+            skipped = f" (the {listed} listed were skipped)"
             if plan.conflicts and not args.skip_invalid:
                 side = "the database's side" if args.ours else "the file's side"
                 skipped = f" (conflicts resolved by taking {side})"
@@ -319,7 +341,7 @@ def _report_import(args: argparse.Namespace, ctx: Context, outcome: Any) -> int:
     elif args.apply and plan.lowered:
         ctx.print("nothing to apply: the database already has the rest of the file (see the note)")
     elif args.apply:
-        ctx.print("nothing to apply: the database already matches the file")
+        ctx.print(f"nothing to apply: {_unapplied(args, plan)}")
     else:
         ctx.print("dry run: nothing written (use --apply to write)")
     return 0

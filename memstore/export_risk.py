@@ -102,7 +102,7 @@ def edits_at_risk(
         (
             len(plan.left_again),
             "holding a value the database had since the export and went back from (an "
-            "import keeps the database's: review S6 E F1)",
+            "import keeps the database's)",
         ),
         (len(plan.problems) - replaced, "with problems"),
     )

@@ -185,10 +185,13 @@ def _kept_again(line: int | None, origin: StoredMemory[MemoryRow], memory: Memor
 
 def _left_again(line: int | None, title: str, fields: list[str]) -> str:
     where = f"line {line}: " if line else ""
+    names = list(dict.fromkeys("status" if f in STATUS_FIELDS else f for f in fields))
     return (
-        f"{where}{title!r}: the file's {', '.join(dict.fromkeys(fields))} is one the database "
+        f"{where}{title!r}: the file's {' and '.join(names)} "
+        f"{'is one' if len(names) == 1 else 'are ones'} the database "
         f"had since the export and a later change left (this file imported before?); the "
-        f"database's is kept: export again and edit that to set it again"
+        f"database's {'is' if len(names) == 1 else 'are'} kept: set it again in a new export "
+        f"(to another file, or with --force: this one holds it)"
     )
 
 

@@ -365,3 +365,20 @@ def test_a_memory_kept_for_a_tie_under_prune_is_said(db_path: Path) -> None:
             "'B' (location 80) is kept, though the file dropped it" in w
             for w in (run.plan.warnings)
         )
+
+
+def test_an_apply_that_writes_nothing_says_why_where_the_file_still_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review S6 I F1: "nothing to apply: the database already matches the file", for a
+    # file that deletes memories, without --prune
+    db, out = tmp_path / "m.db", tmp_path / "Memories.md"
+    with MemoryStore.open(db) as store:
+        export = retired_grating(store)
+    out.write_text(export.replace(GRATING, ""))
+
+    assert main(["--db", str(db), "import", str(out), "--apply"]) == 0
+
+    said = capsys.readouterr().out
+    assert "nothing to apply: the file deletes 1 memory(ies), which only --apply --prune" in said
+    assert "already matches" not in said
