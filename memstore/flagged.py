@@ -40,7 +40,7 @@ import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import bindparam, func, insert, select, union_all, update
+from sqlalchemy import bindparam, cast, func, insert, null, select, union_all, update
 
 from memstore.executor import run
 from memstore.models import (
@@ -164,6 +164,33 @@ def _to_model(row: Any) -> FlaggedMemory:
 
 
 _ORDER = (table.c.importance.desc(), table.c.id)
+
+_TOTALS = select(func.count(), func.avg(table.c.importance))
+_FIRST_IDS = (
+    select(table.c.location_id, func.count().label("count"), func.min(table.c.id).label("first"))
+    .where(table.c.location_id.is_not(None))
+    .group_by(table.c.location_id)
+    .subquery()
+)
+_NAMED_FIRST = (
+    select(table.c.location_name, func.count().label("count"), func.min(table.c.id).label("first"))
+    .where(table.c.location_id.is_(None))
+    .group_by(table.c.location_name)
+    .subquery()
+)
+#: each location number with its memories' count, the first's id and that one's name; then
+#: each name flagged with no number (merged by ``normalise`` in Python)
+_BY_LOCATION = union_all(
+    select(
+        _FIRST_IDS.c.location_id, table.c.location_name, _FIRST_IDS.c.count, _FIRST_IDS.c.first
+    ).join(table, table.c.id == _FIRST_IDS.c.first),
+    select(
+        cast(null(), table.c.location_id.type).label("location_id"),
+        _NAMED_FIRST.c.location_name,
+        _NAMED_FIRST.c.count,
+        _NAMED_FIRST.c.first,
+    ),
+)
 
 _CANDIDATE_COLUMNS = (table.c.id, table.c.importance, table.c.content_key)
 
@@ -387,28 +414,29 @@ class FlaggedMemories:
         ``locations_covered`` (distinct locations: by number, or by name when a memory has
         no number) and ``top_location`` (the label, "Name (#id)", of the location with the
         most memories; ties go to the one flagged first). Zeros and None when empty."""
-        memories = sorted(self.all(), key=lambda m: m.id)
-        if not memories:
-            return {
-                "total_memories": 0,
-                "avg_importance": 0.0,
-                "locations_covered": 0,
-                "top_location": None,
-            }
-        counts: dict[object, int] = {}
+        # aggregated in SQL, each location's first name read back: a status read each turn
+        # costs no pydantic model per memory (review S6 J F3: 220 ms at 20,000)
+        with self.store.transaction(write=False) as conn:
+            total, average = conn.execute(_TOTALS).one()
+            if not total:
+                return {
+                    "total_memories": 0,
+                    "avg_importance": 0.0,
+                    "locations_covered": 0,
+                    "top_location": None,
+                }
+            groups = conn.execute(_BY_LOCATION).all()
+        counts: dict[object, list[int]] = {}  # key -> [count, first id]
         labels: dict[object, str] = {}
-        for memory in memories:
-            key: object = (
-                memory.location_id
-                if memory.location_id is not None
-                else ("name", normalise(memory.location_name))
-            )
-            counts[key] = counts.get(key, 0) + 1
-            labels.setdefault(key, memory.location_label)
-        top_key = max(counts, key=counts.__getitem__)  # first of the most frequent: dict order
+        for location_id, name, count, first in sorted(groups, key=lambda row: row[3]):
+            key: object = location_id if location_id is not None else ("name", normalise(name))
+            seen = counts.setdefault(key, [0, first])
+            seen[0] += count
+            labels.setdefault(key, name if location_id is None else f"{name} (#{location_id})")
+        top_key = max(counts, key=lambda key: (counts[key][0], -counts[key][1]))
         return {
-            "total_memories": len(memories),
-            "avg_importance": sum(m.importance for m in memories) / len(memories),
+            "total_memories": int(total),
+            "avg_importance": float(average),
             "locations_covered": len(counts),
             "top_location": labels[top_key],
         }

@@ -162,7 +162,7 @@ class SpecMemoryApi:
         if not self._session_only(memory) and not self._ready():
             return False
         try:
-            return self._written(
+            added = self._written(
                 memory,
                 lambda: self.store.add_memory(
                     location_id, location_name, self._stored_episode_of(memory)
@@ -172,6 +172,8 @@ class SpecMemoryApi:
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"add_memory {memory.title!r} at {location_id}")
             return False
+        self.counters["memories_written"] += int(added)  # (as a synthesis's: S6 J F1)
+        return added
 
     def supersede_memory(
         self, location_id: int, location_name: str, old_memory_title: str, new_memory: Memory
@@ -185,7 +187,7 @@ class SpecMemoryApi:
         if not self._session_only(new_memory) and not self._ready():
             return SupersedeOutcome.STORE_BUSY
         try:
-            return self._written(
+            outcome = self._written(
                 new_memory,
                 lambda: self.store.supersede_memory(
                     location_id,
@@ -198,6 +200,19 @@ class SpecMemoryApi:
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"supersede_memory {old_memory_title!r} at {location_id}")
             return SupersedeOutcome.STORE_BUSY
+        if outcome is SupersedeOutcome.SUPERSEDED:  # (counted as a synthesis's: S6 J F1)
+            self.counters["memories_written"] += 1
+            self.counters["supersessions"] += 1
+        elif outcome is SupersedeOutcome.FORBIDDEN_TRANSITION:  # (spec 004: a warning, J F2)
+            self.counters["forbidden_transitions"] += 1
+            log.warning(
+                "supersede_memory %r at %d: not done: %s (the new memory is %s)",
+                old_memory_title,
+                location_id,
+                outcome.value,
+                new_memory.persistence.value,
+            )
+        return outcome
 
     def invalidate_memory(
         self, location_id: int, memory_title: str, reason: str, turn: int | None = None
@@ -227,7 +242,7 @@ class SpecMemoryApi:
             return dict.fromkeys(titles, False)
         at_turn = self.turn if turn is None else turn
         try:
-            return self._written(
+            results = self._written(
                 None,
                 lambda: self.store.invalidate_memories(
                     location_id, titles, reason, at_turn, episode=episode
@@ -237,6 +252,8 @@ class SpecMemoryApi:
         except (StoreBusy, DatabaseUnavailable) as exc:
             self._refused(exc, f"invalidate_memories {len(titles)} at {location_id}")
             return dict.fromkeys(titles, False)
+        self.counters["invalidations"] += sum(results.values())  # (S6 J F1)
+        return results
 
     def get_ephemeral_count(self, location_id: int | None = None) -> int:
         """``MemoryStore.get_ephemeral_count``: live ephemeral memories (here, or all).

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sqlite3
 import time
 import warnings
@@ -432,4 +433,64 @@ def test_an_ephemeral_memory_of_an_unnumbered_episode_waits_for_its_number(db_pa
         assert added is False
         assert manager.flush() and manager.episode != provisional
         assert all(m.episode != provisional for m in store.memories(64))
+        manager.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_flagged_stats_in_sql_are_the_spec_s_summary(db_path: Path, seed: int) -> None:
+    # review S6 J F3: the stats built a model of every note at every get_status (220 ms at
+    # 20,000); they are aggregated in SQL now, and must say what the spec's loop said
+    rng = random.Random(seed)
+    names = ["West of House", "west  of house", "Kitchen", "KITCHEN", "Attic"]
+    with MemoryStore.open(db_path) as store:
+        toolkit = MemoryToolkit(store)
+        for n in range(rng.randint(1, 60)):
+            location_id = rng.choice([None, None, 64, 79, 180])
+            name = rng.choice(names)
+            toolkit.memories.add_flagged_memory(
+                f"note {n} {rng.random()}", rng.randint(1, 1000), n, location_id, name
+            )
+        notes = sorted(toolkit.memories.all(), key=lambda m: m.id)
+        counts: dict[object, int] = {}
+        labels: dict[object, str] = {}
+        for m in notes:
+            key = (
+                m.location_id
+                if m.location_id is not None
+                else " ".join(m.location_name.lower().split())
+            )
+            counts[key] = counts.get(key, 0) + 1
+            labels.setdefault(key, m.location_label)
+
+        stats = toolkit.get_summary_stats()
+
+    assert stats["total_memories"] == len(notes)
+    assert stats["avg_importance"] == pytest.approx(sum(m.importance for m in notes) / len(notes))
+    assert stats["locations_covered"] == len(counts)
+    assert stats["top_location"] == labels[max(counts, key=counts.__getitem__)]
+
+
+def test_the_spec_004_writes_are_counted_and_a_forbidden_one_said(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # review S6 J F1, F2: get_status() counted only the syntheses' writes, and a forbidden
+    # supersession was refused without the warning spec 004 asks for
+    with MemoryStore.open(db_path) as store:
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Mailbox here"))
+        manager.add_memory(64, "West of House", note("Leaflet here"))
+        manager.add_memory(64, "West of House", note("Mailbox here"))  # (a duplicate: False)
+        manager.supersede_memory(64, "West of House", "Mailbox here", note("Mailbox open"))
+        with caplog.at_level(logging.WARNING, logger="memstore"):
+            manager.supersede_memory(
+                64, "West of House", "Leaflet here", note("Leaflet gone", "ephemeral")
+            )
+        manager.invalidate_memories(64, ["Leaflet here", "No such memory"], "taken")
+
+        status = manager.get_status()
+
+        assert (status["memories_written"], status["supersessions"]) == (3, 1)
+        assert (status["forbidden_transitions"], status["invalidations"]) == (1, 1)
+        assert "supersede_memory 'Leaflet here' at 64: not done" in caplog.text
+        assert "(the new memory is ephemeral)" in caplog.text
         manager.close()
