@@ -26,7 +26,7 @@ file) is a conflict: only ``theirs`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from memstore.import_lines import LineFinder
 from memstore.import_plan import (
@@ -36,6 +36,13 @@ from memstore.import_plan import (
     memory_key,
 )
 from memstore.md_rows import LocationRow, LocationRows, MemoryRow
+from memstore.merge_again import (
+    dropped_elsewhere,
+    kept_again_warning,
+    left_again_warning,
+    likeliest,
+    origins_again,
+)
 from memstore.merge_types import (
     MergeConflict,
     MergeResult,
@@ -101,98 +108,6 @@ def _own_ids(
         was = own.pop(row_id)
         own[-row_id] = StoredMemory(-row_id, was.location_id, was.created_version, was.memory)
     return own
-
-
-def _origins_again(
-    unbased: Mapping[int, Sequence[tuple[MemoryRow, int, int]]],
-    dropped: dict[int, list[StoredMemory[MemoryRow]]],
-    changed: Callable[[StoredMemory[MemoryRow]], bool],
-    tied: set[int],
-) -> Iterator[tuple[int, MemoryRow, int, StoredMemory[MemoryRow]]]:
-    """The export's memory each file's memory the database gained since (an earlier import
-    of this file took it) was edited or moved from, found as that import found it, pass by
-    pass, each export memory once: by title, then text, where the file dropped it; moved,
-    with its title and text; moved with its text alone (one only); by place only, the
-    first the database changed (review S6 E F2, G F2: a re-run looked at the same location
-    only, and without taking each once saw two where the first run saw one).
-    (location id, the file's memory, its title_nth, the origin)."""
-    left = {location: list(there) for location, there in dropped.items()}
-    waiting = [
-        (location_id, memory, nth)
-        for location_id, gained in unbased.items()
-        for memory, nth, _written in gained
-    ]
-
-    def take(origin: StoredMemory[MemoryRow]) -> StoredMemory[MemoryRow]:
-        there = left[origin.location_id]
-        if origin in there:  # (edited_from takes its own out)
-            there.remove(origin)
-        return origin
-
-    for find in (
-        lambda loc, memory: edited_from(memory, left.get(loc, []), 0, changed, tied),
-        lambda loc, memory: edited_from(memory, left.get(loc, []), 1, changed, tied),
-        lambda loc, memory: _moved(left, loc, memory, changed, same_title=True),
-        lambda loc, memory: _moved(left, loc, memory, changed, same_title=False),
-        lambda loc, memory: next((w for w in left.get(loc, []) if changed(w)), None),
-    ):
-        still = []
-        for location_id, memory, nth in waiting:
-            origin = find(location_id, memory)
-            if origin is None:
-                still.append((location_id, memory, nth))
-            else:
-                yield location_id, memory, nth, take(origin)
-        waiting = still
-
-
-def _moved(
-    left: dict[int, list[StoredMemory[MemoryRow]]],
-    location_id: int,
-    memory: MemoryRow,
-    changed: Callable[[StoredMemory[MemoryRow]], bool],
-    *,
-    same_title: bool,
-) -> StoredMemory[MemoryRow] | None:
-    """The memory the file moved ``memory`` from, as the first run paired it: with its
-    title and text, the one the database changed first; with its text alone, the only one."""
-    moved = _dropped_elsewhere(left, location_id, memory, same_title=same_title)
-    if same_title and moved:
-        elsewhere, k = next((m for m in moved if changed(left[m[0]][m[1]])), moved[0])
-        return left[elsewhere][k]
-    return left[moved[0][0]][moved[0][1]] if not same_title and len(moved) == 1 else None
-
-
-def _likeliest(fresh: list[StoredMemory[MemoryRow]], memory: MemoryRow) -> int:
-    """Which of the rows the database gained since the export with ``memory``'s key stands
-    for it: the one that holds exactly it, else the first."""
-    return next((n for n, stored in enumerate(fresh) if stored.memory == memory), 0)
-
-
-def _kept_again(line: int | None, origin: StoredMemory[MemoryRow], memory: MemoryRow | None) -> str:
-    where = f"line {line}: " if line else ""
-    edit = (
-        f"the database retired or changed it since the export, and the file's "
-        f"{memory.title!r} (which an earlier import took) may be an edit of it"
-        if memory is not None
-        else "a memory the file changed has its text, and may be an edit of it"
-    )
-    return (
-        f"{where}{origin.memory.title!r} (location {origin.location_id}) is kept, though the "
-        f"file dropped it: {edit}; export again and delete it there to delete it"
-    )
-
-
-def _left_again(line: int | None, title: str, fields: list[str]) -> str:
-    where = f"line {line}: " if line else ""
-    names = list(dict.fromkeys("status" if f in STATUS_FIELDS else f for f in fields))
-    return (
-        f"{where}{title!r}: the file's {' and '.join(names)} "
-        f"{'is one' if len(names) == 1 else 'are ones'} the database "
-        f"had since the export and a later change left (this file imported before?); the "
-        f"database's {'is' if len(names) == 1 else 'are'} kept: set it again in a new export "
-        f"(to another file, or with --force: this one holds it)"
-    )
 
 
 def _stored_order(stored: StoredMemory[MemoryRow]) -> int:
@@ -319,7 +234,7 @@ def merge_import(
                     # an earlier run of this import (--theirs) took it back: that row,
                     # whatever became of it since (review S6 B F1: each run added another
                     # copy; E F4: once an agent retired it, another live one)
-                    now = taken_back.pop(_likeliest(taken_back, memory))
+                    now = taken_back.pop(likeliest(taken_back, memory))
                     unbased.setdefault(location_id, []).append(
                         (memory, title_nth, now.created_version)
                     )
@@ -337,13 +252,13 @@ def merge_import(
                     )  # fmt: skip
                     if left:
                         line = lines.memory_line(location_id, memory.title, title_nth)
-                        left_again.append(_left_again(line, memory.title, left))
+                        left_again.append(left_again_warning(line, memory.title, left))
             else:  # new in the file; the database may have gained the same memory meanwhile
                 fresh = fresh_by_key.get(key)
                 if not fresh:
                     new_in_file.append((location_id, memory, title_nth))
                     continue
-                now = fresh.pop(_likeliest(fresh, memory))
+                now = fresh.pop(likeliest(fresh, memory))
                 unbased.setdefault(location_id, []).append((memory, title_nth, now.created_version))
                 merged, fields = merge_fields(None, memory, now.memory, resolution)
                 if fields and resolution is not Resolution.THEIRS:
@@ -393,14 +308,14 @@ def merge_import(
     # moved: the same title and text where the file dropped it at another location
     for n, (location_id, memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
-            moved = _dropped_elsewhere(dropped, location_id, memory, same_title=True)
+            moved = dropped_elsewhere(dropped, location_id, memory, same_title=True)
             if moved:
                 elsewhere, k = next((m for m in moved if changed(dropped[m[0]][m[1]])), moved[0])
                 pairs[n] = (dropped[elsewhere].pop(k), False)
     # moved and retitled: the only memory with that text the file dropped at another location
     for n, (location_id, memory, _nth) in enumerate(new_in_file):
         if n not in pairs:
-            moved = _dropped_elsewhere(dropped, location_id, memory, same_title=False)
+            moved = dropped_elsewhere(dropped, location_id, memory, same_title=False)
             if len(moved) == 1:
                 elsewhere, k = moved[0]
                 pairs[n] = (dropped[elsewhere].pop(k), False)
@@ -414,7 +329,7 @@ def merge_import(
     # keeps that memory, as the import that took it kept it (a re-run changes nothing)
     renamed: set[int] = set()
     retitled: list[tuple[MemoryKey, MemoryKey, MemoryRow]] = []
-    for location_id, memory, title_nth, origin in _origins_again(unbased, dropped, changed, tied):
+    for location_id, memory, title_nth, origin in origins_again(unbased, dropped, changed, tied):
         now = by_id.get(origin.id)
         written = next(w for m, n, w in unbased[location_id] if m is memory and n == title_nth)
         # kept only if the run that took the file's memory could have kept it: the origin
@@ -425,7 +340,7 @@ def merge_import(
         renamed.add(origin.id)  # kept, as the import that took it kept it
         if prune:  # where --prune would have deleted it: said (review S6 B F3, E F2, F3)
             line = lines.memory_line(location_id, memory.title, title_nth)
-            kept_again.append(_kept_again(line, origin, memory))
+            kept_again.append(kept_again_warning(line, origin, memory))
     for n, (location_id, memory, title_nth) in enumerate(new_in_file):
         origin, guessed = pairs.get(n, (None, False))
         now = by_id.get(origin.id) if origin is not None else None
@@ -474,7 +389,7 @@ def merge_import(
             keep(now.location_id, now.id, now.memory, unseen=True)  # maybe the file's edit
             if prune and row_id not in renamed:  # (said: review S6 G F4)
                 line = lines.location_lines.get(now.location_id, 0)
-                kept_again.append(_kept_again(line, was, None))
+                kept_again.append(kept_again_warning(line, was, None))
             continue
         if now.memory == was.memory or not prune:
             continue  # the reviewer removed it: missing, deleted only by --prune
@@ -586,21 +501,3 @@ def _two_way(
             memories.append(memory)
         locations.append(LocationRows(entry.location, tuple(memories)))
     return MergeResult(tuple(locations), tuple(conflicts), warnings)
-
-
-def _dropped_elsewhere(
-    dropped: dict[int, list[StoredMemory[MemoryRow]]],
-    location_id: int,
-    memory: MemoryRow,
-    *,
-    same_title: bool,
-) -> list[tuple[int, int]]:
-    """Where the file dropped, at another location than ``location_id``, a memory with
-    ``memory``'s text (and, with ``same_title``, its title): (location id, place there)."""
-    return [
-        (elsewhere, k)
-        for elsewhere, there in dropped.items()
-        if elsewhere != location_id
-        for k, was in enumerate(there)
-        if was.memory.text == memory.text and (not same_title or was.memory.title == memory.title)
-    ]

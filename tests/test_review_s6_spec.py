@@ -20,6 +20,8 @@ import random
 import sqlite3
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,18 @@ SPEC_CONTEXT = {
     "first_visit": True, "score_delta": 0, "location_changed": False,
     "inventory_changed": False, "died": False, "response_length": 55,
 }  # fmt: skip
+
+
+@contextmanager
+def write_lock_held(db_path: Path) -> Iterator[None]:
+    """Another connection holds the file's write lock while the block runs."""
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
 
 
 class ZObject:
@@ -230,9 +244,7 @@ def test_an_ephemeral_memory_is_written_at_once_in_a_busy_stretch(db_path: Path)
     with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
         manager = SimpleMemoryManager(store)
         manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
-        holder = sqlite3.connect(db_path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with write_lock_held(db_path):
             assert not manager.add_memory(64, "West of House", note("On disk", "permanent"))
             started = time.monotonic()
 
@@ -244,9 +256,6 @@ def test_an_ephemeral_memory_is_written_at_once_in_a_busy_stretch(db_path: Path)
             assert (added, bool(replaced)) == (True, True)
             assert time.monotonic() - started < 0.2  # neither waited for the lock
             assert manager.get_status()["store_busy"] == 1
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
         assert [m.title for m in store.memories(64)] == ["Dropped sword", "Sword gone"]
         manager.close()
 
@@ -256,17 +265,12 @@ def test_a_toolkit_add_waits_for_a_held_lock_once_per_busy_stretch(db_path: Path
     # turn of spec 001's loop)
     with MemoryStore.open(db_path, busy_timeout_s=0.3) as store:
         toolkit = MemoryToolkit(store)
-        holder = sqlite3.connect(db_path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with write_lock_held(db_path):
             waits = []
             for n in range(3):
                 started = time.monotonic()
                 assert not toolkit.add_memory(f"note {n} about the lamp", 5, n, 64, "West")
                 waits.append(time.monotonic() - started)
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
 
         assert waits[0] >= 0.3 and max(waits[1:]) < 0.1
         assert toolkit.failures["store_busy"] == 3
@@ -389,9 +393,7 @@ def test_a_supersession_of_a_waiting_ephemeral_memory_is_not_done_rather_than_no
     with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
         manager = SimpleMemoryManager(store, llm=model)
         manager.record_action_outcome(64, "West of House", "look", "You are here.", SPEC_CONTEXT)
-        holder = sqlite3.connect(db_path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with write_lock_held(db_path):
             assert not manager.add_memory(64, "West of House", note("On disk"))  # the stretch
             answers.append(learned)
             manager.record_action_outcome(
@@ -400,9 +402,6 @@ def test_a_supersession_of_a_waiting_ephemeral_memory_is_not_done_rather_than_no
             outcome = manager.supersede_memory(
                 64, "West of House", "Sword here", note("Sword gone", "ephemeral")
             )
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
 
         assert outcome is SupersedeOutcome.STORE_BUSY
         assert manager.flush()
@@ -417,18 +416,13 @@ def test_an_ephemeral_memory_of_an_unnumbered_episode_waits_for_its_number(db_pa
     # review S6 F F5: written at once, it kept the provisional number, never to be stored
     with MemoryStore.open(db_path, busy_timeout_s=0.2) as store:
         manager = SimpleMemoryManager(store)
-        holder = sqlite3.connect(db_path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with write_lock_held(db_path):
             assert not manager.add_memory(64, "West of House", note("On disk"))  # the stretch
             manager.reset_episode()
             provisional = manager.episode
             added = manager.add_memory(
                 64, "West of House", note("Dropped here", "ephemeral", episode=provisional)
             )
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
 
         assert added is False
         assert manager.flush() and manager.episode != provisional
