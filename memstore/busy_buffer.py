@@ -169,13 +169,25 @@ class BusyBuffer(EpisodeNumbering):
             if not due:
                 self.counters["writes_deferred"] += 1
             return due
-        free = self.probe.free()
+        try:
+            free = self.probe.free()
+        except DatabaseUnavailable as exc:  # the probe found the session gone: an outage
+            self.lost(exc)
+            return False
         self._probed_free = bool(free)
         if free is None or (free and self._distrust):
             free = time.monotonic() >= self._retry_at
         if not free:
             self.counters["writes_deferred"] += 1
         return free
+
+    def lost(self, exc: DatabaseUnavailable) -> None:
+        """A probe found the session gone (its own transaction met the lost connection):
+        counted and said as a refused call's (``refused``), with the session's memories
+        that went with it (review S6 L F1: swallowed, they vanished without a word)."""
+        self.refused(exc)
+        self.counters["writes_deferred"] += 1
+        log.warning("the lock probe found the connection lost: %s%s", exc, self.retry_note())
 
     def may_read(self) -> bool:
         """Whether to ask the store for a read on the turn's way: always but in an outage

@@ -86,7 +86,7 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="replace --out even when it holds edits that were not imported",
+        help="replace --out even when it holds edits that were not imported, or is read-only",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

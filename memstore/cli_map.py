@@ -75,15 +75,16 @@ def _configure_map(parser: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--force",
         action="store_true",
-        help="replace --out even when it is not a Map.md (a SQLite database, another file)",
+        help="replace --out even when it is not a Map.md (a SQLite database, another file) "
+        "or is read-only",
     )
     export_json = sub.add_parser("export-json", help="write the map as ZorkGPT's map_state.json")
     export_json.add_argument("file", type=_output_path, help="the file, or - for standard output")
     export_json.add_argument(
         "--force",
         action="store_true",
-        help="replace FILE even when it is not a map_state.json or holds a map the "
-        "database does not have",
+        help="replace FILE even when it is not a map_state.json, holds a map the "
+        "database does not have, or is read-only",
     )
     import_json = sub.add_parser(
         "import-json", help="replace the map with a map_state.json's (one transaction)"

@@ -34,7 +34,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="replace --out even when it holds edits that were not imported",
+        help="replace --out even when it holds edits that were not imported, or is read-only",
     )
     parser.add_argument(
         "--notes",

@@ -135,7 +135,10 @@ class CommitDoubt:
             if not landed:
                 raise _not_committed(lost) from lost
             self.counters["commits_in_doubt_found"] += 1
-            self.lost = lost  # (the session went, and its ephemeral tier: the caller says so)
+            # (the session went, and its ephemeral tier: the caller says so, as committed)
+            self.lost = DatabaseUnavailable(
+                str(lost).replace(IN_DOUBT, "what this call was writing was committed")
+            )
         self._forget, self._pruned = [receipt], True
         return answer[0]
 

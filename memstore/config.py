@@ -227,7 +227,7 @@ def _pyproject_settings(path: Path | None) -> dict[str, Any]:
     section = tool.get("memstore", {}) if isinstance(tool, dict) else {}
     if not isinstance(section, dict):
         raise ValueError(f"[tool.memstore] in {path} must be a table, not {section!r:.40}")
-    section = {**_spec_settings(tool, path), **section}
+    section = {**_spec_settings(tool, path, set(section)), **section}
     if "db" in section and isinstance(section["db"], str) and not section["db"].strip():
         raise ValueError(
             f"{path}: [tool.memstore] db is empty: give a database path or URL, or leave it out"
@@ -236,7 +236,7 @@ def _pyproject_settings(path: Path | None) -> dict[str, Any]:
     return dict(section)
 
 
-def _spec_settings(tool: object, path: Path) -> dict[str, Any]:
+def _spec_settings(tool: object, path: Path, own: set[str]) -> dict[str, Any]:
     """The settings the specs name, under ``[tool.zorkgpt]``: ``memory_sampling``'s
     ``memory_history_window`` (specs 003, 004) and ``memory``'s ``show_persistence_markers``
     (spec 002), which ``[tool.memstore]``'s own keys override. A window below 1 is the
@@ -247,7 +247,13 @@ def _spec_settings(tool: object, path: Path) -> dict[str, Any]:
         return {}
     settings: dict[str, Any] = {}
     sampling, memory = zorkgpt.get("memory_sampling"), zorkgpt.get("memory")
-    if isinstance(sampling, dict) and "memory_history_window" in sampling:
+    if (
+        isinstance(sampling, dict)
+        and "memory_history_window" in sampling
+        and (
+            "history_window" not in own  # (memstore's own key wins: no word of the spec's)
+        )
+    ):
         window = sampling["memory_history_window"]
         if type(window) is int and not 1 <= window <= MAX_HISTORY_WINDOW:
             used = 3 if window < 1 else MAX_HISTORY_WINDOW
@@ -259,7 +265,11 @@ def _spec_settings(tool: object, path: Path) -> dict[str, Any]:
             )
             window = used
         settings["history_window"] = window
-    if isinstance(memory, dict) and "show_persistence_markers" in memory:
+    if (
+        isinstance(memory, dict)
+        and "show_persistence_markers" in memory
+        and ("show_persistence_markers" not in own)
+    ):
         settings["show_persistence_markers"] = memory["show_persistence_markers"]
     return settings
 

@@ -165,7 +165,7 @@ def _to_model(row: Any) -> FlaggedMemory:
 
 _ORDER = (table.c.importance.desc(), table.c.id)
 
-_TOTALS = select(func.count(), func.avg(table.c.importance))
+_TOTALS = select(func.count(), func.sum(table.c.importance))
 _FIRST_IDS = (
     select(table.c.location_id, func.count().label("count"), func.min(table.c.id).label("first"))
     .where(table.c.location_id.is_not(None))
@@ -417,7 +417,7 @@ class FlaggedMemories:
         # aggregated in SQL, each location's first name read back: a status read each turn
         # costs no pydantic model per memory (review S6 J F3: 220 ms at 20,000)
         with self.store.transaction(write=False) as conn:
-            total, average = conn.execute(_TOTALS).one()
+            total, importance = conn.execute(_TOTALS).one()
             if not total:
                 return {
                     "total_memories": 0,
@@ -436,7 +436,7 @@ class FlaggedMemories:
         top_key = max(counts, key=lambda key: (counts[key][0], -counts[key][1]))
         return {
             "total_memories": int(total),
-            "avg_importance": float(average),
+            "avg_importance": int(importance) / int(total),  # (PostgreSQL's avg rounds)
             "locations_covered": len(counts),
             "top_location": labels[top_key],
         }

@@ -53,7 +53,8 @@ class LockProbe:
 
     def free(self) -> bool | None:
         """True or False; None when this store cannot tell (in memory, closed, or the probe
-        failed: the caller's clock decides then). Never raises, never waits."""
+        failed: the caller's clock decides then). Never waits; raises DatabaseUnavailable
+        only (the session gone, which the caller counts: review S6 L F1)."""
         target = self.store.target
         try:
             if self.store.closed:
@@ -63,6 +64,8 @@ class LockProbe:
             if target.path is None:
                 return None
             return self._file_free(target.path.as_uri())
+        except DatabaseUnavailable:
+            raise
         except Exception:  # the probe's own failure: the real write will say what it is
             return None
 
@@ -184,7 +187,10 @@ class WriteGate:
             return True
         if self._clock() < self._next_at:
             return False
-        return self._unavailable or self.probe.free() is not False
+        try:
+            return self._unavailable or self.probe.free() is not False
+        except DatabaseUnavailable:  # (the session is gone: the write reconnects)
+            return True
 
     def refused(self, exc: BaseException) -> None:
         tried_again = self.kind is not None

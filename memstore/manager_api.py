@@ -119,7 +119,8 @@ class SpecMemoryApi:
             return False
         try:
             return buffer.probe.readable() is not False
-        except DatabaseUnavailable:  # (the session is gone: the busy stretch decides)
+        except DatabaseUnavailable as exc:  # the session is gone: said, "not done" now
+            self._refused(exc, f"an ephemeral write of {memory.title!r}")
             return False
 
     def _written(self, memory: Memory | None, write: Callable[[], T], what: str) -> T:

@@ -26,7 +26,9 @@ caller bounded it (memstore.llm.with_deadline), which then gets the earlier dead
 too. ``failures`` counts, by kind, the query model's failures (timeout, rate_limit,
 provider_error, malformed: an empty answer), the tool calls refused (refused: unknown
 tool, bad arguments), the tools that failed (error), and the ``add_memory`` calls the
-database refused for now (store_busy, store_full: answered False, never raised). Every
+database refused for now (store_busy, store_full: answered False, never raised), and
+the model's notes refused or kept within bounds (content_refused, importance_refused,
+importance_clamped: memstore.flagged_input). Every
 text argument is read as a plain str (memstore.models.plain_str).
 """
 

@@ -52,18 +52,20 @@ def read_only_uri(path: Path) -> str:
     it without locks, which is right for a folder nobody can write to). But ``immutable``
     reads only the database file: commits still in its ``-wal`` would be left out, and a
     stale database read as if it were whole, so a ``-wal`` that holds any is refused
-    (ReadOnlyDatabase, one line).
+    (ReadOnlyDatabase, one line); so is a ``-journal`` holding a write cut short, in such a
+    folder or beside a file that cannot be written (SQLite cannot roll it back there).
     """
     shm = Path(f"{path}-shm")
-    if folder_writable(path) or shm.exists():
-        return f"{path.as_uri()}?mode=ro"
     journal = Path(f"{path}-journal")
+    writable = folder_writable(path) and os.access(path, os.W_OK)
+    if (folder_writable(path) or shm.exists()) and (writable or not hot_journal(journal)):
+        return f"{path.as_uri()}?mode=ro"
     if hot_journal(journal):  # ``immutable`` would read the half-written pages as they are
         raise ReadOnlyDatabase(
             f"{journal} holds a write that was cut short, which SQLite rolls back when it "
-            f"opens the database where its folder can be written; it cannot here, and "
-            f"{path.name} read without it would be half written: open it once where its "
-            f"folder can be written (copy it with its -journal)"
+            f"opens the database for writing; it cannot here (the file or its folder is "
+            f"read-only), and {path.name} read without it would be half written: open it "
+            f"once where it can be written (copy it with its -journal)"
         )
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:

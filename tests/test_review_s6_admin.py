@@ -13,6 +13,7 @@ reader held a migration up for about three times the busy timeout (F3).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -233,3 +234,23 @@ def test_another_application_s_cut_short_write_is_left_as_it_is(
         capsys.readouterr().err
     )
     assert (db.read_bytes(), journal.read_bytes()) == before
+
+
+def test_a_write_cut_short_beside_a_read_only_file_is_said_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review S6 K F4: a read-only file in a writable folder, with a hot journal, was
+    # "cannot be read as SQLite (attempt to write a readonly database)"
+    db = tmp_path / "m.db"
+    cut_short(db)
+    real_access = os.access
+    monkeypatch.setattr(
+        sqlite_probe.os,
+        "access",
+        lambda path, mode: (
+            False if Path(path) == db and mode == os.W_OK else real_access(path, mode)
+        ),
+    )
+
+    with pytest.raises(ReadOnlyDatabase, match=r"the file or its folder is read-only"):
+        sqlite_probe.read_only_uri(db)

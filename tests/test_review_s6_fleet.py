@@ -306,3 +306,32 @@ def test_a_spec_004_write_whose_commit_never_arrived_says_it_was_not_committed(
         assert "may or may not" not in caplog.text
         assert [m.title for m in store.memories(11)] == ["Warm up"]
         manager.close()
+
+
+def test_a_session_a_busy_stretch_s_probe_finds_gone_is_counted_and_said(
+    pg_database: str, pg_cluster: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # review S6 L F1: an ephemeral write's read probe, or a write's lock probe, met the lost
+    # session and swallowed it: the write went on, and the ephemeral memories vanished
+    with MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5) as store:
+        other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
+        manager = SimpleMemoryManager(store)
+        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
+        with other.transaction(write=True):  # another writer: the stretch begins
+            assert not manager.add_memory(64, "West of House", note("On disk"))
+        other.close()
+        name = pg_database.rsplit("/", 1)[1].split("?")[0]
+        with psycopg.connect(pg_cluster.conninfo("postgres"), autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+
+        with caplog.at_level(logging.WARNING, logger="memstore"):
+            added = manager.add_memory(64, "West of House", note("Lamp here", "ephemeral"))
+
+        assert added is False
+        assert manager.get_status()["store_unavailable"] == 1
+        assert "ephemeral memories went with the connection" in caplog.text
+        manager.close()

@@ -488,3 +488,19 @@ def test_the_spec_004_writes_are_counted_and_a_forbidden_one_said(
         assert "supersede_memory 'Leaflet here' at 64: not done" in caplog.text
         assert "(the new memory is ephemeral)" in caplog.text
         manager.close()
+
+
+def test_memstore_s_own_window_overrides_the_spec_s_without_a_word(tmp_path: Path) -> None:
+    # review S6 K F3: the spec's window out of bounds warned "3 is used" though
+    # [tool.memstore]'s own history_window was used
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        "[tool.zorkgpt.memory_sampling]\nmemory_history_window = 0\n"
+        "[tool.memstore]\nhistory_window = 4\n"
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = load_config(pyproject)
+
+    assert config.history_window == 4
