@@ -77,6 +77,7 @@ def cut_short(db: Path) -> None:
     assert hot_journal(Path(f"{db}-journal"))
 
 
+@pytest.mark.slow  # (it starts a process, killed in its write)
 def test_a_write_cut_short_in_rollback_journal_mode_is_rolled_back_at_the_next_open(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_write_cut_short_in_rollback_journal_mode_is_rolled_back_at_the_next_o
     assert "cannot be read" not in capsys.readouterr().err
 
 
+@pytest.mark.slow  # (it starts a process, killed in its write)
 def test_a_write_cut_short_is_never_read_half_written_where_it_cannot_be_rolled_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +211,7 @@ def test_a_long_reader_never_holds_a_migration_up(tmp_path: Path) -> None:
         reader.close()
 
 
+@pytest.mark.slow  # (it starts a process, killed in its write)
 def test_another_application_s_cut_short_write_is_left_as_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,6 +239,7 @@ def test_another_application_s_cut_short_write_is_left_as_it_is(
     assert (db.read_bytes(), journal.read_bytes()) == before
 
 
+@pytest.mark.slow  # (it starts a process, killed in its write)
 def test_a_write_cut_short_beside_a_read_only_file_is_said_plainly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,6 +59,7 @@ def watched(client: socket.socket, seconds: float) -> AnswerWatch:
     return watch
 
 
+@pytest.mark.slow  # (real time: the watch's limit passes)
 def test_an_answer_that_came_while_the_client_did_not_read_is_not_cut_off(
     tcp_pair: tuple[socket.socket, socket.socket],
 ) -> None:
@@ -73,6 +74,7 @@ def test_an_answer_that_came_while_the_client_did_not_read_is_not_cut_off(
     assert server.recv(100) == b"still connected"
 
 
+@pytest.mark.slow  # (real time: the watch's limit passes)
 def test_a_server_silent_past_the_limit_is_still_cut_off(
     tcp_pair: tuple[socket.socket, socket.socket],
 ) -> None:
