@@ -240,25 +240,34 @@ def test_an_ephemeral_write_answers_at_once_while_a_lock_blocks_reads(pg_databas
         manager.close()
 
 
+def stretch_then_session_ended(
+    store: MemoryStore, pg_database: str, pg_cluster: PgCluster
+) -> SimpleMemoryManager:
+    """A manager with an ephemeral memory, in a busy stretch (another writer refused its
+    write), whose server session the server then ended."""
+    other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
+    manager = SimpleMemoryManager(store)
+    manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
+    with other.transaction(write=True):  # another writer: the stretch begins
+        assert not manager.add_memory(64, "West of House", note("On disk"))
+    other.close()
+    name = pg_database.rsplit("/", 1)[1].split("?")[0]
+    with psycopg.connect(pg_cluster.conninfo("postgres"), autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+    return manager
+
+
 def test_a_session_the_read_probe_finds_gone_is_counted_and_said(
     pg_database: str, pg_cluster: PgCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     # review S6 F F8: the probe swallowed the lost connection; the agent's ephemeral
     # memories went with it, with no line and no count
     with MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5) as store:
-        other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
-        manager = SimpleMemoryManager(store)
-        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
-        with other.transaction(write=True):  # another writer: the stretch begins
-            assert not manager.add_memory(64, "West of House", note("On disk"))
-        other.close()
-        name = pg_database.rsplit("/", 1)[1].split("?")[0]
-        with psycopg.connect(pg_cluster.conninfo("postgres"), autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
+        manager = stretch_then_session_ended(store, pg_database, pg_cluster)
 
         with caplog.at_level(logging.WARNING, logger="memstore"):
             manager.get_location_memory(64)
@@ -316,19 +325,7 @@ def test_a_session_a_busy_stretch_s_probe_finds_gone_is_counted_and_said(
     # review S6 L F1: an ephemeral write's read probe, or a write's lock probe, met the lost
     # session and swallowed it: the write went on, and the ephemeral memories vanished
     with MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5) as store:
-        other = MemoryStore.open(pg_database, busy_timeout_s=0.3, answer_timeout_s=5)
-        manager = SimpleMemoryManager(store)
-        manager.add_memory(64, "West of House", note("Sword here", "ephemeral"))
-        with other.transaction(write=True):  # another writer: the stretch begins
-            assert not manager.add_memory(64, "West of House", note("On disk"))
-        other.close()
-        name = pg_database.rsplit("/", 1)[1].split("?")[0]
-        with psycopg.connect(pg_cluster.conninfo("postgres"), autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
+        manager = stretch_then_session_ended(store, pg_database, pg_cluster)
 
         with caplog.at_level(logging.WARNING, logger="memstore"):
             added = manager.add_memory(64, "West of House", note("Lamp here", "ephemeral"))
