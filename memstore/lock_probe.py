@@ -85,25 +85,8 @@ class LockProbe:
         return True
 
     def _server_free(self) -> bool:
-        import psycopg
-
-        from memstore.connection import driver_of
-        from memstore.pg_connection import LOCK_KEY
-
-        try:
-            with self.store.transaction(write=False) as conn:
-                key = conn.connection.info[LOCK_KEY]
-                driver = driver_of(conn)
-                row = driver.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
-                if not row[0]:
-                    return False
-                try:
-                    driver.execute(f"LOCK TABLE {self._table_list()} IN ROW EXCLUSIVE MODE NOWAIT")
-                except psycopg.errors.LockNotAvailable:
-                    raise _Held from None  # rolls the probe's transaction back
-        except _Held:
-            return False
-        return True
+        """The writers' lock and a write's lock of ``tables``, each granted at once."""
+        return self._granted(f"LOCK TABLE {self._table_list()} IN ROW EXCLUSIVE MODE NOWAIT")
 
     def readable(self) -> bool | None:
         """Whether a turn's read would be answered now, without waiting: on a server, False
@@ -115,25 +98,37 @@ class LockProbe:
         try:
             if self.store.closed or not self.store.target.is_server:
                 return None
-            import psycopg
-
-            from memstore.connection import driver_of
-
-            try:
-                with self.store.transaction(write=False) as conn:
-                    try:
-                        driver_of(conn).execute(
-                            f"LOCK TABLE {_listed(READ_TABLES)} IN ACCESS SHARE MODE NOWAIT"
-                        )
-                    except psycopg.errors.LockNotAvailable:
-                        raise _Held from None  # rolls the probe's transaction back
-            except _Held:
-                return False
-            return True
+            lock = f"LOCK TABLE {_listed(READ_TABLES)} IN ACCESS SHARE MODE NOWAIT"
+            return self._granted(lock, writers=False)
         except DatabaseUnavailable:  # the session is gone: the caller says so (review S6 F
             raise  # F8: swallowed, the loss of the ephemeral tier was never counted)
         except Exception:  # the probe's own failure: the read will say what it is
             return None
+
+    def _granted(self, lock: str, *, writers: bool = True) -> bool:
+        """Whether, in a transaction of the probe's own (rolled back), memstore's writers'
+        lock (``writers``: ``pg_try_advisory_xact_lock``) and then ``lock`` (a ``LOCK
+        TABLE ... NOWAIT``) are granted at once. Both are the transaction's: gone with it."""
+        import psycopg
+
+        from memstore.connection import driver_of
+        from memstore.pg_connection import LOCK_KEY
+
+        try:
+            with self.store.transaction(write=False) as conn:
+                driver = driver_of(conn)
+                if writers:
+                    key = conn.connection.info[LOCK_KEY]
+                    row = driver.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
+                    if not row[0]:
+                        return False
+                try:
+                    driver.execute(lock)
+                except psycopg.errors.LockNotAvailable:
+                    raise _Held from None  # rolls the probe's transaction back
+        except _Held:
+            return False
+        return True
 
     def _table_list(self) -> str:
         """The tables a turn's waiting rows are written to: memstore's tables (the
