@@ -19,7 +19,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -143,6 +143,19 @@ def test_an_agent_frozen_in_its_write_holds_the_fleet_back_only_so_long(
         other.close()
 
 
+def next_commit(armed: list[bool], what: str) -> Callable[[int, bytes], str | None]:
+    """A FreezingProxy trigger: ``what`` ("mute", "cut") for the next COMMIT sent alone
+    while ``armed[0]``, which it then clears."""
+
+    def trigger(_connection: int, data: bytes) -> str | None:
+        if armed[0] and data.endswith(b"COMMIT\x00") and b"BEGIN" not in data:
+            armed[0] = False
+            return what
+        return None
+
+    return trigger
+
+
 def test_a_spec_004_write_whose_commit_answer_is_lost_is_settled_by_its_receipt(
     pg_url: str, proxy: FreezingProxy
 ) -> None:
@@ -152,13 +165,7 @@ def test_a_spec_004_write_whose_commit_answer_is_lost_is_settled_by_its_receipt(
     MemoryStore.open(pg_url).close()
     armed = [False]
 
-    def mute_the_commit(_connection: int, data: bytes) -> str | None:
-        if armed[0] and data.endswith(b"COMMIT\x00") and b"BEGIN" not in data:
-            armed[0] = False
-            return "mute"
-        return None
-
-    proxy.trigger = mute_the_commit
+    proxy.trigger = next_commit(armed, "mute")  # (it reaches the server; its answer never comes)
     with MemoryStore.open(proxy.url(pg_url), busy_timeout_s=1, answer_timeout_s=1.5) as store:
         manager = SimpleMemoryManager(store)
         assert manager.add_memory(11, "Room 11", note("Warm up"))
@@ -299,13 +306,7 @@ def test_a_spec_004_write_whose_commit_never_arrived_says_it_was_not_committed(
     MemoryStore.open(pg_url).close()
     armed = [False]
 
-    def cut_the_commit(_connection: int, data: bytes) -> str | None:
-        if armed[0] and data.endswith(b"COMMIT\x00") and b"BEGIN" not in data:
-            armed[0] = False
-            return "cut"  # (the COMMIT never reaches the server)
-        return None
-
-    proxy.trigger = cut_the_commit
+    proxy.trigger = next_commit(armed, "cut")  # (the COMMIT never reaches the server)
     with MemoryStore.open(proxy.url(pg_url), busy_timeout_s=1, answer_timeout_s=1.5) as store:
         manager = SimpleMemoryManager(store)
         assert manager.add_memory(11, "Room 11", note("Warm up"))
